@@ -1,0 +1,69 @@
+# cube-jupyter: `make lab` to use it, `make test` to check it. Everything is installed from here.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(abspath $(VENV))/bin
+export PATH := $(BIN):$(PATH)
+# Jupyter refuses to run as root unless told; a container image running as jovyan needs no flag.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
+LAB_PORT ?= 8888
+FRONTEND_SOURCES := $(shell find labextension -type f 2>/dev/null) package.json tsconfig.json
+
+.PHONY: setup setup-test lab test lint typecheck pytest bench system-test-deps frontend clean
+
+setup: $(VENV)/.installed
+
+setup-test: $(VENV)/.installed-test system-test-deps
+
+$(VENV)/.python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "jupyterlab>=4.6,<4.7" "hatchling>=1.21" "hatch-jupyter-builder>=0.9"
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $@
+
+# The labextension is built here (so `pip install -e` finds it and skips its own build hook).
+cube_jupyter/labextension/package.json: $(VENV)/.python node_modules/.installed $(FRONTEND_SOURCES)
+	npm run build
+
+frontend: cube_jupyter/labextension/package.json
+
+$(VENV)/.installed: $(VENV)/.python cube_jupyter/labextension/package.json pyproject.toml
+	$(BIN)/pip install -q --no-build-isolation -e .
+	$(BIN)/jupyter labextension develop --overwrite .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
+	$(BIN)/pip install -q --no-build-isolation -e ".[test]"
+	touch $@
+
+# Debian packages the tests drive for real: Chromium for the browser tests.
+system-test-deps:
+	@command -v chromium >/dev/null || { \
+	  echo "installing Debian's chromium for the browser tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+lab: setup
+	$(BIN)/jupyter lab $(ALLOW_ROOT) --no-browser --ServerApp.port=$(LAB_PORT)
+
+lint: setup-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	npm run lint:check
+
+typecheck: setup-test
+	$(BIN)/mypy
+
+pytest: setup-test
+	$(BIN)/python -m pytest tests --ignore=tests/benchmarks -q
+
+test: lint typecheck pytest
+
+bench: setup-test
+	$(BIN)/python -m tests.benchmarks
+
+clean:
+	rm -rf $(VENV) node_modules lib cube_jupyter/labextension tsconfig.tsbuildinfo

@@ -1,0 +1,61 @@
+"""Errors the workbench raises on purpose, each carrying the HTTP status and the field at fault.
+
+Handlers and the CLI turn these into a JSON error or an exit code; anything else that escapes is a
+bug and is logged, never shown to the user as a traceback.
+"""
+
+from __future__ import annotations
+
+
+class CubeError(Exception):
+    """A failure the user can act on: a message, a machine-readable reason and an HTTP status."""
+
+    status = 400
+    reason = "BadRequest"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def to_dict(self) -> dict[str, str]:
+        body = {"message": self.message, "reason": self.reason}
+        if self.field:
+            body["field"] = self.field
+        return body
+
+
+class InvalidInput(CubeError):
+    """A request or spec field has a bad value."""
+
+
+class NotFound(CubeError):
+    status = 404
+    reason = "NotFound"
+
+
+class Conflict(CubeError):
+    status = 409
+    reason = "Conflict"
+
+
+class Forbidden(CubeError):
+    status = 403
+    reason = "Forbidden"
+
+
+class QuotaExceeded(Forbidden):
+    reason = "QuotaExceeded"
+
+
+class BackendUnavailable(CubeError):
+    """The backend (cluster API, child process) could not be reached or refused the request."""
+
+    status = 503
+    reason = "BackendUnavailable"
+
+
+class ConfigError(CubeError):
+    """Admin configuration is invalid; raised at startup so the server never runs half-configured."""
+
+    reason = "InvalidConfig"

@@ -1,0 +1,118 @@
+"""Notebook servers as users see them: who may act, what they may ask for, and the quotas.
+
+Handlers and the CLI call this; it validates the request, checks the caller and the quotas, and calls
+one backend method. The same rules hold on both backends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from typing import Any
+
+from cube_jupyter.backends.base import NotebookBackend
+from cube_jupyter.config import Settings
+from cube_jupyter.errors import Conflict, Forbidden, InvalidInput, NotFound, QuotaExceeded
+from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec, validate_server_name
+
+CREATE_FIELDS = {"name", "profile"}
+
+
+class NotebookService:
+    def __init__(self, settings: Settings, backend: NotebookBackend) -> None:
+        self.settings = settings
+        self.backend = backend
+        # Quota checks and the create/start they guard run under the user's lock, so two concurrent
+        # requests cannot both squeeze under a limit.
+        self._user_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+
+    def profiles(self) -> list[dict[str, Any]]:
+        return [profile.to_dict() for profile in self.settings.profiles]
+
+    def owner(self, caller: str, user: str | None) -> str:
+        """Whose servers a request means: the caller's own, or (admins only) another user's."""
+        if not user or user == caller:
+            return caller
+        if not self.settings.is_admin(caller):
+            raise Forbidden(f"user {caller!r} may not act on servers of user {user!r}", field="user")
+        return user
+
+    def list_servers(self, caller: str, user: str | None = None, all_users: bool = False) -> list[NotebookServer]:
+        if all_users:
+            if not self.settings.is_admin(caller):
+                raise Forbidden(
+                    f"only admins may list every user's servers; {caller!r} is not one", field="all"
+                )
+            servers = self.backend.list_servers(None)
+        else:
+            servers = self.backend.list_servers(self.owner(caller, user))
+        return sorted(servers, key=lambda s: (s.user, s.created, s.name))
+
+    def get(self, caller: str, name: str, user: str | None = None) -> NotebookServer:
+        owner = self.owner(caller, user)
+        server = self.backend.get_server(owner, validate_server_name(name))
+        if server is None:
+            raise NotFound(f"user {owner!r} has no server named {name!r}", field="name")
+        return server
+
+    async def create(self, caller: str, body: object, user: str | None = None) -> NotebookServer:
+        owner = self.owner(caller, user)
+        spec = parse_create_request(self.settings, owner, body)
+        async with self._user_locks[owner]:
+            if self.backend.get_server(owner, spec.name) is not None:
+                raise Conflict(f"user {owner!r} already has a server named {spec.name!r}", field="name")
+            existing = self.backend.list_servers(owner)
+            limit = self.settings.spawner.max_servers_per_user
+            if limit and len(existing) >= limit:
+                raise QuotaExceeded(
+                    f"user {owner!r} has {len(existing)} servers; the limit is {limit} "
+                    "(CubeSpawner.max_servers_per_user). Delete one first.",
+                    field="name",
+                )
+            self._check_gpu_quota(owner, existing, spec.profile.gpu)
+            return await self.backend.create_server(spec)
+
+    async def set_stopped(
+        self, caller: str, name: str, stopped: object, user: str | None = None
+    ) -> NotebookServer:
+        if not isinstance(stopped, bool):
+            raise InvalidInput(f"stopped must be true or false, got {stopped!r}", field="stopped")
+        server = self.get(caller, name, user)
+        async with self._user_locks[server.user]:
+            if not stopped and server.gpus_held == 0:
+                others = [s for s in self.backend.list_servers(server.user) if s.name != server.name]
+                self._check_gpu_quota(server.user, others, server.resources.gpu)
+            return await self.backend.set_stopped(server.user, server.name, stopped)
+
+    async def delete(self, caller: str, name: str, user: str | None = None) -> None:
+        server = self.get(caller, name, user)
+        await self.backend.delete_server(server.user, server.name)
+
+    def _check_gpu_quota(self, owner: str, servers: list[NotebookServer], wanted: int) -> None:
+        quota = self.settings.spawner.gpu_quota_per_user
+        if not quota or not wanted:
+            return
+        held = sum(s.gpus_held for s in servers)
+        if held + wanted > quota:
+            raise QuotaExceeded(
+                f"user {owner!r} holds {held} GPU(s) in running servers and asks for {wanted} more; "
+                f"the limit is {quota} (CubeSpawner.gpu_quota_per_user). Stop a GPU server first.",
+                field="profile",
+            )
+
+
+def parse_create_request(settings: Settings, owner: str, body: object) -> NotebookSpec:
+    """Validate a create request at the edge: only a name and an offered profile are accepted."""
+    if not isinstance(body, dict):
+        raise InvalidInput("request body must be a JSON object with 'name' and 'profile'", field="body")
+    unknown = sorted(set(body) - CREATE_FIELDS)
+    if unknown:
+        raise InvalidInput(
+            f"unknown field(s) {unknown}; a server is created from a name and a profile",
+            field=unknown[0],
+        )
+    name = validate_server_name(body.get("name"))
+    profile_name = body.get("profile")
+    if profile_name is not None and not isinstance(profile_name, str):
+        raise InvalidInput(f"profile must be a string, got {profile_name!r}", field="profile")
+    return NotebookSpec(user=owner, name=name, profile=settings.profile(profile_name))

@@ -1,0 +1,87 @@
+"""A real Jupyter server with the workbench extension, on the local backend, in a temp state dir.
+
+Callers are named by the trusted identity header (`kubeflow-userid`), as behind Istio, so tests can
+act as several users; `anonymous_fetch` and `xsrf` tests cover Jupyter's own auth paths.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from tornado.httpclient import HTTPClientError, HTTPResponse
+
+HEADER_IDP = "cube_jupyter_server.identity.TrustedHeaderIdentityProvider"
+PROFILES = [
+    {
+        "name": "small",
+        "display_name": "Small",
+        "image": "jupyter/base",
+        "cpu": "500m",
+        "memory": "1Gi",
+        "default": True,
+    },
+    {"name": "gpu", "display_name": "One GPU", "image": "jupyter/gpu", "cpu": "2", "memory": "8Gi", "gpu": 1},
+]
+
+
+@pytest.fixture
+def cube_config(tmp_path: Any) -> dict[str, Any]:
+    """Workbench config for the server under test; tests may change it before `jp_serverapp` starts."""
+    return {
+        "CubeWorkbench": {"state_dir": str(tmp_path / "cube-state"), "local_poll_seconds": 0.5},
+        "CubeSpawner": {"profiles": PROFILES, "admin_users": ["root-admin"], "max_servers_per_user": 2},
+    }
+
+
+@pytest.fixture
+def jp_server_config(cube_config: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "ServerApp": {
+            "jpserver_extensions": {"cube_jupyter_server": True},
+            "identity_provider_class": HEADER_IDP,
+        },
+        **cube_config,
+    }
+
+
+@pytest.fixture
+async def cube_app(jp_serverapp: Any) -> Any:
+    """The server with its extensions started (pytest-jupyter initializes but does not start them)."""
+    await jp_serverapp.extension_manager.start_all_extensions()
+    yield jp_serverapp
+
+
+Fetch = Callable[..., Awaitable[HTTPResponse]]
+
+
+@pytest.fixture
+def api(cube_app: Any, jp_fetch: Fetch) -> Callable[..., Awaitable[tuple[int, Any]]]:
+    """Call the REST API as `as_user`, query parameters as keywords.
+
+    Returns (status, parsed JSON or None) and never raises on 4xx.
+    """
+
+    async def call(
+        method: str, path: str, as_user: str = "alice", body: Any = None, xsrf: bool = True, **params: str
+    ) -> tuple[int, Any]:
+        headers = {"kubeflow-userid": as_user} if as_user else {}
+        if xsrf and method not in ("GET", "HEAD"):
+            # What JupyterLab's frontend sends: the _xsrf cookie echoed in a header.
+            headers.update({"Cookie": "_xsrf=test-xsrf-token", "X-XSRFToken": "test-xsrf-token"})
+        kwargs: dict[str, Any] = {"method": method, "headers": headers, "params": params}
+        if body is not None:
+            kwargs["body"] = body if isinstance(body, str) else json.dumps(body)
+        elif method in ("POST", "PATCH", "PUT"):
+            kwargs["body"] = ""
+        try:
+            response = await jp_fetch("cube", "api", "v1", *path.strip("/").split("/"), **kwargs)
+        except HTTPClientError as exc:
+            assert exc.response is not None, exc
+            response = exc.response
+        text = response.body.decode() if response.body else ""
+        return response.code, (json.loads(text) if text else None)
+
+    return call

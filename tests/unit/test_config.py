@@ -1,0 +1,124 @@
+"""Admin config: valid config loads, every bad value names its field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from traitlets.config import Config
+
+from cube_jupyter.config import load_config_file, load_settings
+from cube_jupyter.errors import ConfigError, InvalidInput
+
+GOOD_PROFILE = {"name": "cpu", "image": "jupyter/base", "cpu": "1", "memory": "2Gi"}
+
+
+def settings_with(**spawner: Any) -> Any:
+    config = Config()
+    for key, value in spawner.items():
+        setattr(config.CubeSpawner, key, value)
+    return load_settings(config)
+
+
+def test_defaults_load() -> None:
+    settings = load_settings(Config())
+    assert settings.workbench.backend == "local"
+    assert settings.profile(None).default
+    assert settings.spawner.namespace_template == "cube-{username}"
+    assert settings.spawner.path_prefix == "/notebook"
+
+
+def test_profiles_parse_with_defaults_and_vgpu() -> None:
+    settings = settings_with(
+        profiles=[
+            GOOD_PROFILE,
+            {
+                "name": "vgpu",
+                "display_name": "Shared GPU",
+                "image": "img",
+                "cpu": "500m",
+                "memory": "4Gi",
+                "gpu": 20,
+                "gpu_resource": "tencent.com/vcuda-core",
+                "node_selector": {"gpu": "t4"},
+                "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                "env": {"A": "1"},
+                "default": True,
+            },
+        ]
+    )
+    assert settings.profile(None).name == "vgpu"
+    vgpu = settings.profile("vgpu")
+    assert vgpu.gpu_resource == "tencent.com/vcuda-core" and vgpu.gpu == 20
+    assert settings.profile("cpu").gpu_resource == "nvidia.com/gpu"
+
+
+@pytest.mark.parametrize(
+    ("spawner", "field"),
+    [
+        ({"profiles": []}, "CubeSpawner.profiles"),
+        ({"profiles": [{**GOOD_PROFILE, "cpu": "two"}]}, "CubeSpawner.profiles[0].cpu"),
+        ({"profiles": [{**GOOD_PROFILE, "memory": "2 GB"}]}, "CubeSpawner.profiles[0].memory"),
+        ({"profiles": [{**GOOD_PROFILE, "gpu": -1}]}, "CubeSpawner.profiles[0].gpu"),
+        ({"profiles": [{**GOOD_PROFILE, "gpu": True}]}, "CubeSpawner.profiles[0].gpu"),
+        ({"profiles": [{**GOOD_PROFILE, "gpu_resource": "gpu"}]}, "CubeSpawner.profiles[0].gpu_resource"),
+        ({"profiles": [{**GOOD_PROFILE, "name": "Not_DNS"}]}, "CubeSpawner.profiles[0].name"),
+        ({"profiles": [{**GOOD_PROFILE, "imagee": "typo"}]}, "CubeSpawner.profiles[0].imagee"),
+        ({"profiles": [GOOD_PROFILE, {**GOOD_PROFILE, "image": ""}]}, "CubeSpawner.profiles[1].image"),
+        ({"profiles": [GOOD_PROFILE, GOOD_PROFILE]}, "CubeSpawner.profiles[1].name"),
+        (
+            {"profiles": [{**GOOD_PROFILE, "default": True}, {**GOOD_PROFILE, "name": "b", "default": True}]},
+            "CubeSpawner.profiles",
+        ),
+        ({"profiles": [{**GOOD_PROFILE, "env": {"A": 1}}]}, "CubeSpawner.profiles[0].env"),
+        (
+            {"profiles": [{**GOOD_PROFILE, "tolerations": [{"effect": "Never"}]}]},
+            "CubeSpawner.profiles[0].tolerations[0].effect",
+        ),
+        ({"max_servers_per_user": -1}, "CubeSpawner.max_servers_per_user"),
+        ({"gpu_quota_per_user": -2}, "CubeSpawner.gpu_quota_per_user"),
+        ({"cull_idle_seconds": -5}, "CubeSpawner.cull_idle_seconds"),
+        ({"path_prefix": "notebook/"}, "CubeSpawner.path_prefix"),
+        ({"namespace_template": "fixed"}, "CubeSpawner.namespace_template"),
+        ({"namespace_template": "Cube_{username}"}, "CubeSpawner.namespace_template"),
+        ({"workspace_size": "ten gigs"}, "CubeSpawner.workspace_size"),
+        ({"user_header": ""}, "CubeSpawner.user_header"),
+    ],
+)
+def test_bad_config_names_the_field(spawner: dict[str, Any], field: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        settings_with(**spawner)
+    assert caught.value.field == field
+    assert field.split(".")[-1].split("[")[0] in caught.value.message
+
+
+def test_bad_trait_types_name_the_trait() -> None:
+    config = Config()
+    config.CubeWorkbench.backend = "docker"
+    with pytest.raises(ConfigError, match="backend"):
+        load_settings(config)
+    config = Config()
+    config.CubeSpawner.resource_kind = "Deployment"
+    with pytest.raises(ConfigError, match="resource_kind"):
+        load_settings(config)
+
+
+def test_unknown_profile_lists_the_offer() -> None:
+    settings = settings_with(profiles=[GOOD_PROFILE])
+    with pytest.raises(InvalidInput) as caught:
+        settings.profile("gpu")
+    assert caught.value.field == "profile" and "cpu" in caught.value.message
+
+
+def test_config_file_loads_and_errors_name_the_flag(tmp_path: Any) -> None:
+    good = tmp_path / "cube_config.py"
+    good.write_text('c.CubeSpawner.max_servers_per_user = 3\nc.CubeWorkbench.backend = "kubernetes"\n')
+    settings = load_settings(load_config_file(good))
+    assert settings.spawner.max_servers_per_user == 3 and settings.workbench.backend == "kubernetes"
+    broken = tmp_path / "broken.py"
+    broken.write_text("c.CubeSpawner.profiles = [\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config_file(broken)
+    assert caught.value.field == "--config"
+    with pytest.raises(ConfigError):
+        load_config_file(tmp_path / "missing.py")
