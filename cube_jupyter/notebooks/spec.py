@@ -89,7 +89,7 @@ class Profile:
             gpu_resource=gpu_resource,
             node_selector=_string_map(raw.get("node_selector", {}), f"{where}.node_selector"),
             tolerations=_tolerations(raw.get("tolerations", []), f"{where}.tolerations"),
-            env=_string_map(raw.get("env", {}), f"{where}.env"),
+            env=_profile_env(raw.get("env", {}), f"{where}.env"),
             default=_bool(raw.get("default", False), f"{where}.default"),
         )
 
@@ -166,7 +166,11 @@ class NotebookServer:
 
 
 def validate_server_name(value: object) -> str:
-    return validate_dns_label(value, "name", MAX_SERVER_NAME)
+    """A DNS-1035 label: Kubeflow names a Service after the server, and Service names need a letter first."""
+    name = validate_dns_label(value, "name", MAX_SERVER_NAME)
+    if not name[0].isalpha():
+        raise InvalidInput(f"name {name!r} must start with a letter (it also names a Service)", field="name")
+    return name
 
 
 def _quantity(value: object, field_name: str) -> str:
@@ -192,6 +196,16 @@ def _string_map(value: object, field_name: str) -> dict[str, str]:
     ):
         raise InvalidInput(f"{field_name} must map strings to strings, got {value!r}", field=field_name)
     return dict(value)
+
+
+def _profile_env(value: object, field_name: str) -> dict[str, str]:
+    env = _string_map(value, field_name)
+    if "NB_PREFIX" in env:
+        raise InvalidInput(
+            f"{field_name} may not set NB_PREFIX: the workbench sets it to the server's route prefix",
+            field=f"{field_name}.NB_PREFIX",
+        )
+    return env
 
 
 def _tolerations(value: object, field_name: str) -> list[dict[str, Any]]:

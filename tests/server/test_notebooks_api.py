@@ -33,6 +33,7 @@ async def test_post_without_xsrf_is_refused(api: Any) -> None:
     [
         ({"name": "Bad_Name"}, "name", 400),
         ({"name": "-lead"}, "name", 400),
+        ({"name": "1nb"}, "name", 400),
         ({"name": "x" * 60}, "name", 400),
         ({}, "name", 400),
         ({"name": "ok", "profile": "huge"}, "profile", 400),

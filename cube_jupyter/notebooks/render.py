@@ -1,0 +1,304 @@
+"""Kubernetes objects for one notebook server: a pure function of the spec and the admin config.
+
+The Kubernetes backend creates exactly what `render_notebook_objects` returns, in that order, and
+`cube-jupyter notebook render` prints the same list, like `helm template`. Nothing here does I/O, so
+the output is deterministic and every object can be checked against its upstream schema in tests.
+
+The objects follow Kubeflow Notebooks (Notebook CRD, `notebook-name` pod label, Istio VirtualService
+`notebook-{namespace}-{name}` on `/notebook/{namespace}/{name}/`) so existing Kubeflow dashboards,
+culling and images keep working, and fix its sore points: Jupyter's base_url is the route prefix by
+construction, the route never times out WebSockets, and only the owner gets through the mesh.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from cube_jupyter.config import Settings
+from cube_jupyter.names import user_slug
+from cube_jupyter.notebooks.spec import NotebookSpec
+
+# Kubeflow's stop switch: the notebook controller scales the StatefulSet to 0 while it is set.
+STOPPED_ANNOTATION = "kubeflow-resource-stopped"
+CREATOR_ANNOTATION = "notebooks.kubeflow.org/creator"
+PROFILE_ANNOTATION = "cube-jupyter/profile"
+USER_ANNOTATION = "cube-jupyter/user"
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "cube-jupyter"
+NAME_LABEL = "app.kubernetes.io/name"
+USER_LABEL = "cube-jupyter/user"
+NOTEBOOK_LABEL = "notebook-name"  # the pod label Kubeflow's controller sets; policies select on it
+STATEFULSET_LABEL = "statefulset"  # the selector label Kubeflow's controller uses
+
+HOME = "/home/jovyan"
+JUPYTER_PORT = 8888
+SERVICE_PORT = 80
+# jovyan's group in Jupyter docker-stacks and Kubeflow images: makes the workspace PVC writable.
+FS_GROUP = 100
+
+
+def route_prefix(settings: Settings, namespace: str, name: str) -> str:
+    """The URL path of a server behind Istio; Jupyter's base_url is exactly this string."""
+    return f"{settings.spawner.path_prefix}/{namespace}/{name}/"
+
+
+def workspace_claim_name(name: str) -> str:
+    return f"{name}-workspace"
+
+
+def virtual_service_name(namespace: str, name: str) -> str:
+    return f"notebook-{namespace}-{name}"
+
+
+def authorization_policy_name(name: str) -> str:
+    return f"notebook-{name}"
+
+
+def render_notebook_objects(spec: NotebookSpec, settings: Settings) -> list[dict[str, Any]]:
+    """The objects for `spec`, in creation order: PVC, workload (+ Service), VirtualService, policy."""
+    namespace = settings.namespace_for(user_slug(spec.user))
+    objects = [_workspace_pvc(spec, settings, namespace)]
+    if settings.spawner.resource_kind == "StatefulSet":
+        objects += [_statefulset(spec, settings, namespace), _service(spec, namespace)]
+    else:
+        objects.append(_notebook(spec, settings, namespace))
+    objects += [_virtual_service(spec, settings, namespace), _authorization_policy(spec, settings, namespace)]
+    return objects
+
+
+def stop_annotation_patch(stopped: bool, now: datetime, resource_kind: str = "Notebook") -> dict[str, Any]:
+    """A JSON merge patch that stops (annotation = RFC 3339 time) or starts (annotation removed) a server.
+
+    For the StatefulSet kind there is no controller reading the annotation, so the patch also sets
+    `spec.replicas`; the annotation is kept there too so both kinds report "stopped" the same way.
+    """
+    value = _rfc3339(now) if stopped else None
+    patch: dict[str, Any] = {"metadata": {"annotations": {STOPPED_ANNOTATION: value}}}
+    if resource_kind == "StatefulSet":
+        patch["spec"] = {"replicas": 0 if stopped else 1}
+    return patch
+
+
+def object_labels(spec: NotebookSpec) -> dict[str, str]:
+    """Labels on every object of a server; the backend's informers select on managed-by."""
+    return {
+        MANAGED_BY_LABEL: MANAGED_BY,
+        NAME_LABEL: "notebook",
+        USER_LABEL: user_slug(spec.user),
+        NOTEBOOK_LABEL: spec.name,
+    }
+
+
+def object_annotations(spec: NotebookSpec) -> dict[str, str]:
+    """The raw user name lives in annotations: label values cannot hold '@' or upper case."""
+    return {
+        CREATOR_ANNOTATION: spec.user,
+        PROFILE_ANNOTATION: spec.profile.name,
+        USER_ANNOTATION: spec.user,
+    }
+
+
+def _metadata(spec: NotebookSpec, name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": namespace,
+        "labels": object_labels(spec),
+        "annotations": object_annotations(spec),
+    }
+
+
+def _workspace_pvc(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[str, Any]:
+    pvc_spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": settings.spawner.workspace_size}},
+    }
+    if settings.spawner.storage_class:
+        pvc_spec["storageClassName"] = settings.spawner.storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": _metadata(spec, workspace_claim_name(spec.name), namespace),
+        "spec": pvc_spec,
+    }
+
+
+def _notebook(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[str, Any]:
+    # The Notebook's template has no metadata: the controller copies the Notebook's labels onto the pod
+    # and adds `notebook-name` and `statefulset` itself.
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "Notebook",
+        "metadata": _metadata(spec, spec.name, namespace),
+        "spec": {"template": {"spec": _pod_spec(spec, settings, namespace)}},
+    }
+
+
+def _statefulset(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[str, Any]:
+    pod_labels = {**object_labels(spec), STATEFULSET_LABEL: spec.name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": _metadata(spec, spec.name, namespace),
+        "spec": {
+            "replicas": 1,
+            "serviceName": spec.name,
+            "selector": {"matchLabels": {STATEFULSET_LABEL: spec.name}},
+            "template": {
+                "metadata": {"labels": pod_labels, "annotations": object_annotations(spec)},
+                "spec": _pod_spec(spec, settings, namespace),
+            },
+        },
+    }
+
+
+def _service(spec: NotebookSpec, namespace: str) -> dict[str, Any]:
+    """The Service Kubeflow's controller would create for a Notebook: `{name}`, port 80 -> 8888."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(spec, spec.name, namespace),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {STATEFULSET_LABEL: spec.name},
+            "ports": [
+                {
+                    "name": "http-notebook",  # the http- prefix tells Istio the protocol
+                    "port": SERVICE_PORT,
+                    "targetPort": JUPYTER_PORT,
+                    "protocol": "TCP",
+                }
+            ],
+        },
+    }
+
+
+def _pod_spec(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[str, Any]:
+    profile = spec.profile
+    pod: dict[str, Any] = {
+        "containers": [_container(spec, settings, namespace)],
+        "securityContext": {"fsGroup": FS_GROUP},
+        "volumes": [
+            {"name": "workspace", "persistentVolumeClaim": {"claimName": workspace_claim_name(spec.name)}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+        ],
+    }
+    if settings.spawner.service_account:
+        pod["serviceAccountName"] = settings.spawner.service_account
+    if profile.node_selector:
+        pod["nodeSelector"] = dict(sorted(profile.node_selector.items()))
+    if profile.tolerations:
+        pod["tolerations"] = [dict(t) for t in profile.tolerations]
+    return pod
+
+
+def _container(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[str, Any]:
+    profile = spec.profile
+    prefix = route_prefix(settings, namespace, spec.name)
+    # Only args: the image's entrypoint (tini + start.sh in docker-stacks, s6 /init in Kubeflow images)
+    # still runs first and sets the user up, as with KubeSpawner.
+    args = [
+        *settings.spawner.cmd,
+        f"--ServerApp.base_url={prefix}",
+        "--ServerApp.ip=0.0.0.0",
+        f"--ServerApp.port={JUPYTER_PORT}",
+        "--ServerApp.allow_origin=*",
+        # No token: the AuthorizationPolicy lets only the owner's requests reach the pod.
+        "--IdentityProvider.token=",
+    ]
+    # NB_PREFIX is what Kubeflow images start Jupyter with; it must agree with the route (config
+    # validation refuses a profile that sets it).
+    env = [{"name": "NB_PREFIX", "value": prefix.rstrip("/")}]
+    env += [{"name": k, "value": v} for k, v in sorted(profile.env.items())]
+    requests = {"cpu": profile.cpu, "memory": profile.memory}
+    limits: dict[str, str] = dict(requests)
+    if profile.gpu > 0:
+        limits[profile.gpu_resource] = str(profile.gpu)  # extended resources belong in limits only
+    container: dict[str, Any] = {
+        "name": spec.name,
+        "image": profile.image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": args,
+        "env": env,
+        "ports": [{"name": "notebook-port", "containerPort": JUPYTER_PORT, "protocol": "TCP"}],
+        "resources": {"requests": requests, "limits": limits},
+        "workingDir": HOME,
+        "volumeMounts": [
+            {"name": "workspace", "mountPath": HOME},
+            {"name": "dshm", "mountPath": "/dev/shm"},
+        ],
+        "readinessProbe": {
+            "httpGet": {"path": f"{prefix}api/status", "port": JUPYTER_PORT, "scheme": "HTTP"},
+            "initialDelaySeconds": 2,
+            "periodSeconds": 5,
+            "timeoutSeconds": 3,
+            "failureThreshold": 3,
+        },
+    }
+    return container
+
+
+def _virtual_service(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[str, Any]:
+    """Route `{prefix}` to the Service with no route timeout, so kernel WebSockets are never cut.
+
+    Istio's route timeout is disabled unless set, and its schema rejects `timeout: 0s` (durations must
+    be >= 1ms), so the way to say "no timeout" is to leave it out; Kubeflow's controller sets 300s.
+    """
+    prefix = route_prefix(settings, namespace, spec.name)
+    host = f"{spec.name}.{namespace}.svc.cluster.local"
+    return {
+        "apiVersion": "networking.istio.io/v1",
+        "kind": "VirtualService",
+        "metadata": _metadata(spec, virtual_service_name(namespace, spec.name), namespace),
+        "spec": {
+            "gateways": [settings.spawner.istio_gateway],
+            "hosts": ["*"],
+            "http": [
+                {
+                    # Without this, "/notebook/ns/nb" (no slash) falls through to whatever else matches.
+                    "name": "add-trailing-slash",
+                    "match": [{"uri": {"exact": prefix.rstrip("/")}}],
+                    "redirect": {"uri": prefix},
+                },
+                {
+                    "name": "notebook",
+                    "match": [{"uri": {"prefix": prefix}}],
+                    "rewrite": {"uri": prefix},
+                    "route": [{"destination": {"host": host, "port": {"number": SERVICE_PORT}}}],
+                },
+            ],
+        },
+    }
+
+
+def _authorization_policy(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[str, Any]:
+    """Admit only requests from the ingress gateway that carry the owner's identity header."""
+    spawner = settings.spawner
+    return {
+        "apiVersion": "security.istio.io/v1",
+        "kind": "AuthorizationPolicy",
+        "metadata": _metadata(spec, authorization_policy_name(spec.name), namespace),
+        "spec": {
+            "action": "ALLOW",
+            "selector": {"matchLabels": {NOTEBOOK_LABEL: spec.name}},
+            "rules": [
+                {
+                    "from": [{"source": {"principals": [spawner.istio_ingress_principal]}}],
+                    "when": [
+                        {
+                            "key": f"request.headers[{spawner.user_header}]",
+                            "values": [f"{spawner.user_header_prefix}{spec.user}"],
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def _rfc3339(now: datetime) -> str:
+    """UTC, whole seconds, 'Z' suffix: the format Kubeflow's controller and dashboards write."""
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=timezone.utc)
+    return now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,58 @@
+"""The installed extension: enabled on install, and refusing to start on invalid admin config."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+JUPYTER = [sys.executable, "-m", "jupyter"]
+
+
+def _run(args: list[str], tmp_path: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "PYTHONUNBUFFERED": "1"}
+    return subprocess.run(
+        JUPYTER + args, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp_path, check=False
+    )
+
+
+def test_server_and_lab_extensions_are_enabled_and_ok(tmp_path: Path) -> None:
+    server = _run(["server", "extension", "list"], tmp_path)
+    out = server.stdout + server.stderr
+    assert "cube_jupyter_server enabled" in out, out
+    assert "cube_jupyter_server" in out and "OK" in out.split("cube_jupyter_server enabled", 1)[1], out
+    lab = _run(["labextension", "list"], tmp_path)
+    out = lab.stdout + lab.stderr
+    line = next((ln for ln in out.splitlines() if "cube-jupyter" in ln), "")
+    assert "enabled" in line and "OK" in line, out
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ('c.CubeSpawner.profiles = [{"name": "p", "image": "i", "cpu": "two"}]', "CubeSpawner.profiles[0].cpu"),
+        ("c.CubeSpawner.max_servers_per_user = -1", "CubeSpawner.max_servers_per_user"),
+        ('c.CubeWorkbench.backend = "docker"', "backend"),
+    ],
+)
+def test_invalid_config_stops_the_server_naming_the_field(tmp_path: Path, config: str, field: str) -> None:
+    (tmp_path / "jupyter_server_config.py").write_text(config + "\n")
+    result = _run(
+        [
+            "server",
+            "--allow-root",
+            "--no-browser",
+            "--ServerApp.port=0",
+            f"--config={tmp_path / 'jupyter_server_config.py'}",
+            '--ServerApp.jpserver_extensions={"cube_jupyter_server": True}',
+            f"--CubeWorkbench.state_dir={tmp_path / 'state'}",
+        ],
+        tmp_path,
+    )
+    assert result.returncode != 0
+    assert field in result.stderr, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
