@@ -19,7 +19,8 @@ class CubeJupyterApp(ExtensionApp):
     load_other_extensions = True
 
     def initialize_settings(self) -> None:
-        settings = self._load_settings_or_exit()
+        assert self.serverapp is not None
+        settings = self._load_settings_or_exit(self.serverapp)
         backend = make_notebook_backend(settings, base_url=self.serverapp.base_url)
         self.cube_settings = settings
         self.notebook_service = NotebookService(settings, backend)
@@ -47,11 +48,10 @@ class CubeJupyterApp(ExtensionApp):
     async def stop_extension(self) -> None:
         await self.notebook_service.backend.close()
 
-    def _load_settings_or_exit(self) -> Settings:
+    def _load_settings_or_exit(self, serverapp: ServerApp) -> Settings:
         """Invalid config stops the server here, naming the field, instead of failing later."""
-        assert self.serverapp is not None
         try:
-            return load_settings(self.serverapp.config)
+            return load_settings(serverapp.config)
         except ConfigError as exc:
             self.log.critical("cube-jupyter: invalid configuration: %s", exc.message)
             # SystemExit passes through jupyter_server's extension loader, which logs and

@@ -44,7 +44,8 @@ class CubeAPIHandler(APIHandler):
 
     @property
     def notebooks(self) -> NotebookService:
-        return self.settings["cube_notebooks"]  # type: ignore[no-any-return]
+        service: NotebookService = self.settings["cube_notebooks"]
+        return service
 
     @property
     def caller(self) -> str:

@@ -48,10 +48,10 @@ def jp_server_config(cube_config: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
-async def cube_app(jp_serverapp: Any) -> Any:
+def cube_app(jp_serverapp: Any, jp_asyncio_loop: Any) -> Any:
     """The server with its extensions started (pytest-jupyter initializes but does not start them)."""
-    await jp_serverapp.extension_manager.start_all_extensions()
-    yield jp_serverapp
+    jp_asyncio_loop.run_until_complete(jp_serverapp.extension_manager.start_all_extensions())
+    return jp_serverapp
 
 
 Fetch = Callable[..., Awaitable[HTTPResponse]]

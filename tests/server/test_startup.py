@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 pytestmark = pytest.mark.timeout(120)
 JUPYTER = [sys.executable, "-m", "jupyter"]
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _run(args: list[str], tmp_path: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -22,11 +24,11 @@ def _run(args: list[str], tmp_path: Path, timeout: float = 60) -> subprocess.Com
 
 def test_server_and_lab_extensions_are_enabled_and_ok(tmp_path: Path) -> None:
     server = _run(["server", "extension", "list"], tmp_path)
-    out = server.stdout + server.stderr
+    out = ANSI_ESCAPE.sub("", server.stdout + server.stderr)
     assert "cube_jupyter_server enabled" in out, out
     assert "cube_jupyter_server" in out and "OK" in out.split("cube_jupyter_server enabled", 1)[1], out
     lab = _run(["labextension", "list"], tmp_path)
-    out = lab.stdout + lab.stderr
+    out = ANSI_ESCAPE.sub("", lab.stdout + lab.stderr)
     line = next((ln for ln in out.splitlines() if "cube-jupyter" in ln), "")
     assert "enabled" in line and "OK" in line, out
 

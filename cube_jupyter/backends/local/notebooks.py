@@ -1,0 +1,397 @@
+"""Notebook servers as `jupyter lab` child processes on this machine, recorded in sqlite.
+
+The record is the source of truth; this object supervises the children it can see: it watches new
+ones until they answer, re-attaches to live ones after a restart, notices crashes, and culls idle
+servers. The profile's image is not used locally (there is no container); its cpu and memory are
+recorded and shown, not enforced; its GPUs are handed out by `CUDA_VISIBLE_DEVICES`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import subprocess
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from cube_jupyter.backends.base import Upstream
+from cube_jupyter.backends.local import culler, process
+from cube_jupyter.backends.local.state import ACTIVE, ServerRecord, StateStore
+from cube_jupyter.config import Settings
+from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound
+from cube_jupyter.names import user_slug
+from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec, ServerStatus
+
+log = logging.getLogger(__name__)
+
+ROUTE_PREFIX = "cube/notebook"
+DOWN_REASON = "process exited while the workbench was down"
+Key = tuple[str, str]
+
+
+class LocalNotebookBackend:
+    """The `local` NotebookBackend. `base_url` is the main server's base_url: a child's own
+    base_url is `{base_url}cube/notebook/{user_slug}/{name}/`, the exact path the router serves
+    it on, so links the child writes are right in the browser."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        base_url: str = "/",
+        lab_command: Sequence[str] = process.LAB_COMMAND,
+        stop_grace_seconds: float = 10.0,
+        ready_timeout_seconds: float = 120.0,
+    ) -> None:
+        self.settings = settings
+        self.base_url = "/" + base_url.strip("/") + "/" if base_url.strip("/") else "/"
+        self.lab_command = tuple(lab_command)
+        self.stop_grace_seconds = stop_grace_seconds
+        self.ready_timeout_seconds = ready_timeout_seconds
+        self.state = StateStore(settings.state_dir / "state.sqlite")
+        self._children: dict[Key, subprocess.Popen[bytes]] = {}  # ours: reaped, exit codes known
+        self._watchers: dict[Key, asyncio.Task[None]] = {}
+        self._locks: dict[Key, asyncio.Lock] = {}
+        self._supervisor: asyncio.Task[None] | None = None
+
+    # -- NotebookBackend ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Re-attach to children recorded as live, then supervise them in the background."""
+        await self.reattach()
+        if self._supervisor is None or self._supervisor.done():
+            self._supervisor = asyncio.create_task(self._supervise(), name="cube-local-supervisor")
+
+    async def close(self) -> None:
+        """Stop background work; children keep running and are re-attached by the next start()."""
+        tasks = [t for t in [self._supervisor, *self._watchers.values()] if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._supervisor = None
+        self._watchers.clear()
+
+    def list_servers(self, user: str | None) -> list[NotebookServer]:
+        return [record.to_server() for record in self.state.list(user)]
+
+    def get_server(self, user: str, name: str) -> NotebookServer | None:
+        record = self.state.get(user, name)
+        return record.to_server() if record else None
+
+    async def create_server(self, spec: NotebookSpec) -> NotebookServer:
+        """Record the server as pending and spawn it; returns at once, a watcher marks it running.
+        If spawning fails the record is removed again: nothing is left half-created."""
+        if self.state.get(spec.user, spec.name) is not None:
+            raise Conflict(f"user {spec.user!r} already has a server named {spec.name!r}", field="name")
+        slug = user_slug(spec.user)
+        record = ServerRecord(
+            user=spec.user,
+            name=spec.name,
+            slug=slug,
+            profile=spec.profile.name,
+            image=spec.profile.image,
+            resources=spec.resources,
+            env=dict(spec.profile.env),
+            gpu_ids=self._pick_gpus(spec.profile.name, spec.profile.gpu, exclude=None),
+            base_url=f"{self.base_url}{ROUTE_PREFIX}/{slug}/{spec.name}/",
+            status=ServerStatus.PENDING,
+            created=_now(),
+        )
+        self.state.insert(record)
+        try:
+            record = self._launch(record)
+        except BaseException:
+            self.state.delete(spec.user, spec.name)
+            raise
+        self._watch(record)
+        return record.to_server()
+
+    async def set_stopped(self, user: str, name: str, stopped: bool) -> NotebookServer:
+        async with self._lock((user, name)):
+            record = self._require(user, name)
+            if stopped:
+                if record.status != ServerStatus.STOPPED:
+                    record = await self._stop(record, reason=None)
+                return record.to_server()
+            if record.status in (ServerStatus.PENDING, ServerStatus.RUNNING):
+                return record.to_server()
+            if record.status == ServerStatus.STOPPING:
+                raise Conflict(f"server {name!r} is still stopping; try again in a moment", field="stopped")
+            gpu_ids = self._pick_gpus(record.profile, record.resources.gpu, exclude=record.key)
+            record = self._launch(record.evolve(gpu_ids=gpu_ids))
+            self._watch(record)
+            return record.to_server()
+
+    async def delete_server(self, user: str, name: str) -> None:
+        """Stop the child and forget the server; its workspace directory is kept."""
+        async with self._lock((user, name)):
+            record = self._require(user, name)
+            if record.status != ServerStatus.STOPPED:
+                await self._stop(record, reason=None)
+            self.state.delete(user, name)
+        self._locks.pop((user, name), None)
+
+    # -- for the path router, tests and benchmarks -------------------------------------------------
+
+    def upstream(self, user: str, name: str) -> Upstream | None:
+        """Where the router forwards a running server's traffic; None unless it is running."""
+        record = self.state.get(user, name)
+        if record is None or record.status != ServerStatus.RUNNING or not record.port or not record.token:
+            return None
+        return Upstream(host=process.LOOPBACK, port=record.port, token=record.token, base_url=record.base_url)
+
+    async def wait_until_ready(self, user: str, name: str, timeout: float = 60.0) -> NotebookServer:
+        """Wait until the server runs; BackendUnavailable if it fails or stops, TimeoutError if slow."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            record = self._require(user, name)
+            if record.status == ServerStatus.RUNNING:
+                return record.to_server()
+            if record.status in (ServerStatus.FAILED, ServerStatus.STOPPED):
+                raise BackendUnavailable(
+                    f"server {name!r} of user {user!r} is {record.status.value}: "
+                    f"{record.reason or 'stopped by request'}",
+                    field="name",
+                )
+            if record.status == ServerStatus.PENDING:
+                self._watch(record)
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"server {name!r} of user {user!r} was not ready within {timeout} s")
+            await asyncio.sleep(0.05)
+
+    async def reattach(self) -> None:
+        """After a restart: live children that answer with their token are running again (or still
+        starting); recorded children that are gone are marked failed."""
+        for record in self.state.list(statuses=ACTIVE):
+            child = process.find_child(record.pid, process.base_url_arg(record.base_url))
+            if child is None:
+                self.state.update(
+                    record.user,
+                    record.name,
+                    expect={"pid": record.pid, "status": record.status},
+                    status=ServerStatus.FAILED
+                    if record.status != ServerStatus.STOPPING
+                    else ServerStatus.STOPPED,
+                    reason=DOWN_REASON if record.status != ServerStatus.STOPPING else None,
+                    pid=None,
+                    port=None,
+                    token=None,
+                )
+            elif record.status == ServerStatus.STOPPING:
+                async with self._lock(record.key):
+                    await self._stop(record, reason=None)
+            elif (
+                record.port
+                and record.token
+                and await process.probe_status(record.port, record.base_url, record.token)
+            ):
+                self.state.update(
+                    record.user, record.name, expect={"pid": record.pid}, status=ServerStatus.RUNNING
+                )
+            else:
+                # Alive but not answering yet: it was still starting. The watcher decides.
+                updated = self.state.update(
+                    record.user, record.name, expect={"pid": record.pid}, status=ServerStatus.PENDING
+                )
+                if updated:
+                    self._watch(updated)
+
+    async def check_once(self) -> None:
+        """One supervision pass: watch pending servers, notice dead ones, record activity, cull."""
+        limit = self.settings.spawner.cull_idle_seconds
+        for record in self.state.list(statuses=(ServerStatus.PENDING, ServerStatus.RUNNING)):
+            if record.status == ServerStatus.PENDING:
+                self._watch(record)
+                continue
+            if process.find_child(record.pid, process.base_url_arg(record.base_url)) is None:
+                self._mark_exited(record)
+                continue
+            if not (record.port and record.token):
+                continue
+            started = culler.parse_time(record.started) or datetime.now(UTC)
+            try:
+                activity = await culler.fetch_activity(record.port, record.base_url, record.token, started)
+            except culler.ActivityUnavailable as exc:
+                log.debug("activity of %s/%s unavailable: %s", record.user, record.name, exc)
+                continue
+            now = datetime.now(UTC)
+            stamp = now if activity.busy else activity.last_activity
+            self.state.update(
+                record.user, record.name, expect={"pid": record.pid}, last_activity=culler.format_time(stamp)
+            )
+            if culler.should_cull(activity, now, limit):
+                log.info(
+                    "culling %s/%s: idle for %.0f s", record.user, record.name, activity.idle_seconds(now)
+                )
+                async with self._lock(record.key):
+                    current = self.state.get(record.user, record.name)
+                    if current and current.pid == record.pid and current.status == ServerStatus.RUNNING:
+                        await self._stop(current, reason=culler.cull_reason(limit))
+
+    # -- internals ---------------------------------------------------------------------------------
+
+    def _launch(self, record: ServerRecord) -> ServerRecord:
+        """Spawn the child for `record` (status pending, fresh port and token) and record its pid."""
+        workspace = self.settings.state_dir / "workspaces" / record.slug / record.name
+        log_path = self.settings.state_dir / "logs" / f"{record.slug}-{record.name}.log"
+        try:
+            workspace.mkdir(parents=True, exist_ok=True)
+            port, token = process.free_port(), secrets.token_hex(24)
+            argv = process.lab_argv(self.lab_command, base_url=record.base_url, port=port, root_dir=workspace)
+            env = process.child_env(os.environ, token=token, profile_env=record.env, gpu_ids=record.gpu_ids)
+            child = process.spawn(
+                argv, env, workspace, log_path, header=f"{record.user}/{record.name} at {_now()}"
+            )
+        except OSError as exc:
+            raise BackendUnavailable(f"could not start server {record.name!r}: {exc}", field="name") from None
+        self._children[record.key] = child
+        updated = self.state.update(
+            record.user,
+            record.name,
+            status=ServerStatus.PENDING,
+            reason=None,
+            pid=child.pid,
+            port=port,
+            token=token,
+            gpu_ids=record.gpu_ids,
+            started=_now(),
+            last_activity=None,
+        )
+        if updated is None:  # deleted meanwhile (by the CLI, say): do not leave an orphan behind
+            child.kill()
+            child.wait()
+            raise NotFound(
+                f"server {record.name!r} of user {record.user!r} was deleted while starting", field="name"
+            )
+        return updated
+
+    def _watch(self, record: ServerRecord) -> None:
+        """Make sure a task is waiting for this pending child to answer (or to die)."""
+        task = self._watchers.get(record.key)
+        if task is None or task.done():
+            self._watchers[record.key] = asyncio.create_task(
+                self._wait_ready(record), name=f"cube-ready-{record.user}/{record.name}"
+            )
+
+    async def _wait_ready(self, record: ServerRecord) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.ready_timeout_seconds
+        marker = process.base_url_arg(record.base_url)
+        while True:
+            current = self.state.get(record.user, record.name)
+            if current is None or current.status != ServerStatus.PENDING or current.pid != record.pid:
+                return
+            if self._exit_code(record) is not None or process.find_child(record.pid, marker) is None:
+                self._mark_exited(record)
+                return
+            if (
+                record.port
+                and record.token
+                and await process.probe_status(record.port, record.base_url, record.token)
+            ):
+                self.state.update(
+                    record.user,
+                    record.name,
+                    expect={"pid": record.pid, "status": ServerStatus.PENDING},
+                    status=ServerStatus.RUNNING,
+                    last_activity=_now(),
+                )
+                return
+            if loop.time() > deadline:
+                async with self._lock(record.key):
+                    await self._stop(
+                        record,
+                        reason=f"did not answer within {self.ready_timeout_seconds:.0f} s",
+                        final=ServerStatus.FAILED,
+                    )
+                return
+            await asyncio.sleep(0.1)
+
+    def _mark_exited(self, record: ServerRecord) -> None:
+        code = self._exit_code(record)
+        if code is not None:
+            self._children.pop(record.key, None)
+        reason = "process exited" if code is None else f"process exited with code {code}"
+        tail = process.log_tail(self.settings.state_dir / "logs" / f"{record.slug}-{record.name}.log")
+        if tail:
+            reason += f"; last lines of its log:\n{tail}"
+        self.state.update(
+            record.user,
+            record.name,
+            expect={"pid": record.pid, "status": record.status},
+            status=ServerStatus.FAILED,
+            reason=reason,
+            pid=None,
+            port=None,
+            token=None,
+        )
+
+    def _exit_code(self, record: ServerRecord) -> int | None:
+        child = self._children.get(record.key)
+        if child is None or child.pid != record.pid:
+            return None
+        return child.poll()
+
+    async def _stop(
+        self, record: ServerRecord, reason: str | None, final: ServerStatus = ServerStatus.STOPPED
+    ) -> ServerRecord:
+        """Terminate the child (if any) and record `final` with `reason`. Caller holds the lock."""
+        watcher = self._watchers.pop(record.key, None)
+        if watcher is not None and watcher is not asyncio.current_task():
+            watcher.cancel()
+        child = process.find_child(record.pid, process.base_url_arg(record.base_url))
+        if child is not None:
+            self.state.update(record.user, record.name, status=ServerStatus.STOPPING)
+            await process.terminate(child, self.stop_grace_seconds)
+        popen = self._children.pop(record.key, None)
+        if popen is not None:
+            popen.poll()  # reap it if psutil did not
+        updated = self.state.update(
+            record.user, record.name, status=final, reason=reason, pid=None, port=None, token=None
+        )
+        return updated or record.evolve(status=final, reason=reason, pid=None, port=None, token=None)
+
+    def _pick_gpus(self, profile: str, count: int, exclude: Key | None) -> tuple[str, ...]:
+        """`count` GPUs no live server holds; refuse, naming the profile, when there are too few."""
+        if count <= 0:
+            return ()
+        visible = process.visible_gpu_ids()
+        held = {
+            gpu
+            for record in self.state.list(statuses=ACTIVE)
+            if record.key != exclude
+            for gpu in record.gpu_ids
+        }
+        free = [gpu for gpu in visible if gpu not in held]
+        if len(free) < count:
+            raise BackendUnavailable(
+                f"profile {profile!r} asks for {count} GPU(s) but this machine has {len(free)} free "
+                f"(of {len(visible)} visible)",
+                field="profile",
+            )
+        return tuple(free[:count])
+
+    def _require(self, user: str, name: str) -> ServerRecord:
+        record = self.state.get(user, name)
+        if record is None:
+            raise NotFound(f"user {user!r} has no server named {name!r}", field="name")
+        return record
+
+    def _lock(self, key: Key) -> asyncio.Lock:
+        return self._locks.setdefault(key, asyncio.Lock())
+
+    async def _supervise(self) -> None:
+        while True:
+            try:
+                await self.check_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bad pass must not end supervision; the next one retries
+                log.exception("local notebook supervision pass failed")
+            await asyncio.sleep(self.settings.workbench.local_poll_seconds)
+
+
+def _now() -> str:
+    return culler.format_time(datetime.now(UTC))

@@ -1,0 +1,98 @@
+"""A server's whole life through the REST API, on real child processes, checked against openapi.yaml."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from tests.server.openapi import assert_response_matches
+
+pytestmark = pytest.mark.timeout(180)
+ONE = "/notebooks/{name}"
+
+
+async def settle(api: Any, name: str, want: str, as_user: str = "alice", timeout: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        code, body = await api("GET", f"notebooks/{name}", as_user=as_user)
+        assert code == 200, body
+        if body["status"] == want or time.monotonic() > deadline:
+            assert body["status"] == want, body
+            return body  # type: ignore[no-any-return]
+        await asyncio.sleep(0.3)
+
+
+async def test_create_connect_stop_start_delete(api: Any, jp_base_url: str) -> None:
+    code, server = await api("POST", "notebooks", body={"name": "nb1"})
+    assert code == 201, server
+    assert_response_matches("/notebooks", "post", code, server)
+    assert server["profile"] == "small" and server["status"] in ("pending", "running")
+    assert server["url"] == f"{jp_base_url}cube/notebook/alice/nb1/"
+    assert server["resources"] == {"cpu": "500m", "memory": "1Gi", "gpu": 0, "gpu_resource": "nvidia.com/gpu"}
+
+    running = await settle(api, "nb1", "running")
+    assert running["reason"] is None
+    code, listing = await api("GET", "notebooks")
+    assert_response_matches("/notebooks", "get", code, listing)
+    assert [s["name"] for s in listing["notebooks"]] == ["nb1"]
+
+    code, stopped = await api("PATCH", "notebooks/nb1", body={"stopped": True})
+    assert_response_matches(ONE, "patch", code, stopped)
+    await settle(api, "nb1", "stopped")
+    code, started = await api("PATCH", "notebooks/nb1", body={"stopped": False})
+    assert code == 200
+    await settle(api, "nb1", "running")
+
+    code, body = await api("DELETE", "notebooks/nb1")
+    assert_response_matches(ONE, "delete", code, body)
+    code, error = await api("GET", "notebooks/nb1")
+    assert_response_matches(ONE, "get", code, error)
+    assert code == 404
+
+
+async def test_duplicates_quotas_and_users_are_kept_apart(api: Any) -> None:
+    assert (await api("POST", "notebooks", body={"name": "a1"}))[0] == 201
+    code, error = await api("POST", "notebooks", body={"name": "a1"})
+    assert code == 409 and error["field"] == "name" and error["reason"] == "Conflict"
+    assert_response_matches("/notebooks", "post", code, error)
+
+    assert (await api("POST", "notebooks", body={"name": "a2"}))[0] == 201
+    code, error = await api("POST", "notebooks", body={"name": "a3"})
+    assert code == 403 and error["reason"] == "QuotaExceeded"
+    assert "limit is 2" in error["message"] and "max_servers_per_user" in error["message"]
+
+    # bob sees none of alice's servers and cannot reach, stop or delete them
+    code, listing = await api("GET", "notebooks", as_user="bob")
+    assert listing["notebooks"] == []
+    for method, body in (("GET", None), ("PATCH", {"stopped": True}), ("DELETE", None)):
+        code, _ = await api(method, "notebooks/a1", as_user="bob", body=body)
+        assert code == 404, method
+    code, _ = await api("DELETE", "notebooks/a1", as_user="bob", user="alice")
+    assert code == 403
+    # bob's own server with the same name is his, separately
+    assert (await api("POST", "notebooks", as_user="bob", body={"name": "a1"}))[0] == 201
+
+    # an admin sees everyone's and may act on alice's
+    code, everyone = await api("GET", "notebooks", as_user="root-admin", all="1")
+    assert sorted((s["user"], s["name"]) for s in everyone["notebooks"]) == [
+        ("alice", "a1"),
+        ("alice", "a2"),
+        ("bob", "a1"),
+    ]
+    code, _ = await api("DELETE", "notebooks/a2", as_user="root-admin", user="alice")
+    assert code == 204
+    code, listing = await api("GET", "notebooks")
+    assert [s["name"] for s in listing["notebooks"]] == ["a1"]
+    for user, name in (("alice", "a1"), ("bob", "a1")):
+        assert (await api("DELETE", f"notebooks/{name}", as_user=user))[0] == 204
+
+
+async def test_gpu_profile_without_gpus_is_refused_and_leaves_nothing(api: Any) -> None:
+    code, error = await api("POST", "notebooks", body={"name": "g1", "profile": "gpu"})
+    assert code == 503 and error["field"] == "profile" and "GPU" in error["message"]
+    assert_response_matches("/notebooks", "post", code, error)
+    code, listing = await api("GET", "notebooks")
+    assert listing["notebooks"] == []
