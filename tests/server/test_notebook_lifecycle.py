@@ -14,14 +14,14 @@ pytestmark = pytest.mark.timeout(180)
 ONE = "/notebooks/{name}"
 
 
-async def settle(api: Any, name: str, want: str, as_user: str = "alice", timeout: float = 60) -> dict[str, Any]:
+async def settle(api: Any, name: str, want: str, as_user: str = "alice", timeout: float = 60) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         code, body = await api("GET", f"notebooks/{name}", as_user=as_user)
         assert code == 200, body
         if body["status"] == want or time.monotonic() > deadline:
             assert body["status"] == want, body
-            return body  # type: ignore[no-any-return]
+            return body
         await asyncio.sleep(0.3)
 
 
@@ -43,7 +43,7 @@ async def test_create_connect_stop_start_delete(api: Any, jp_base_url: str) -> N
     assert_response_matches(ONE, "patch", code, stopped)
     await settle(api, "nb1", "stopped")
     code, started = await api("PATCH", "notebooks/nb1", body={"stopped": False})
-    assert code == 200
+    assert code == 200 and started["status"] in ("pending", "running")
     await settle(api, "nb1", "running")
 
     code, body = await api("DELETE", "notebooks/nb1")

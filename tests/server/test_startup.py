@@ -36,7 +36,7 @@ def test_server_and_lab_extensions_are_enabled_and_ok(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("config", "field"),
     [
-        ('c.CubeSpawner.profiles = [{"name": "p", "image": "i", "cpu": "two"}]', "CubeSpawner.profiles[0].cpu"),
+        ('c.CubeSpawner.profiles = [{"name": "p", "image": "i", "cpu": "x"}]', "CubeSpawner.profiles[0].cpu"),
         ("c.CubeSpawner.max_servers_per_user = -1", "CubeSpawner.max_servers_per_user"),
         ('c.CubeWorkbench.backend = "docker"', "backend"),
     ],
