@@ -1,0 +1,96 @@
+"""Local spawn-to-ready latency: a workbench server vs. a bare `jupyter lab` (the floor), median of 5.
+
+Spawn-to-ready is from the create call until the child answers `/api/status` through its base_url.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+from traitlets.config import Config
+
+from cube_jupyter.backends.local.notebooks import LocalNotebookBackend
+from cube_jupyter.config import load_settings
+from cube_jupyter.notebooks.spec import NotebookSpec
+from tests.benchmarks.timing import print_table, time_async
+
+RUNS = 5
+
+
+async def _wait_status(url: str, token: str, deadline: float) -> None:
+    client = AsyncHTTPClient()
+    while time.monotonic() < deadline:
+        try:
+            await client.fetch(url, headers={"Authorization": f"token {token}"}, request_timeout=2)
+            return
+        except (HTTPClientError, OSError):
+            await asyncio.sleep(0.02)
+    raise TimeoutError(url)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def bare_lab_start(root: Path) -> float:
+    """The baseline: `jupyter lab` started by hand, until /api/status answers."""
+    port, token = _free_port(), "bench-token"
+    argv = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.port={port}",
+            f"--ServerApp.root_dir={root}", "--ServerApp.jpserver_extensions=cube_jupyter_server=False"]
+    if os.geteuid() == 0:
+        argv.append("--allow-root")
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, env={**os.environ, "JUPYTER_TOKEN": token},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        await _wait_status(f"http://127.0.0.1:{port}/api/status", token, time.monotonic() + 60)
+        return time.perf_counter() - started
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+async def workbench_spawn(backend: LocalNotebookBackend, spec: NotebookSpec) -> float:
+    async def spawn() -> None:
+        await backend.create_server(spec)
+        await backend.wait_until_ready(spec.user, spec.name, timeout=60)
+
+    elapsed = await time_async(spawn)
+    await backend.delete_server(spec.user, spec.name)
+    return elapsed
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="cube-bench-") as tmp:
+        config = Config()
+        config.CubeWorkbench.state_dir = str(Path(tmp) / "state")
+        settings = load_settings(config)
+        backend = LocalNotebookBackend(settings)
+        await backend.start()
+        spawns, bare = [], []
+        try:
+            for i in range(RUNS):  # interleaved, so machine noise hits both alike
+                bare.append(await bare_lab_start(Path(tmp)))
+                spec = NotebookSpec(user="bench", name=f"nb{i}", profile=settings.profile(None))
+                spawns.append(await workbench_spawn(backend, spec))
+        finally:
+            await backend.close()
+    print_table(
+        "Local notebook server: spawn to ready (median of 5)",
+        [("bare `jupyter lab` start -> /api/status (baseline)", bare), ("workbench create -> running", spawns)],
+        baseline="bare `jupyter lab` start -> /api/status (baseline)",
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
