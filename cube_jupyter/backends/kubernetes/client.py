@@ -1,0 +1,465 @@
+"""The one module that talks to the Kubernetes API: config loading, generic object verbs, watches.
+
+Everything else (informers, the notebook backend) goes through `KubeClient`, which works for core and
+custom resources alike by apiVersion/kind, so there is one place that knows URLs, content types and
+how an API failure becomes a message a user can act on (`CubeError`), never a traceback.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+from kubernetes import config as kube_config
+from kubernetes.client import ApiClient, Configuration
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+from kubernetes.watch.watch import iter_resp_lines
+
+from cube_jupyter.config import Settings
+from cube_jupyter.errors import (
+    BackendUnavailable,
+    ConfigError,
+    Conflict,
+    CubeError,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+)
+
+log = logging.getLogger(__name__)
+
+MERGE_PATCH = "application/merge-patch+json"
+# (connect, read) seconds for ordinary calls; watches get a read timeout past their server-side one.
+REQUEST_TIMEOUT = (5.0, 30.0)
+LIST_PAGE_SIZE = 500
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    """Where objects of one apiVersion/kind live in the API's URL space."""
+
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def base_path(self) -> str:
+        return "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
+        path = self.base_path
+        if self.namespaced and namespace:
+            path += f"/namespaces/{namespace}"
+        path += f"/{self.plural}"
+        if name:
+            path += f"/{name}"
+            if subresource:
+                path += f"/{subresource}"
+        return path
+
+    def describe(self) -> str:
+        group = self.api_version.rpartition("/")[0]
+        return f"{self.plural}.{group}" if group else self.plural
+
+
+# The kinds the workbench creates or watches. Others are guessed the way CRDs are usually named.
+_KNOWN_TYPES = [
+    ResourceType("v1", "Pod", "pods"),
+    ResourceType("v1", "Event", "events"),
+    ResourceType("v1", "Service", "services"),
+    ResourceType("v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
+    ResourceType("v1", "Namespace", "namespaces", namespaced=False),
+    ResourceType("v1", "ConfigMap", "configmaps"),
+    ResourceType("v1", "Secret", "secrets"),
+    ResourceType("apps/v1", "StatefulSet", "statefulsets"),
+    ResourceType("apps/v1", "Deployment", "deployments"),
+    ResourceType("kubeflow.org/v1", "Notebook", "notebooks"),
+    ResourceType("kubeflow.org/v1beta1", "Notebook", "notebooks"),
+    ResourceType("networking.istio.io/v1", "VirtualService", "virtualservices"),
+    ResourceType("networking.istio.io/v1beta1", "VirtualService", "virtualservices"),
+    ResourceType("security.istio.io/v1", "AuthorizationPolicy", "authorizationpolicies"),
+    ResourceType("security.istio.io/v1beta1", "AuthorizationPolicy", "authorizationpolicies"),
+]
+_TYPES = {(t.api_version, t.kind): t for t in _KNOWN_TYPES}
+
+
+def resource_type(api_version: str, kind: str) -> ResourceType:
+    """The URL layout of `kind`; unknown kinds are assumed namespaced with plural `<kind>s`."""
+    found = _TYPES.get((api_version, kind))
+    if found is not None:
+        return found
+    lower = kind.lower()
+    plural = lower + "es" if lower.endswith(("s", "x", "ch", "sh")) else lower + "s"
+    return ResourceType(api_version, kind, plural)
+
+
+def register_resource_type(resource: ResourceType) -> None:
+    """Teach the client a kind whose plural or scope does not follow the usual pattern."""
+    _TYPES[(resource.api_version, resource.kind)] = resource
+
+
+def make_api_client(settings: Settings | None = None, *, host: str | None = None) -> ApiClient:
+    """Build the official client: an explicit `host` (tests), else in-cluster, else kubeconfig.
+
+    With `CubeWorkbench.kubernetes_context` set, that kubeconfig context is used and in-cluster
+    config is skipped. No credentials at all is a ConfigError at startup, not a failure per request.
+    """
+    configuration = Configuration()
+    if host:
+        configuration.host = host.rstrip("/")
+        return ApiClient(configuration)
+    context = settings.workbench.kubernetes_context if settings is not None else ""
+    if not context:
+        try:
+            kube_config.load_incluster_config(client_configuration=configuration)
+            return ApiClient(configuration)
+        except ConfigException:
+            pass  # not in a pod: fall through to kubeconfig
+    try:
+        # $KUBECONFIG is read now, not when the kubernetes package was imported.
+        kube_config.load_kube_config(
+            config_file=os.environ.get("KUBECONFIG") or None,
+            context=context or None,
+            client_configuration=configuration,
+        )
+    except (ConfigException, OSError, ValueError, TypeError) as exc:
+        where = f"context {context!r} of kubeconfig" if context else "kubeconfig"
+        raise ConfigError(
+            "CubeWorkbench.backend is 'kubernetes' but no cluster credentials were found: this is not a "
+            f"pod with a service account, and {where} could not be loaded ({exc})",
+            field="CubeWorkbench.kubernetes_context",
+        ) from None
+    return ApiClient(configuration)
+
+
+class ApiNotFound(NotFound):
+    """404 from the API, with the Status `details` so callers can tell a missing namespace from a
+    missing object or a resource type the cluster does not serve."""
+
+    def __init__(
+        self, message: str, *, details: dict[str, Any] | None = None, field: str | None = None
+    ) -> None:
+        super().__init__(message, field=field)
+        self.details = details or {}
+
+    @property
+    def missing_kind(self) -> str:
+        """The plural the API says is missing ('namespaces', 'pods'), or '' for an unknown URL."""
+        return str(self.details.get("kind", ""))
+
+
+class ResourceGone(BackendUnavailable):
+    """410 Gone: the resourceVersion a watch or a list continuation started from is too old."""
+
+
+def error_for_status(status: int, body: object, action: str) -> CubeError:
+    """Turn an API failure into the CubeError a user sees: what was attempted and what the API said."""
+    api_status = _parse_status(body)
+    message = str(api_status.get("message") or api_status.get("reason") or "").strip()
+    said = f": {message}" if message else ""
+    if status == 404:
+        details = api_status.get("details")
+        return ApiNotFound(
+            f"{action} failed: not found{said}", details=details if isinstance(details, dict) else {}
+        )
+    if status == 409:
+        return Conflict(f"{action} failed: already exists or was changed concurrently{said}")
+    if status == 403:
+        return Forbidden(f"{action} was refused by Kubernetes{said}")
+    if status == 401:
+        return BackendUnavailable(f"{action} failed: Kubernetes rejected the workbench's credentials{said}")
+    if status in (400, 422):
+        return InvalidInput(f"{action} was rejected as invalid{said}")
+    if status == 410:
+        return ResourceGone(f"{action} failed: the resource version is too old{said}")
+    if status == 429:
+        return BackendUnavailable(
+            f"{action} failed: Kubernetes is throttling requests; try again shortly{said}"
+        )
+    if status >= 500 or status == 0:
+        return BackendUnavailable(f"{action} failed: the Kubernetes API answered {status}{said}")
+    return BackendUnavailable(f"{action} failed: unexpected answer {status} from the Kubernetes API{said}")
+
+
+def translate_api_exception(exc: ApiException, action: str) -> CubeError:
+    """The same translation for code that uses the generated API classes."""
+    return error_for_status(int(exc.status or 0), exc.body, action)
+
+
+def _parse_status(body: object) -> dict[str, Any]:
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", errors="replace")
+    if isinstance(body, dict):
+        return body
+    if isinstance(body, str) and body.strip():
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            return {"message": body.strip()[:500]}
+        return parsed if isinstance(parsed, dict) else {}
+    return {}
+
+
+@dataclass(frozen=True)
+class ListResult:
+    items: list[dict[str, Any]]
+    resource_version: str
+
+
+class WatchStream:
+    """One open watch: iterate for event dicts; `close()` from another thread ends the iteration."""
+
+    def __init__(self, response: urllib3.BaseHTTPResponse, action: str) -> None:
+        self._response = response
+        self._action = action
+        self._closed = False
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        try:
+            for line in iter_resp_lines(self._response):
+                if self._closed:
+                    return
+                if not line.strip():
+                    continue
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    raise BackendUnavailable(f"{self._action}: the API sent a malformed event") from None
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    raise error_for_status(int(status.get("code") or 500), status, self._action)
+                yield event
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if self._closed:
+                return
+            raise BackendUnavailable(
+                f"{self._action}: the connection to the Kubernetes API broke ({exc})"
+            ) from None
+        finally:
+            self._response.close()
+
+    def close(self) -> None:
+        """Interrupt a read blocked in another thread (urllib3 2.3+ `shutdown`), then close."""
+        self._closed = True
+        shutdown = getattr(self._response, "shutdown", None)
+        try:
+            if shutdown is not None:
+                shutdown()
+            else:  # pragma: no cover - urllib3 < 2.3
+                self._response.close()
+        except (OSError, urllib3.exceptions.HTTPError):
+            pass
+
+
+class KubeClient:
+    """Generic verbs on any apiVersion/kind, raising CubeErrors. Thread-safe: share one per process."""
+
+    def __init__(self, api_client: ApiClient) -> None:
+        self.api_client = api_client
+
+    @property
+    def host(self) -> str:
+        return str(self.api_client.configuration.host)
+
+    def close(self) -> None:
+        self.api_client.close()
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        rtype = resource_type(obj["apiVersion"], obj["kind"])
+        meta = obj.get("metadata", {})
+        action = f"creating {rtype.kind} {_ref(meta.get('namespace'), meta.get('name'))}"
+        return self._json("POST", rtype.path(meta.get("namespace")), action, body=obj)
+
+    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
+        rtype = resource_type(api_version, kind)
+        return self._json("GET", rtype.path(namespace, name), f"reading {kind} {_ref(namespace, name)}")
+
+    def delete(
+        self, api_version: str, kind: str, namespace: str | None, name: str, *, missing_ok: bool = False
+    ) -> dict[str, Any] | None:
+        """Delete with background propagation (dependents are garbage-collected)."""
+        rtype = resource_type(api_version, kind)
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+        try:
+            return self._json(
+                "DELETE", rtype.path(namespace, name), f"deleting {kind} {_ref(namespace, name)}", body=body
+            )
+        except ApiNotFound:
+            if missing_ok:
+                return None
+            raise
+
+    def patch(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        patch: dict[str, Any],
+        *,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        """JSON merge patch (RFC 7386): dicts merge, lists replace, null removes a key."""
+        rtype = resource_type(api_version, kind)
+        target = f"{kind} {_ref(namespace, name)}" + (f" {subresource}" if subresource else "")
+        return self._json(
+            "PATCH",
+            rtype.path(namespace, name, subresource),
+            f"updating {target}",
+            body=patch,
+            content_type=MERGE_PATCH,
+        )
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> ListResult:
+        """All matching objects, paged, with the list's resourceVersion to start a watch from."""
+        rtype = resource_type(api_version, kind)
+        action = f"listing {rtype.describe()}" + (f" in namespace {namespace}" if namespace else "")
+        items: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            query = [*_selectors(label_selector, field_selector), ("limit", str(LIST_PAGE_SIZE))]
+            if token:
+                query.append(("continue", token))
+            page = self._json("GET", rtype.path(namespace), action, query=query)
+            items.extend(page.get("items") or [])
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or ""
+            if not token:
+                return ListResult(items=items, resource_version=str(meta.get("resourceVersion") or ""))
+
+    def watch(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        resource_version: str = "",
+        timeout_seconds: int = 300,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        allow_bookmarks: bool = True,
+    ) -> WatchStream:
+        rtype = resource_type(api_version, kind)
+        action = f"watching {rtype.describe()}"
+        query = [
+            *_selectors(label_selector, field_selector),
+            ("watch", "true"),
+            ("timeoutSeconds", str(timeout_seconds)),
+        ]
+        if resource_version:
+            query.append(("resourceVersion", resource_version))
+        if allow_bookmarks:
+            query.append(("allowWatchBookmarks", "true"))
+        timeout = (REQUEST_TIMEOUT[0], float(timeout_seconds) + 30.0)
+        response = self._request("GET", rtype.path(namespace), action, query=query, timeout=timeout)
+        if not 200 <= response.status < 300:
+            body = response.read()
+            response.close()
+            raise error_for_status(response.status, body, action)
+        return WatchStream(response, action)
+
+    def _json(
+        self,
+        method: str,
+        path: str,
+        action: str,
+        *,
+        query: builtins.list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:
+        response = self._request(method, path, action, query=query, body=body, content_type=content_type)
+        try:
+            data = response.read()
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise BackendUnavailable(
+                f"{action} failed: the connection to the Kubernetes API broke ({exc})"
+            ) from None
+        finally:
+            response.release_conn()
+        if not 200 <= response.status < 300:
+            raise error_for_status(response.status, data, action)
+        try:
+            parsed = json.loads(data) if data else {}
+        except ValueError:
+            raise BackendUnavailable(
+                f"{action} failed: the Kubernetes API sent a body that is not JSON"
+            ) from None
+        return parsed if isinstance(parsed, dict) else {}
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        action: str,
+        *,
+        query: builtins.list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: tuple[float, float] = REQUEST_TIMEOUT,
+    ) -> urllib3.BaseHTTPResponse:
+        """Serialize with the ApiClient (auth, token refresh, default headers) and send; no raise on 4xx."""
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        try:
+            method, url, header_params, serialized, post_params = self.api_client.param_serialize(
+                method,
+                path,
+                query_params=query or [],
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            rest_response = self.api_client.call_api(
+                method,
+                url,
+                header_params=header_params,
+                body=serialized,
+                post_params=post_params,
+                _request_timeout=timeout,
+            )
+        except ApiException as exc:  # TLS failures and Retry-After exhaustion surface here
+            raise translate_api_exception(exc, action) from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise BackendUnavailable(
+                f"{action} failed: the Kubernetes API at {self.host} is unreachable ({_short(exc)})"
+            ) from None
+        response: urllib3.BaseHTTPResponse = rest_response.response
+        return response
+
+
+def _selectors(label_selector: str | None, field_selector: str | None) -> list[tuple[str, str]]:
+    query = []
+    if label_selector:
+        query.append(("labelSelector", label_selector))
+    if field_selector:
+        query.append(("fieldSelector", field_selector))
+    return query
+
+
+def _ref(namespace: object, name: object) -> str:
+    return f"{namespace}/{name}" if namespace else str(name)
+
+
+def _short(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None)
+    return str(reason or exc).split("\n")[0][:300]

@@ -1,0 +1,462 @@
+"""Notebook servers as Kubernetes objects: create/stop/delete through the API, read from informers.
+
+Writes go to the API (in a worker thread: the official client blocks); every read — list, get, the
+status and the reason a server is not running — is answered from three informer caches (the servers'
+Notebooks or StatefulSets, their pods, and pod Warning events), so polling the panel never lists the
+cluster. A create either leaves all of a server's objects behind or none of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes.client import ApiClient
+
+from cube_jupyter.backends.kubernetes.client import ApiNotFound, KubeClient, make_api_client, resource_type
+from cube_jupyter.backends.kubernetes.informer import Informer, Obj
+from cube_jupyter.config import Settings
+from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFound
+from cube_jupyter.names import user_slug
+from cube_jupyter.notebooks.render import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    NOTEBOOK_LABEL,
+    PROFILE_ANNOTATION,
+    STATEFULSET_LABEL,
+    STOPPED_ANNOTATION,
+    USER_ANNOTATION,
+    USER_LABEL,
+    authorization_policy_name,
+    render_notebook_objects,
+    route_prefix,
+    stop_annotation_patch,
+    virtual_service_name,
+)
+from cube_jupyter.notebooks.spec import (
+    DEFAULT_GPU_RESOURCE,
+    NotebookServer,
+    NotebookSpec,
+    Resources,
+    ServerStatus,
+)
+
+log = logging.getLogger(__name__)
+
+SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+# Pod Warning events only: the reason a server is not running is always a warning (FailedScheduling,
+# FailedMount, BackOff, ...), and filtering on the server keeps the cache small in big clusters.
+EVENT_SELECTOR = "involvedObject.kind=Pod,type=Warning"
+FAILED_WAITING_REASONS = {
+    "CrashLoopBackOff",
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+}
+NOT_GPU_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
+# How long a write waits for its watch event, so the caller's next read sees what it just did.
+CACHE_WAIT_SECONDS = 5.0
+
+
+def _user_of(obj: Obj) -> str | None:
+    meta = obj.get("metadata") or {}
+    return (meta.get("annotations") or {}).get(USER_ANNOTATION) or None
+
+
+def _index_user(obj: Obj) -> list[str]:
+    user = _user_of(obj)
+    return [user] if user else []
+
+
+def _index_pod_server(pod: Obj) -> list[str]:
+    """A pod belongs to the server named by Kubeflow's `notebook-name` (or `statefulset`) label."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    server = labels.get(NOTEBOOK_LABEL) or labels.get(STATEFULSET_LABEL)
+    return [f"{meta.get('namespace', '')}/{server}"] if server else []
+
+
+def _index_event_pod(event: Obj) -> list[str]:
+    involved = event.get("involvedObject") or {}
+    return [f"{involved.get('namespace', '')}/{involved.get('name', '')}"]
+
+
+class KubernetesNotebookBackend:
+    """`NotebookBackend` on a cluster: Notebook (or StatefulSet + Service), VirtualService, PVC, policy."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        api_client: ApiClient | None = None,
+        *,
+        sync_timeout: float = 30.0,
+        watch_timeout_seconds: int = 300,
+    ) -> None:
+        self.settings = settings
+        self._owns_client = api_client is None
+        self.client = KubeClient(api_client if api_client is not None else make_api_client(settings))
+        self.sync_timeout = sync_timeout
+        self.resource_kind = settings.spawner.resource_kind
+        self.workload_api_version = "apps/v1" if self.resource_kind == "StatefulSet" else "kubeflow.org/v1"
+        common: dict[str, Any] = {"watch_timeout_seconds": watch_timeout_seconds}
+        self.workloads = Informer(
+            self.client,
+            self.workload_api_version,
+            self.resource_kind,
+            label_selector=SELECTOR,
+            indexers={"user": _index_user},
+            **common,
+        )
+        self.pods = Informer(
+            self.client,
+            "v1",
+            "Pod",
+            label_selector=SELECTOR,
+            indexers={"server": _index_pod_server},
+            **common,
+        )
+        self.events = Informer(
+            self.client,
+            "v1",
+            "Event",
+            field_selector=EVENT_SELECTOR,
+            indexers={"pod": _index_event_pod},
+            **common,
+        )
+        self.informers = [self.workloads, self.pods, self.events]
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the informers and wait for their first list, so the first request sees the cluster."""
+        for informer in self.informers:
+            informer.start()
+        for informer in self.informers:
+            synced = await asyncio.to_thread(informer.wait_synced, self.sync_timeout)
+            if not synced:
+                why = informer.last_error or "no answer"
+                await self.close()
+                raise BackendUnavailable(
+                    f"could not load {informer.kind} objects from the Kubernetes API at {self.client.host} "
+                    f"within {self.sync_timeout:.0f}s: {why}"
+                )
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._stop_informers)
+        if self._owns_client:
+            self.client.close()
+
+    def _stop_informers(self) -> None:
+        for informer in self.informers:
+            informer._stop.set()  # all at once, then join each
+        for informer in self.informers:
+            informer.stop()
+
+    # -- reads: informer caches only ---------------------------------------------------------------
+
+    def list_servers(self, user: str | None) -> list[NotebookServer]:
+        objs = self.workloads.list() if user is None else self.workloads.by_index("user", user)
+        return [self._to_server(obj) for obj in objs if _user_of(obj)]
+
+    def get_server(self, user: str, name: str) -> NotebookServer | None:
+        obj = self._workload(user, name)
+        return self._to_server(obj) if obj is not None else None
+
+    def namespace(self, user: str) -> str:
+        return self.settings.namespace_for(user_slug(user))
+
+    def _workload(self, user: str, name: str) -> Obj | None:
+        obj = self.workloads.get(self.namespace(user), name)
+        if obj is None or _user_of(obj) != user:
+            return None
+        return obj
+
+    # -- writes ------------------------------------------------------------------------------------
+
+    async def create_server(self, spec: NotebookSpec) -> NotebookServer:
+        namespace = self.namespace(spec.user)
+        if self._workload(spec.user, spec.name) is not None:
+            raise Conflict(f"user {spec.user!r} already has a server named {spec.name!r}", field="name")
+        objects = render_notebook_objects(spec, self.settings)
+        workload = await asyncio.to_thread(self._create_all, spec, namespace, objects)
+        key = (namespace, spec.name)
+        if not await asyncio.to_thread(
+            self.workloads.wait_for, lambda: self.workloads.get(*key) is not None, CACHE_WAIT_SECONDS
+        ):
+            self.workloads.upsert(workload)  # read-your-writes even if the watch lags
+        return self._to_server(self.workloads.get(*key) or workload)
+
+    def _create_all(self, spec: NotebookSpec, namespace: str, objects: list[Obj]) -> Obj:
+        """Create in order; on any failure delete what this call created, newest first, and raise."""
+        created: list[Obj] = []
+        workload: Obj | None = None
+        try:
+            for obj in objects:
+                kind = obj["kind"]
+                try:
+                    result = self.client.create(obj)
+                except Conflict:
+                    if kind == "PersistentVolumeClaim":
+                        log.info("adopting existing workspace %s/%s", namespace, obj["metadata"]["name"])
+                        continue  # a kept workspace from an earlier server of this name: reuse, never delete
+                    if kind == self.resource_kind:
+                        # Another request made this server first: its PVC is not ours to roll back.
+                        created = [o for o in created if o["kind"] != "PersistentVolumeClaim"]
+                        raise Conflict(
+                            f"user {spec.user!r} already has a server named {spec.name!r}", field="name"
+                        ) from None
+                    raise Conflict(
+                        f"{kind} {namespace}/{obj['metadata']['name']} already exists (left over from an "
+                        f"earlier server?); delete it or choose another name than {spec.name!r}",
+                        field="name",
+                    ) from None
+                except ApiNotFound as exc:
+                    raise self._not_found_on_create(spec, namespace, obj, exc) from None
+                created.append(result or obj)
+                if kind == self.resource_kind:
+                    workload = result
+        except CubeError as exc:
+            leftovers = self._delete_objects(reversed(created))
+            if leftovers:
+                exc.message += f"; cleaning up also failed, delete by hand: {', '.join(leftovers)}"
+                exc.args = (exc.message,)
+            raise
+        assert workload is not None  # render_notebook_objects always includes the workload
+        return workload
+
+    def _not_found_on_create(
+        self, spec: NotebookSpec, namespace: str, obj: Obj, exc: ApiNotFound
+    ) -> CubeError:
+        if exc.missing_kind == "namespaces" or f'namespaces "{namespace}" not found' in exc.message:
+            return NotFound(
+                f"namespace {namespace!r} of user {spec.user!r} does not exist; an admin must create it "
+                f"(CubeSpawner.namespace_template is {self.settings.spawner.namespace_template!r})",
+                field="user",
+            )
+        rtype = resource_type(obj["apiVersion"], obj["kind"])
+        return BackendUnavailable(
+            f"the cluster does not serve {rtype.describe()} ({obj['apiVersion']} {obj['kind']}): "
+            f"is its CRD installed? ({exc.message})"
+        )
+
+    def _delete_objects(self, objects: Any) -> list[str]:
+        """Delete each object (404 is fine); return 'Kind ns/name' of those that could not be."""
+        leftovers = []
+        for obj in objects:
+            meta = obj.get("metadata") or {}
+            try:
+                self.client.delete(
+                    obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"], missing_ok=True
+                )
+            except CubeError as exc:
+                log.error(
+                    "could not delete %s %s/%s: %s",
+                    obj["kind"],
+                    meta.get("namespace"),
+                    meta["name"],
+                    exc.message,
+                )
+                leftovers.append(f"{obj['kind']} {meta.get('namespace')}/{meta['name']}")
+        return leftovers
+
+    async def set_stopped(self, user: str, name: str, stopped: bool) -> NotebookServer:
+        namespace = self.namespace(user)
+        if self._workload(user, name) is None:
+            raise NotFound(f"user {user!r} has no server named {name!r}", field="name")
+        patch = stop_annotation_patch(stopped, datetime.now(UTC), self.resource_kind)
+        result = await asyncio.to_thread(
+            self.client.patch, self.workload_api_version, self.resource_kind, namespace, name, patch
+        )
+
+        def applied() -> bool:
+            obj = self.workloads.get(namespace, name)
+            return obj is not None and _is_stopped(obj) == stopped
+
+        await asyncio.to_thread(self.workloads.wait_for, applied, CACHE_WAIT_SECONDS)
+        return self._to_server(self.workloads.get(namespace, name) or result)
+
+    async def delete_server(self, user: str, name: str) -> None:
+        """Delete the route, the policy and the workload (and its Service); keep the workspace PVC."""
+        namespace = self.namespace(user)
+        if self._workload(user, name) is None:
+            raise NotFound(f"user {user!r} has no server named {name!r}", field="name")
+        doomed = [
+            ("networking.istio.io/v1", "VirtualService", virtual_service_name(namespace, name)),
+            ("security.istio.io/v1", "AuthorizationPolicy", authorization_policy_name(name)),
+            (self.workload_api_version, self.resource_kind, name),
+        ]
+        if self.resource_kind == "StatefulSet":
+            doomed.append(("v1", "Service", name))
+        objects = [
+            {"apiVersion": v, "kind": k, "metadata": {"namespace": namespace, "name": n}}
+            for v, k, n in doomed
+        ]
+        leftovers = await asyncio.to_thread(self._delete_objects, objects)
+        if leftovers:
+            raise BackendUnavailable(
+                f"server {name!r} of user {user!r} was only partly deleted; "
+                f"still there: {', '.join(leftovers)}"
+            )
+
+        def gone() -> bool:
+            obj = self.workloads.get(namespace, name)
+            return obj is None or bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+        await asyncio.to_thread(self.workloads.wait_for, gone, CACHE_WAIT_SECONDS)
+
+    # -- mapping cache objects to what users see ---------------------------------------------------
+
+    def _to_server(self, obj: Obj) -> NotebookServer:
+        meta = obj.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
+        namespace = meta.get("namespace") or ""
+        name = meta.get("name") or ""
+        container = _main_container(obj, name)
+        pod = self._pod_for(namespace, name)
+        status, reason = self._status(obj, pod)
+        return NotebookServer(
+            user=_user_of(obj) or (meta.get("labels") or {}).get(USER_LABEL, ""),
+            name=name,
+            profile=annotations.get(PROFILE_ANNOTATION, ""),
+            status=status,
+            url=route_prefix(self.settings, namespace, name),
+            resources=_resources(container),
+            created=meta.get("creationTimestamp") or "",
+            image=container.get("image", ""),
+            reason=reason,
+            namespace=namespace,
+        )
+
+    def _pod_for(self, namespace: str, name: str) -> Obj | None:
+        pods = self.pods.by_index("server", f"{namespace}/{name}")
+        if not pods:
+            return None
+        # During a restart the old pod may linger: prefer one not being deleted, then the newest.
+        return max(
+            pods,
+            key=lambda p: (
+                not (p.get("metadata") or {}).get("deletionTimestamp"),
+                (p.get("metadata") or {}).get("creationTimestamp") or "",
+            ),
+        )
+
+    def _status(self, obj: Obj, pod: Obj | None) -> tuple[ServerStatus, str | None]:
+        meta = obj.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            return ServerStatus.TERMINATING, None
+        if _is_stopped(obj):
+            return (ServerStatus.STOPPING if pod is not None else ServerStatus.STOPPED), None
+        if pod is None:
+            return ServerStatus.PENDING, "waiting for the server's pod to be created"
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return ServerStatus.PENDING, "the previous pod is shutting down"
+        pod_status = pod.get("status") or {}
+        conditions = {c.get("type"): c for c in pod_status.get("conditions") or []}
+        if (conditions.get("Ready") or {}).get("status") == "True":
+            return ServerStatus.RUNNING, None
+        failed, container_reason = _container_problem(pod_status)
+        if failed:
+            return ServerStatus.FAILED, container_reason
+        if pod_status.get("phase") == "Failed":
+            return ServerStatus.FAILED, pod_status.get("message") or pod_status.get(
+                "reason"
+            ) or "the pod failed"
+        scheduled = conditions.get("PodScheduled") or {}
+        if scheduled.get("status") == "False" and scheduled.get("message"):
+            return ServerStatus.PENDING, str(scheduled["message"])
+        if container_reason:
+            return ServerStatus.PENDING, container_reason
+        return ServerStatus.PENDING, self._warning_for(pod)
+
+    def _warning_for(self, pod: Obj) -> str | None:
+        meta = pod.get("metadata") or {}
+        events = self.events.by_index("pod", f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+        # Events outlive pods of the same name: only those about this pod (uid) count, when known.
+        uid = meta.get("uid")
+        events = [
+            e for e in events if not uid or (e.get("involvedObject") or {}).get("uid") in (None, "", uid)
+        ]
+        warnings = [e for e in events if e.get("type") == "Warning"]
+        if not warnings:
+            return None
+        newest = max(warnings, key=_event_time)
+        reason, message = newest.get("reason") or "", newest.get("message") or ""
+        return f"{reason}: {message}" if reason and message else (message or reason or None)
+
+
+def _is_stopped(obj: Obj) -> bool:
+    return STOPPED_ANNOTATION in ((obj.get("metadata") or {}).get("annotations") or {})
+
+
+def _main_container(obj: Obj, name: str) -> dict[str, Any]:
+    containers = ((((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")) or []
+    for container in containers:
+        if container.get("name") == name:
+            return dict(container)
+    return dict(containers[0]) if containers else {}
+
+
+def _resources(container: dict[str, Any]) -> Resources:
+    resources = container.get("resources") or {}
+    requests = resources.get("requests") or {}
+    limits = resources.get("limits") or {}
+    gpu, gpu_resource = 0, DEFAULT_GPU_RESOURCE
+    for key, value in limits.items():
+        if key not in NOT_GPU_RESOURCES and not key.startswith("hugepages-"):
+            gpu_resource = key
+            try:
+                gpu = int(str(value))
+            except ValueError:
+                gpu = 0
+            break
+    return Resources(
+        cpu=str(requests.get("cpu") or limits.get("cpu") or ""),
+        memory=str(requests.get("memory") or limits.get("memory") or ""),
+        gpu=gpu,
+        gpu_resource=gpu_resource,
+    )
+
+
+def _container_problem(pod_status: dict[str, Any]) -> tuple[bool, str | None]:
+    """(failed, reason) from container states: a crash loop or a bad image fails the server."""
+    statuses = (pod_status.get("initContainerStatuses") or []) + (pod_status.get("containerStatuses") or [])
+    waiting_reason = None
+    for status in statuses:
+        state = status.get("state") or {}
+        waiting = state.get("waiting") or {}
+        terminated = state.get("terminated") or {}
+        if waiting.get("reason"):
+            text = _join(waiting.get("reason"), waiting.get("message"))
+            if waiting["reason"] in FAILED_WAITING_REASONS:
+                last = ((status.get("lastState") or {}).get("terminated")) or {}
+                if last.get("exitCode") not in (None, 0):
+                    text += f" (last exit code {last['exitCode']})"
+                return True, text
+            waiting_reason = waiting_reason or text
+        if terminated and terminated.get("exitCode") not in (None, 0):
+            code = terminated["exitCode"]
+            return True, _join(
+                f"exited with code {code}", terminated.get("reason"), terminated.get("message")
+            )
+    return False, waiting_reason
+
+
+def _join(*parts: object) -> str:
+    return ": ".join(str(p) for p in parts if p)
+
+
+def _event_time(event: Obj) -> str:
+    series = event.get("series") or {}
+    return str(
+        series.get("lastObservedTime")
+        or event.get("lastTimestamp")
+        or event.get("eventTime")
+        or event.get("firstTimestamp")
+        or (event.get("metadata") or {}).get("creationTimestamp")
+        or ""
+    )

@@ -1,0 +1,143 @@
+"""Fixtures: a KMock API server emulator on loopback, settings, and the backend pointed at it over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import kmock as kmock_lib
+import pytest
+from traitlets.config import Config
+
+from cube_jupyter.backends.kubernetes.client import KubeClient, make_api_client
+from cube_jupyter.backends.kubernetes.notebooks import KubernetesNotebookBackend
+from cube_jupyter.config import Settings, load_settings
+from tests.kubernetes.emulator import ApiServerEmulator
+
+# The resource types a Kubeflow + Istio cluster serves: core kinds plus the installed CRDs.
+CLUSTER_RESOURCES: dict[str, dict[str, Any]] = {
+    "v1/namespaces": {"kind": "Namespace", "namespaced": False, "subresources": {"status"}},
+    "v1/pods": {"kind": "Pod", "namespaced": True, "subresources": {"status"}},
+    "v1/events": {"kind": "Event", "namespaced": True},
+    "v1/services": {"kind": "Service", "namespaced": True, "subresources": {"status"}},
+    "v1/persistentvolumeclaims": {
+        "kind": "PersistentVolumeClaim",
+        "namespaced": True,
+        "subresources": {"status"},
+    },
+    "apps/v1/statefulsets": {"kind": "StatefulSet", "namespaced": True, "subresources": {"status"}},
+    "kubeflow.org/v1/notebooks": {"kind": "Notebook", "namespaced": True, "subresources": {"status"}},
+    "networking.istio.io/v1/virtualservices": {"kind": "VirtualService", "namespaced": True},
+    "security.istio.io/v1/authorizationpolicies": {"kind": "AuthorizationPolicy", "namespaced": True},
+}
+USERS = ("alice", "bob")
+
+PROFILES = [
+    {
+        "name": "cpu",
+        "image": "quay.io/jupyter/scipy-notebook:2025-03-17",
+        "cpu": "1",
+        "memory": "2Gi",
+        "default": True,
+    },
+    {
+        "name": "gpu",
+        "image": "quay.io/jupyter/pytorch-notebook:cuda12-2025-03-17",
+        "cpu": "4",
+        "memory": "16Gi",
+        "gpu": 1,
+        "node_selector": {"nvidia.com/gpu.present": "true"},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    },
+    {
+        "name": "vgpu",
+        "image": "quay.io/jupyter/pytorch-notebook:cuda12-2025-03-17",
+        "cpu": "2",
+        "memory": "8Gi",
+        "gpu": 2,
+        "gpu_resource": "tencent.com/vcuda-core",
+    },
+]
+
+
+def make_settings(**spawner: Any) -> Settings:
+    config = Config()
+    config.CubeWorkbench.backend = "kubernetes"
+    config.CubeSpawner.profiles = PROFILES
+    for key, value in spawner.items():
+        setattr(config.CubeSpawner, key, value)
+    return load_settings(config)
+
+
+def make_emulator(resources: dict[str, dict[str, Any]] | None = None) -> ApiServerEmulator:
+    emulator = ApiServerEmulator()
+    for name, info in (CLUSTER_RESOURCES if resources is None else resources).items():
+        emulator.resources[name] = kmock_lib.ResourceInfo(**info)
+    emulator.preload(
+        [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"cube-{user}"}} for user in USERS]
+    )
+    return emulator
+
+
+@pytest.fixture
+def loop(jp_asyncio_loop: asyncio.AbstractEventLoop) -> asyncio.AbstractEventLoop:
+    """The loop pytest-jupyter runs async tests on (the suite loads its plugin): the emulator must
+    serve on the same loop the test awaits in, or nothing answers the backend's HTTP requests."""
+    return jp_asyncio_loop
+
+
+@pytest.fixture
+def kmock(loop: asyncio.AbstractEventLoop) -> Iterator[ApiServerEmulator]:
+    """Overrides KMock's own fixture: our emulator subclass, with a Kubeflow cluster's resources."""
+    emulator = make_emulator()
+    server = kmock_lib.Server(emulator)
+    loop.run_until_complete(emulator.__aenter__())
+    loop.run_until_complete(server.__aenter__())
+    yield emulator
+    loop.run_until_complete(server.__aexit__(None, None, None))
+    loop.run_until_complete(emulator.__aexit__(None, None, None))
+
+
+@pytest.fixture
+def api_url(kmock: ApiServerEmulator) -> str:
+    return str(kmock.url).rstrip("/")
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return make_settings()
+
+
+@pytest.fixture
+def kube(api_url: str) -> Iterator[KubeClient]:
+    """A plain client for tests acting as the cluster's controllers, kubelet and scheduler."""
+    client = KubeClient(make_api_client(host=api_url))
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def make_backend(api_url: str, loop: asyncio.AbstractEventLoop) -> Iterator[Callable[..., Any]]:
+    """Start backends against the emulator; all are closed (informer threads joined) at teardown."""
+    started: list[KubernetesNotebookBackend] = []
+
+    async def make(settings: Settings, **kwargs: Any) -> KubernetesNotebookBackend:
+        kwargs.setdefault("sync_timeout", 10.0)
+        backend = KubernetesNotebookBackend(settings, make_api_client(host=api_url), **kwargs)
+        started.append(backend)
+        await backend.start()
+        return backend
+
+    yield make
+    for backend in started:
+        loop.run_until_complete(backend.close())
+        backend.client.close()
+
+
+@pytest.fixture
+def backend(
+    make_backend: Callable[..., Any], settings: Settings, loop: asyncio.AbstractEventLoop
+) -> KubernetesNotebookBackend:
+    result: KubernetesNotebookBackend = loop.run_until_complete(make_backend(settings))
+    return result
