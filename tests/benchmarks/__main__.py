@@ -6,7 +6,7 @@ import asyncio
 import importlib
 import sys
 
-BENCHMARKS = ["bench_local_spawn"]
+BENCHMARKS = ["bench_local_spawn", "bench_notebook_list"]
 
 
 def main(names: list[str]) -> None:

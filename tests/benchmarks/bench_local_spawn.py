@@ -45,13 +45,21 @@ def _free_port() -> int:
 async def bare_lab_start(root: Path) -> float:
     """The baseline: `jupyter lab` started by hand, until /api/status answers."""
     port, token = _free_port(), "bench-token"
-    argv = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.port={port}",
-            f"--ServerApp.root_dir={root}", "--ServerApp.jpserver_extensions=cube_jupyter_server=False"]
+    argv = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        f"--ServerApp.port={port}",
+        f"--ServerApp.root_dir={root}",
+        "--ServerApp.jpserver_extensions=cube_jupyter_server=False",
+    ]
     if os.geteuid() == 0:
         argv.append("--allow-root")
     started = time.perf_counter()
-    proc = subprocess.Popen(argv, env={**os.environ, "JUPYTER_TOKEN": token},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        argv, env={**os.environ, "JUPYTER_TOKEN": token}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         await _wait_status(f"http://127.0.0.1:{port}/api/status", token, time.monotonic() + 60)
         return time.perf_counter() - started
@@ -87,7 +95,10 @@ async def main() -> None:
             await backend.close()
     print_table(
         "Local notebook server: spawn to ready (median of 5)",
-        [("bare `jupyter lab` start -> /api/status (baseline)", bare), ("workbench create -> running", spawns)],
+        [
+            ("bare `jupyter lab` start -> /api/status (baseline)", bare),
+            ("workbench create -> running", spawns),
+        ],
         baseline="bare `jupyter lab` start -> /api/status (baseline)",
     )
 

@@ -25,7 +25,7 @@ def summary(samples: list[float]) -> dict[str, float]:
         "median": statistics.median(ordered),
         "min": ordered[0],
         "max": ordered[-1],
-        "p95": ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))],
+        "p95": ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))],
         "runs": float(len(ordered)),
     }
 
@@ -39,6 +39,6 @@ def print_table(title: str, rows: list[tuple[str, list[float]]], unit: str = "s"
     print(f"  {'':52}" + "".join(f"{c:>11}" for c in columns) + f"{'runs':>6}{'vs baseline':>13}")
     for name, samples in rows:
         stats = summary(samples)
-        ratio = f"{stats['median'] / base:.2f}x" if base else ""
+        ratio = f"{stats['median'] / base:.3g}x" if base else ""
         cells = "".join(f"{f'{stats[c] * scale:.2f} {unit}':>11}" for c in columns)
         print(f"  {name:52}{cells}{int(stats['runs']):>6}{ratio:>13}")
