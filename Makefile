@@ -18,7 +18,7 @@ setup-test: $(VENV)/.installed-test system-test-deps
 $(VENV)/.python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q "jupyterlab>=4.6,<4.7" "hatchling>=1.21" "hatch-jupyter-builder>=0.9"
+	$(BIN)/pip install -q "jupyterlab>=4.6,<4.7" "hatchling>=1.21" "hatch-jupyter-builder>=0.9" editables
 	touch $@
 
 node_modules/.installed: package.json package-lock.json

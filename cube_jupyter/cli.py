@@ -13,7 +13,7 @@ import json
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import yaml
 from traitlets.config import Config
@@ -206,9 +206,7 @@ def _print_table(servers: list[NotebookServer]) -> None:
 
 def _age(created: str) -> str:
     try:
-        seconds = (
-            datetime.now(timezone.utc) - datetime.fromisoformat(created.replace("Z", "+00:00"))
-        ).total_seconds()
+        seconds = (datetime.now(UTC) - datetime.fromisoformat(created.replace("Z", "+00:00"))).total_seconds()
     except ValueError:
         return "?"
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):

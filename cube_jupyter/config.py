@@ -224,8 +224,7 @@ def _validate_spawner(spawner: CubeSpawner) -> None:
         ("cull_idle_seconds", spawner.cull_idle_seconds >= 0, "must be >= 0 (0: never cull)"),
         (
             "path_prefix",
-            (spawner.path_prefix.startswith("/")
-            and not spawner.path_prefix.endswith("/"))
+            (spawner.path_prefix.startswith("/") and not spawner.path_prefix.endswith("/"))
             or spawner.path_prefix == "",
             "must start with '/' and not end with '/' (e.g. '/notebook')",
         ),

@@ -12,7 +12,7 @@ construction, the route never times out WebSockets, and only the owner gets thro
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from cube_jupyter.config import Settings
@@ -300,5 +300,5 @@ def _authorization_policy(spec: NotebookSpec, settings: Settings, namespace: str
 def _rfc3339(now: datetime) -> str:
     """UTC, whole seconds, 'Z' suffix: the format Kubeflow's controller and dashboards write."""
     if now.tzinfo is None:
-        now = now.replace(tzinfo=timezone.utc)
-    return now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = now.replace(tzinfo=UTC)
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

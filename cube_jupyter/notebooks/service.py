@@ -37,7 +37,9 @@ class NotebookService:
             raise Forbidden(f"user {caller!r} may not act on servers of user {user!r}", field="user")
         return user
 
-    def list_servers(self, caller: str, user: str | None = None, all_users: bool = False) -> list[NotebookServer]:
+    def list_servers(
+        self, caller: str, user: str | None = None, all_users: bool = False
+    ) -> list[NotebookServer]:
         if all_users:
             if not self.settings.is_admin(caller):
                 raise Forbidden(

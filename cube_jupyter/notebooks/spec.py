@@ -126,7 +126,7 @@ class NotebookSpec:
         return self.profile.resources()
 
 
-class ServerStatus(str, enum.Enum):
+class ServerStatus(enum.StrEnum):
     """Lifecycle of a server, the same words on both backends."""
 
     PENDING = "pending"  # created or starting, not yet answering

@@ -75,7 +75,10 @@ def test_profiles_parse_with_defaults_and_vgpu() -> None:
             {"profiles": [{**GOOD_PROFILE, "tolerations": [{"effect": "Never"}]}]},
             "CubeSpawner.profiles[0].tolerations[0].effect",
         ),
-        ({"profiles": [{**GOOD_PROFILE, "env": {"NB_PREFIX": "/x"}}]}, "CubeSpawner.profiles[0].env.NB_PREFIX"),
+        (
+            {"profiles": [{**GOOD_PROFILE, "env": {"NB_PREFIX": "/x"}}]},
+            "CubeSpawner.profiles[0].env.NB_PREFIX",
+        ),
         ({"max_servers_per_user": -1}, "CubeSpawner.max_servers_per_user"),
         ({"gpu_quota_per_user": -2}, "CubeSpawner.gpu_quota_per_user"),
         ({"cull_idle_seconds": -5}, "CubeSpawner.cull_idle_seconds"),

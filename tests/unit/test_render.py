@@ -4,7 +4,7 @@ down the way the issue asks, and the same every time."""
 from __future__ import annotations
 
 import copy
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -450,7 +450,7 @@ def test_render_does_not_share_mutable_state_with_settings() -> None:
 
 
 def test_stop_patch_for_notebook() -> None:
-    now = datetime(2025, 3, 17, 9, 30, 5, 123456, tzinfo=timezone.utc)
+    now = datetime(2025, 3, 17, 9, 30, 5, 123456, tzinfo=UTC)
     assert STOPPED_ANNOTATION == "kubeflow-resource-stopped"
     assert stop_annotation_patch(True, now) == {
         "metadata": {"annotations": {"kubeflow-resource-stopped": "2025-03-17T09:30:05Z"}}
@@ -471,7 +471,7 @@ def test_stop_patch_converts_to_utc() -> None:
 @pytest.mark.parametrize("kind", KINDS)
 def test_stop_then_start_patches_apply_to_the_rendered_workload(kind: str) -> None:
     workload = render(kind=kind)[1]
-    now = datetime(2025, 3, 17, 9, 0, 0, tzinfo=timezone.utc)
+    now = datetime(2025, 3, 17, 9, 0, 0, tzinfo=UTC)
     stopped = merge_patch(workload, stop_annotation_patch(True, now, kind))
     assert stopped["metadata"]["annotations"][STOPPED_ANNOTATION] == "2025-03-17T09:00:00Z"
     validate_object(stopped)

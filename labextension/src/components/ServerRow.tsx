@@ -1,0 +1,142 @@
+/**
+ * One notebook server in the list: name, status, profile, resources, age, the
+ * server's reason when it is not running, its actions, and the error of the last
+ * action taken on it.
+ */
+import { Button } from '@jupyterlab/ui-components';
+import * as React from 'react';
+
+import { formatAge, formatDate, resourceParts } from '../format';
+import type { IServer } from '../types';
+import { StatusBadge } from './StatusBadge';
+
+export interface IServerRowProps {
+  server: IServer;
+  /** Shown when the row belongs to someone else (an admin's view). */
+  showUser: boolean;
+  busy: boolean;
+  error: string | null;
+  now: number;
+  onConnect: (server: IServer) => void;
+  onStop: (server: IServer) => void;
+  onStart: (server: IServer) => void;
+  onDelete: (server: IServer) => void;
+}
+
+export function ServerRow(props: IServerRowProps): JSX.Element {
+  const { server, busy } = props;
+  const status = server.status;
+  const resources = resourceParts(server.resources);
+  const age = formatAge(server.created, props.now);
+  const created = formatDate(server.created);
+  const activity = formatDate(server.last_activity);
+  const canConnect = status === 'running' && !!server.url;
+  const canStop = status === 'running' || status === 'pending';
+  const canStart = status === 'stopped' || status === 'failed';
+  const canDelete = status !== 'terminating';
+  return (
+    <li
+      className="cube-ServerRow"
+      data-testid="cube-server-row"
+      data-name={server.name}
+      data-status={status}
+    >
+      <div className="cube-ServerRow-head">
+        <span className="cube-ServerRow-name" title={server.image}>
+          {props.showUser ? `${server.user}/${server.name}` : server.name}
+        </span>
+        <StatusBadge status={status} />
+      </div>
+      <div className="cube-ServerRow-meta">
+        <span
+          className="cube-ServerRow-profile"
+          data-testid="cube-server-profile"
+        >
+          {server.profile}
+        </span>
+        {resources.map(part => (
+          <span key={part} className="cube-ServerRow-resource">
+            {part}
+          </span>
+        ))}
+        {age && (
+          <span
+            className="cube-ServerRow-age"
+            data-testid="cube-server-age"
+            title={
+              activity
+                ? `Created ${created}; last activity ${activity}`
+                : `Created ${created}`
+            }
+          >
+            {age}
+          </span>
+        )}
+      </div>
+      {status !== 'running' && server.reason && (
+        <div className="cube-ServerRow-reason" data-testid="cube-server-reason">
+          {server.reason}
+        </div>
+      )}
+      <div className="cube-ServerRow-actions">
+        {canConnect && (
+          <Button
+            small
+            className="cube-Button cube-mod-accept"
+            data-testid="cube-server-connect"
+            disabled={busy}
+            title={`Open ${server.name} in a new browser tab`}
+            onClick={() => props.onConnect(server)}
+          >
+            Connect
+          </Button>
+        )}
+        {canStop && (
+          <Button
+            small
+            minimal
+            className="cube-Button"
+            data-testid="cube-server-stop"
+            disabled={busy}
+            onClick={() => props.onStop(server)}
+          >
+            Stop
+          </Button>
+        )}
+        {canStart && (
+          <Button
+            small
+            minimal
+            className="cube-Button"
+            data-testid="cube-server-start"
+            disabled={busy}
+            onClick={() => props.onStart(server)}
+          >
+            Start
+          </Button>
+        )}
+        {canDelete && (
+          <Button
+            small
+            minimal
+            className="cube-Button cube-mod-danger"
+            data-testid="cube-server-delete"
+            disabled={busy}
+            onClick={() => props.onDelete(server)}
+          >
+            Delete
+          </Button>
+        )}
+      </div>
+      {props.error && (
+        <div
+          className="cube-Error"
+          role="alert"
+          data-testid="cube-server-error"
+        >
+          {props.error}
+        </div>
+      )}
+    </li>
+  );
+}

@@ -1,0 +1,19 @@
+/**
+ * cube-jupyter's JupyterLab plugins: one plugin per feature.
+ */
+import type { JupyterFrontEndPlugin } from '@jupyterlab/application';
+
+import { launcherPlugin } from './plugins/launcher';
+import { notebookServersPlugin } from './plugins/notebookServers';
+
+export { CubeApiError, CubeClient } from './api';
+export { CommandIDs, INotebookServers } from './tokens';
+export type { IShowOptions } from './tokens';
+export type { IProfile, IServer, IServerList, ServerStatus } from './types';
+
+const plugins: JupyterFrontEndPlugin<unknown>[] = [
+  notebookServersPlugin,
+  launcherPlugin
+];
+
+export default plugins;

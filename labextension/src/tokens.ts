@@ -1,0 +1,36 @@
+/**
+ * Tokens other plugins use to reach the Notebook Servers panel without importing it.
+ */
+import { Token } from '@lumino/coreutils';
+
+/** Command ids; part of the public surface (command palette, shortcuts). */
+export const CommandIDs = {
+  open: 'cube:open-notebook-servers',
+  create: 'cube:create-notebook-server',
+  refresh: 'cube:refresh-notebook-servers'
+} as const;
+
+/** Options for showing the panel. */
+export interface IShowOptions {
+  /** Put the keyboard focus in the create form's name field. */
+  focusCreate?: boolean;
+}
+
+/** What the `notebook-servers` plugin offers to other plugins. */
+export interface INotebookServers {
+  /**
+   * Resolves to whether this Jupyter server offers the workbench API. It does not on a
+   * notebook server the workbench spawned (same labextension, no server extension), where
+   * the panel, palette items and launcher card stay away.
+   */
+  readonly available: Promise<boolean>;
+  /** Reveal (and activate) the panel in the left sidebar. */
+  show(options?: IShowOptions): void;
+  /** Fetch the server list and profiles again now. */
+  refresh(): Promise<void>;
+}
+
+export const INotebookServers = new Token<INotebookServers>(
+  'cube-jupyter:INotebookServers',
+  'The Notebook Servers sidebar panel.'
+);

@@ -1,0 +1,67 @@
+/**
+ * Shapes of the JSON documents served by the cube-jupyter REST API
+ * (`/cube/api/v1/...`). The server owns every rule behind these values; the UI only
+ * displays them, so the types mirror the wire format and nothing more.
+ */
+
+/** Lifecycle states a notebook server reports. */
+export type ServerStatus =
+  'pending' | 'running' | 'stopping' | 'stopped' | 'failed' | 'terminating';
+
+/** Resources granted to one server (quantities as the server formats them). */
+export interface IResources {
+  cpu: string | number | null;
+  memory: string | number | null;
+  gpu: number | null;
+  gpu_resource: string | null;
+}
+
+/** An admin-defined notebook profile (`c.CubeSpawner.profiles`). */
+export interface IProfile {
+  name: string;
+  display_name: string;
+  description: string;
+  image: string;
+  cpu: string | number | null;
+  memory: string | number | null;
+  gpu: number | null;
+  gpu_resource: string | null;
+  node_selector: Record<string, string> | null;
+  tolerations: unknown[] | null;
+  env: Record<string, string> | null;
+  default: boolean;
+}
+
+/** One notebook server as listed by `GET /cube/api/v1/notebooks`. */
+export interface IServer {
+  user: string;
+  name: string;
+  profile: string;
+  status: ServerStatus;
+  url: string;
+  resources: IResources;
+  created: string;
+  image: string;
+  reason: string | null;
+  last_activity: string | null;
+  namespace: string | null;
+}
+
+/** Body of `GET /cube/api/v1/profiles`. */
+export interface IProfileList {
+  profiles: IProfile[];
+}
+
+/** Body of `GET /cube/api/v1/notebooks`. */
+export interface IServerList {
+  user: string;
+  is_admin: boolean;
+  notebooks: IServer[];
+}
+
+/** Body of every 4xx/5xx answer of the API. */
+export interface IErrorBody {
+  message?: string;
+  reason?: string;
+  field?: string;
+}

@@ -1,0 +1,85 @@
+"""Fixtures for the browser tests: one real `jupyter lab` and one real Chromium per module."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, Playwright, sync_playwright
+
+from tests.browser.lab import Lab
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+]
+ARTIFACTS = Path(__file__).parent / "artifacts"
+
+
+@pytest.fixture
+def jp_asyncio_loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """pytest-jupyter's autouse loop fixture would pick up (and close) the loop Playwright's sync API
+    is running; these tests run no in-process server, so they get a private loop instead."""
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+@pytest.fixture
+def jp_server_cleanup() -> None:
+    """Nothing to clean: the server under test is a subprocess, stopped by the `lab` fixture."""
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Lab]:
+    # Not tmp_path_factory: a concurrent pytest run prunes old basetemps, children's dirs included.
+    with tempfile.TemporaryDirectory(prefix="cube-browser-") as root:
+        server = Lab(root=Path(root))
+        try:
+            server.start()
+            yield server
+        finally:
+            server.stop()
+            ARTIFACTS.mkdir(exist_ok=True)
+            shutil.copy(server.log_path, ARTIFACTS / "lab.log")
+            for log in Path(root, "state").rglob("*.log"):
+                shutil.copy(log, ARTIFACTS / f"child-{log.parent.name}-{log.name}")
+
+
+@pytest.fixture(scope="module")
+def playwright() -> Iterator[Playwright]:
+    with sync_playwright() as pw:
+        yield pw
+
+
+@pytest.fixture(scope="module")
+def browser(playwright: Playwright) -> Iterator[Browser]:
+    if not shutil.which(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium")
+    chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    try:
+        yield chromium
+    finally:
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    ARTIFACTS.mkdir(exist_ok=True)
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    try:
+        yield page
+    finally:
+        context.close()

@@ -1,0 +1,189 @@
+"""A real `jupyter lab` with the workbench, started for the browser tests.
+
+It runs in its own temporary HOME, Jupyter dirs and state dir, on a free loopback port, with a token,
+so a test run never touches (or is touched by) the developer's own Jupyter setup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Two profiles so the form has a choice; the default one is what a person gets without choosing.
+PROFILES: list[dict[str, Any]] = [
+    {
+        "name": "small",
+        "display_name": "Small CPU",
+        "description": "1 CPU and 2 GiB: notebooks, pandas, light plotting.",
+        "image": "quay.io/jupyter/scipy-notebook:2025-03-17",
+        "cpu": "1",
+        "memory": "2Gi",
+        "default": True,
+    },
+    {
+        "name": "a100",
+        "display_name": "A100 GPU",
+        "description": "8 CPUs, 64 GiB and one NVIDIA A100 for training.",
+        "image": "quay.io/jupyter/pytorch-notebook:cuda12-2025-03-17",
+        "cpu": "8",
+        "memory": "64Gi",
+        "gpu": 1,
+        "gpu_resource": "nvidia.com/gpu",
+    },
+]
+USER = "alice"
+# Keep the page quiet: no news toast over the panel in screenshots.
+USER_SETTINGS = {
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false"},
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Lab:
+    """A running `jupyter lab` and a small JSON client for its REST API."""
+
+    root: Path
+    port: int = field(default_factory=free_port)
+    token: str = field(default_factory=lambda: os.urandom(16).hex())
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    @property
+    def log_path(self) -> Path:
+        return self.root / "lab.log"
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        home = self.root / "home"
+        env.update(
+            HOME=str(home),
+            JUPYTER_CONFIG_DIR=str(self.root / "config"),
+            JUPYTER_DATA_DIR=str(self.root / "data"),
+            JUPYTER_RUNTIME_DIR=str(self.root / "runtime"),
+            IPYTHONDIR=str(self.root / "ipython"),
+            JUPYTER_PLATFORM_DIRS="1",
+            PYTHONUNBUFFERED="1",
+        )
+        env.pop("JUPYTER_TOKEN", None)
+        return env
+
+    def write_config(self) -> None:
+        config = self.root / "config"
+        config.mkdir(parents=True, exist_ok=True)
+        (config / "jupyter_server_config.json").write_text(
+            json.dumps(
+                {
+                    "ServerApp": {"jpserver_extensions": {"cube_jupyter_server": True}},
+                    "CubeSpawner": {"profiles": PROFILES},
+                },
+                indent=2,
+            )
+        )
+        # The default user-settings dir, so the child servers (same env) read them too.
+        settings = config / "lab" / "user-settings"
+        for name, body in USER_SETTINGS.items():
+            path = settings / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(body))
+        for sub in ("home", "data", "runtime", "ipython", "work", "state"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+
+    def argv(self) -> list[str]:
+        argv = [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={self.port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.root / 'work'}",
+            f"--CubeWorkbench.state_dir={self.root / 'state'}",
+            f"--CubeWorkbench.default_user={USER}",
+            "--LabApp.expose_app_in_browser=True",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            argv.append("--allow-root")
+        return argv
+
+    def start(self, timeout: float = 60.0) -> None:
+        self.write_config()
+        log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            self.argv(), env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"jupyter lab exited with {self.process.returncode}:\n{self.log_tail()}")
+            try:
+                if self.request("GET", "api/status")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"jupyter lab did not answer within {timeout}s:\n{self.log_tail()}")
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """One authenticated API call; returns (status, parsed JSON or None)."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base_url + path, data=data, method=method)
+        req.add_header("Authorization", f"token {self.token}")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                raw = resp.read()
+                status = resp.status
+        except urllib.error.HTTPError as err:
+            raw = err.read()
+            status = err.code
+        return status, (json.loads(raw) if raw else None)
+
+    def delete_all_servers(self) -> None:
+        """Remove what the tests created: the workbench keeps children alive across its restarts."""
+        status, body = self.request("GET", "cube/api/v1/notebooks")
+        if status != 200:
+            return
+        for server in body["notebooks"]:
+            self.request("DELETE", f"cube/api/v1/notebooks/{server['name']}")
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        with contextlib.suppress(OSError):
+            self.delete_all_servers()
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=5)
+
+    def log_tail(self, chars: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""

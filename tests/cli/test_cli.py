@@ -1,0 +1,117 @@
+"""The `cube-jupyter notebook` command, run as a user runs it: a subprocess with a config file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cube_jupyter.notebooks.render import STOPPED_ANNOTATION
+from tests.k8s_schemas import validate_object
+
+pytestmark = pytest.mark.timeout(180)
+CONFIG = """
+c.CubeWorkbench.state_dir = {state!r}
+c.CubeWorkbench.default_user = "alice"
+c.CubeSpawner.max_servers_per_user = 1
+c.CubeSpawner.profiles = [
+    {{"name": "small", "image": "jupyter/base", "cpu": "500m", "memory": "1Gi", "default": True}},
+    {{"name": "a100", "image": "jupyter/gpu", "cpu": "8", "memory": "64Gi", "gpu": 1,
+      "node_selector": {{"gpu": "a100"}},
+      "tolerations": [{{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}}]}},
+]
+"""
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "jupyter_server_config.py"
+    path.write_text(CONFIG.format(state=str(tmp_path / "state")))
+    return path
+
+
+def cube(*args: str, config: Path | None = None) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "cube_jupyter.cli", *args]
+    if config is not None:
+        argv += ["--config", str(config)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, check=False)
+
+
+def test_render_prints_exactly_the_valid_objects(config: Path) -> None:
+    render = ("notebook", "render", "--user", "alice", "--name", "nb1", "--profile", "a100")
+    result = cube(*render, config=config)
+    assert result.returncode == 0, result.stderr
+    objects = list(yaml.safe_load_all(result.stdout))
+    assert [o["kind"] for o in objects] == [
+        "PersistentVolumeClaim",
+        "Notebook",
+        "VirtualService",
+        "AuthorizationPolicy",
+    ]
+    for obj in objects:
+        validate_object(obj)
+    container = objects[1]["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert "--ServerApp.base_url=/notebook/cube-alice/nb1/" in container["args"]
+    again = cube(*render, config=config)
+    assert again.stdout == result.stdout  # deterministic, like `helm template`
+    assert STOPPED_ANNOTATION not in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["notebook", "render", "--name", "Bad_Name"], "name 'Bad_Name'"),
+        (["notebook", "render", "--name", "nb1", "--profile", "huge"], "profile 'huge' is not offered"),
+        (["notebook", "stop", "--name", "ghost"], "no server named 'ghost'"),
+    ],
+)
+def test_bad_input_exits_1_naming_the_field(config: Path, args: list[str], needle: str) -> None:
+    result = cube(*args, config=config)
+    assert result.returncode == 1
+    assert needle in result.stderr and "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_bad_config_and_usage(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text('c.CubeSpawner.profiles = [{"name": "p", "image": "i", "memory": "lots"}]\n')
+    result = cube("notebook", "list", config=bad)
+    assert result.returncode == 1 and "CubeSpawner.profiles[0].memory" in result.stderr
+    result = cube("notebook", "list", config=tmp_path / "missing.py")
+    assert result.returncode == 1 and "does not exist" in result.stderr
+    assert cube("notebook", "create").returncode == 2  # --name is required
+    assert cube().returncode == 2
+
+
+def test_local_lifecycle_from_the_shell(config: Path) -> None:
+    created = cube("notebook", "create", "--name", "nb1", config=config)
+    try:
+        assert created.returncode == 0, created.stderr
+        assert created.stdout.startswith("nb1: running  /cube/notebook/alice/nb1/")
+        over = cube("notebook", "create", "--name", "nb2", config=config)
+        assert over.returncode == 1 and "limit is 1" in over.stderr
+
+        listed = json.loads(cube("notebook", "list", "--json", config=config).stdout)
+        assert [(s["name"], s["status"], s["profile"]) for s in listed] == [("nb1", "running", "small")]
+        table = cube("notebook", "list", config=config).stdout.splitlines()
+        assert table[0].split()[:3] == ["NAME", "PROFILE", "STATUS"] and table[1].split()[:3] == [
+            "nb1",
+            "small",
+            "running",
+        ]
+
+        stopped = cube("notebook", "stop", "--name", "nb1", config=config)
+        assert stopped.returncode == 0 and stopped.stdout.startswith("nb1: stopped")
+        started = cube("notebook", "start", "--name", "nb1", config=config)
+        assert started.returncode == 0 and started.stdout.startswith("nb1: running"), started.stderr
+    finally:
+        deleted = cube("notebook", "delete", "--name", "nb1", config=config)
+    assert deleted.returncode == 0 and "workspace is kept" in deleted.stdout
+    assert json.loads(cube("notebook", "list", "--json", config=config).stdout) == []
