@@ -25,19 +25,20 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $@
 
-# The labextension is built here (so `pip install -e` finds it and skips its own build hook).
+# The labextension is built here; `pip install -e` then copies it into the venv as shared data
+# (its own build hook is switched off: it would build the same thing again).
 cube_jupyter/labextension/package.json: $(VENV)/.python node_modules/.installed $(FRONTEND_SOURCES)
 	npm run build
 
 frontend: cube_jupyter/labextension/package.json
 
 $(VENV)/.installed: $(VENV)/.python cube_jupyter/labextension/package.json pyproject.toml
-	$(BIN)/pip install -q --no-build-isolation -e .
-	$(BIN)/jupyter labextension develop --overwrite .
+	rm -rf $(VENV)/share/jupyter/labextensions/cube-jupyter
+	HATCH_BUILD_NO_HOOKS=true $(BIN)/pip install -q --no-build-isolation -e .
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
-	$(BIN)/pip install -q --no-build-isolation -e ".[test]"
+	HATCH_BUILD_NO_HOOKS=true $(BIN)/pip install -q --no-build-isolation -e ".[test]"
 	touch $@
 
 # Debian packages the tests drive for real: Chromium for the browser tests.
