@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from jupyter_core.paths import jupyter_data_dir
 from traitlets import (
@@ -43,6 +45,8 @@ DEFAULT_PROFILES: list[dict[str, Any]] = [
         "default": True,
     }
 ]
+# An Istio mTLS principal: trust domain, then the pod's namespace and service account.
+PRINCIPAL = re.compile(r"^[^/\s]+/ns/[^/\s]+/sa/[^/\s]+$")
 
 
 class CubeWorkbench(Configurable):
@@ -76,8 +80,11 @@ class CubeWorkbench(Configurable):
         "", help="kubeconfig context for the kubernetes backend; empty: in-cluster config, then kubeconfig."
     ).tag(config=True)
 
-    local_poll_seconds = Float(
-        5.0, help="How often the local backend checks children for liveness and activity."
+    poll_seconds = Float(
+        5.0,
+        help="How often servers are checked: the local backend's children for liveness and activity, "
+        "and (when CubeSpawner.cull_idle_seconds > 0) the kubernetes backend's running servers for "
+        "activity. The name is historical; it applies to both backends.",
     ).tag(config=True)
 
 
@@ -138,6 +145,16 @@ class CubeSpawner(Configurable):
         0, help="Stop servers with no kernel or terminal activity for this long; 0: never."
     ).tag(config=True)
     admin_users = List(Unicode(), help="Users who may see and act on every user's servers.").tag(config=True)
+    server_url_template = Unicode(
+        "http://{name}.{namespace}.svc.cluster.local",
+        help="Where the workbench reaches a server in the cluster to read its activity (for culling), "
+        "without the route prefix, which is appended; {name} and {namespace} are the server's.",
+    ).tag(config=True)
+    workbench_principal = Unicode(
+        "cluster.local/ns/kubeflow/sa/cube-jupyter",
+        help="mTLS principal of the workbench's own pod; each server's AuthorizationPolicy lets it GET "
+        "the server's api/kernels and api/terminals lists (and nothing else) to detect idleness.",
+    ).tag(config=True)
 
 
 @dataclass(frozen=True)
@@ -236,6 +253,17 @@ def _validate_spawner(spawner: CubeSpawner) -> None:
         ("user_header", bool(spawner.user_header.strip()), "must name a header (e.g. 'kubeflow-userid')"),
         ("cmd", bool(spawner.cmd), "must not be empty"),
         ("namespace_template", "{username}" in spawner.namespace_template, "must contain '{username}'"),
+        (
+            "server_url_template",
+            _is_server_url_template(spawner.server_url_template),
+            "must be an http(s) URL without a path, using only {name} and {namespace} "
+            "(e.g. 'http://{name}.{namespace}.svc.cluster.local')",
+        ),
+        (
+            "workbench_principal",
+            bool(PRINCIPAL.match(spawner.workbench_principal)),
+            "must be an Istio principal 'TRUST_DOMAIN/ns/NAMESPACE/sa/SERVICE_ACCOUNT'",
+        ),
     ]
     for name, ok, why in checks:
         if not ok:
@@ -248,3 +276,12 @@ def _validate_spawner(spawner: CubeSpawner) -> None:
             validate_dns_label(spawner.storage_class, "CubeSpawner.storage_class", 253)
     except InvalidInput as exc:
         raise ConfigError(exc.message, field=exc.field) from None
+
+
+def _is_server_url_template(template: str) -> bool:
+    try:
+        url = urlsplit(template.format(name="nb", namespace="ns"))
+        url.port  # noqa: B018 - raises ValueError on a bad port
+    except (KeyError, IndexError, AttributeError, ValueError):
+        return False
+    return url.scheme in ("http", "https") and bool(url.hostname) and url.path in ("", "/") and not url.query

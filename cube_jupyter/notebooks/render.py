@@ -12,11 +12,12 @@ construction, the route never times out WebSockets, and only the owner gets thro
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from cube_jupyter.config import Settings
 from cube_jupyter.names import user_slug
+from cube_jupyter.notebooks.activity import format_time
 from cube_jupyter.notebooks.spec import NotebookSpec
 
 # Kubeflow's stop switch: the notebook controller scales the StatefulSet to 0 while it is set.
@@ -24,6 +25,10 @@ STOPPED_ANNOTATION = "kubeflow-resource-stopped"
 CREATOR_ANNOTATION = "notebooks.kubeflow.org/creator"
 PROFILE_ANNOTATION = "cube-jupyter/profile"
 USER_ANNOTATION = "cube-jupyter/user"
+# Kubeflow's culler records activity here (RFC 3339); ours does too, so its dashboards show it.
+LAST_ACTIVITY_ANNOTATION = "notebooks.kubeflow.org/last-activity"
+# Why the workbench stopped a server (culling); any user stop or start removes it.
+STOP_REASON_ANNOTATION = "cube-jupyter/stop-reason"
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "cube-jupyter"
@@ -68,14 +73,18 @@ def render_notebook_objects(spec: NotebookSpec, settings: Settings) -> list[dict
     return objects
 
 
-def stop_annotation_patch(stopped: bool, now: datetime, resource_kind: str = "Notebook") -> dict[str, Any]:
+def stop_annotation_patch(
+    stopped: bool, now: datetime, resource_kind: str = "Notebook", reason: str | None = None
+) -> dict[str, Any]:
     """A JSON merge patch that stops (annotation = RFC 3339 time) or starts (annotation removed) a server.
 
     For the StatefulSet kind there is no controller reading the annotation, so the patch also sets
     `spec.replicas`; the annotation is kept there too so both kinds report "stopped" the same way.
+    `reason` (only when stopping) says why the workbench stopped it; without one any old reason goes.
     """
-    value = _rfc3339(now) if stopped else None
-    patch: dict[str, Any] = {"metadata": {"annotations": {STOPPED_ANNOTATION: value}}}
+    value = format_time(now) if stopped else None
+    annotations = {STOPPED_ANNOTATION: value, STOP_REASON_ANNOTATION: reason if stopped else None}
+    patch: dict[str, Any] = {"metadata": {"annotations": annotations}}
     if resource_kind == "StatefulSet":
         patch["spec"] = {"replicas": 0 if stopped else 1}
     return patch
@@ -273,8 +282,14 @@ def _virtual_service(spec: NotebookSpec, settings: Settings, namespace: str) -> 
 
 
 def _authorization_policy(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[str, Any]:
-    """Admit only requests from the ingress gateway that carry the owner's identity header."""
+    """Admit requests from the ingress gateway that carry the owner's identity header, and the
+    workbench's own reads of the kernel and terminal lists (for idle culling).
+
+    The workbench's rule names exact paths, not `api/kernels*`: a kernel's WebSocket
+    (`api/kernels/{id}/channels`) is a GET too, and would let the workbench run code in the server.
+    """
     spawner = settings.spawner
+    prefix = route_prefix(settings, namespace, spec.name)
     return {
         "apiVersion": "security.istio.io/v1",
         "kind": "AuthorizationPolicy",
@@ -291,14 +306,18 @@ def _authorization_policy(spec: NotebookSpec, settings: Settings, namespace: str
                             "values": [f"{spawner.user_header_prefix}{spec.user}"],
                         }
                     ],
-                }
+                },
+                {
+                    "from": [{"source": {"principals": [spawner.workbench_principal]}}],
+                    "to": [
+                        {
+                            "operation": {
+                                "methods": ["GET"],
+                                "paths": [f"{prefix}api/kernels", f"{prefix}api/terminals"],
+                            }
+                        }
+                    ],
+                },
             ],
         },
     }
-
-
-def _rfc3339(now: datetime) -> str:
-    """UTC, whole seconds, 'Z' suffix: the format Kubeflow's controller and dashboards write."""
-    if now.tzinfo is None:
-        now = now.replace(tzinfo=UTC)
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -84,7 +84,11 @@ export class CubeClient {
     return URLExt.join(this.settings.baseUrl, url);
   }
 
-  private async request<T>(
+  /**
+   * One call to `/cube/api/v1/{endPoint}`; the JSON answer, or a `CubeApiError` with
+   * what the server said. Feature clients (e.g. the pipeline client) build on this.
+   */
+  async request<T>(
     endPoint: string,
     init: RequestInit = {}
   ): Promise<T> {

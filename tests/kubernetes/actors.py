@@ -102,3 +102,8 @@ async def scheduler_warns(
     }
     created: dict[str, Any] = await asyncio.to_thread(kube.create, event)
     return created
+
+
+async def controller_deletes_pod(kube: KubeClient, namespace: str, pod: str) -> None:
+    """What the StatefulSet controller does once a stopped server is scaled to 0."""
+    await asyncio.to_thread(kube.delete, "v1", "Pod", namespace, pod)

@@ -61,9 +61,11 @@ PROFILES = [
 ]
 
 
-def make_settings(**spawner: Any) -> Settings:
+def make_settings(workbench: dict[str, Any] | None = None, **spawner: Any) -> Settings:
     config = Config()
     config.CubeWorkbench.backend = "kubernetes"
+    for key, value in (workbench or {}).items():
+        setattr(config.CubeWorkbench, key, value)
     config.CubeSpawner.profiles = PROFILES
     for key, value in spawner.items():
         setattr(config.CubeSpawner, key, value)

@@ -40,7 +40,7 @@ def make_settings(
         {
             "CubeWorkbench": {
                 "state_dir": str(state_dir),
-                "local_poll_seconds": 0.3,
+                "poll_seconds": 0.3,
                 "default_user": default_user,
             },
             "CubeSpawner": {"profiles": profiles or PROFILES, "admin_users": ["boss"], **spawner},

@@ -26,6 +26,16 @@ def test_defaults_load() -> None:
     assert settings.profile(None).default
     assert settings.spawner.namespace_template == "cube-{username}"
     assert settings.spawner.path_prefix == "/notebook"
+    assert settings.spawner.server_url_template == "http://{name}.{namespace}.svc.cluster.local"
+    assert settings.spawner.workbench_principal == "cluster.local/ns/kubeflow/sa/cube-jupyter"
+
+
+@pytest.mark.parametrize(
+    "template",
+    ["http://127.0.0.1:8888", "https://{name}.{namespace}:8443/", "http://{namespace}-{name}.internal"],
+)
+def test_server_url_templates_that_load(template: str) -> None:
+    assert settings_with(server_url_template=template).spawner.server_url_template == template
 
 
 def test_profiles_parse_with_defaults_and_vgpu() -> None:
@@ -87,6 +97,20 @@ def test_profiles_parse_with_defaults_and_vgpu() -> None:
         ({"namespace_template": "Cube_{username}"}, "CubeSpawner.namespace_template"),
         ({"workspace_size": "ten gigs"}, "CubeSpawner.workspace_size"),
         ({"user_header": ""}, "CubeSpawner.user_header"),
+        ({"server_url_template": "{name}.{namespace}.svc"}, "CubeSpawner.server_url_template"),
+        ({"server_url_template": "http://{name}.{user}.svc"}, "CubeSpawner.server_url_template"),
+        (
+            {"server_url_template": "http://{name}.{namespace}.svc/notebook"},
+            "CubeSpawner.server_url_template",
+        ),
+        ({"server_url_template": "http://{name}:port"}, "CubeSpawner.server_url_template"),
+        ({"server_url_template": "http://{0}"}, "CubeSpawner.server_url_template"),
+        ({"workbench_principal": ""}, "CubeSpawner.workbench_principal"),
+        (
+            {"workbench_principal": "spiffe://cluster.local/ns/kubeflow/sa/x"},
+            "CubeSpawner.workbench_principal",
+        ),
+        ({"workbench_principal": "cluster.local/ns/kubeflow"}, "CubeSpawner.workbench_principal"),
     ],
 )
 def test_bad_config_names_the_field(spawner: dict[str, Any], field: str) -> None:

@@ -289,7 +289,7 @@ def test_authorization_policy_admits_only_the_owner_through_the_gateway() -> Non
     policy = by_kind(objects, "AuthorizationPolicy")
     assert policy["spec"]["action"] == "ALLOW"
     assert policy["spec"]["selector"] == {"matchLabels": {"notebook-name": "nb1"}}
-    [rule] = policy["spec"]["rules"]
+    rule, _workbench = policy["spec"]["rules"]
     assert rule["from"] == [
         {"source": {"principals": ["cluster.local/ns/istio-system/sa/istio-ingressgateway-service-account"]}}
     ]
@@ -299,6 +299,41 @@ def test_authorization_policy_admits_only_the_owner_through_the_gateway() -> Non
             "values": ["accounts.google.com:Alice@Example.com"],
         }
     ]
+    assert "to" not in rule  # the owner may do anything in their server
+
+
+def test_authorization_policy_lets_the_workbench_read_only_the_activity_lists() -> None:
+    """The culler's rule: the workbench's principal, GET, the two list paths exactly. Not
+    `api/kernels*`: a kernel's WebSocket (`api/kernels/{id}/channels`) is a GET that runs code."""
+    policy = by_kind(
+        render(workbench_principal="cluster.local/ns/ml-platform/sa/workbench"), "AuthorizationPolicy"
+    )
+    validate_object(policy)
+    _owner, rule = policy["spec"]["rules"]
+    assert rule == {
+        "from": [{"source": {"principals": ["cluster.local/ns/ml-platform/sa/workbench"]}}],
+        "to": [
+            {
+                "operation": {
+                    "methods": ["GET"],
+                    "paths": [
+                        "/notebook/cube-alice/nb1/api/kernels",
+                        "/notebook/cube-alice/nb1/api/terminals",
+                    ],
+                }
+            }
+        ],
+    }
+    assert "when" not in rule  # no user header: the workbench is not acting for a user
+    default = by_kind(render(), "AuthorizationPolicy")["spec"]["rules"][1]
+    assert default["from"][0]["source"]["principals"] == ["cluster.local/ns/kubeflow/sa/cube-jupyter"]
+
+
+def test_misspelt_policy_operation_fails_strict_validation() -> None:
+    policy = by_kind(render(), "AuthorizationPolicy")
+    policy["spec"]["rules"][1]["to"][0]["operation"]["path"] = ["/x"]
+    with pytest.raises(AssertionError, match="path"):
+        validate_object(policy)
 
 
 def test_policy_selector_matches_the_pod_label_for_both_kinds() -> None:
@@ -452,11 +487,23 @@ def test_render_does_not_share_mutable_state_with_settings() -> None:
 def test_stop_patch_for_notebook() -> None:
     now = datetime(2025, 3, 17, 9, 30, 5, 123456, tzinfo=UTC)
     assert STOPPED_ANNOTATION == "kubeflow-resource-stopped"
+    # A stop or start by a user also removes the reason an earlier cull left.
     assert stop_annotation_patch(True, now) == {
-        "metadata": {"annotations": {"kubeflow-resource-stopped": "2025-03-17T09:30:05Z"}}
+        "metadata": {
+            "annotations": {
+                "kubeflow-resource-stopped": "2025-03-17T09:30:05Z",
+                "cube-jupyter/stop-reason": None,
+            }
+        }
     }
     assert stop_annotation_patch(False, now) == {
-        "metadata": {"annotations": {"kubeflow-resource-stopped": None}}
+        "metadata": {"annotations": {"kubeflow-resource-stopped": None, "cube-jupyter/stop-reason": None}}
+    }
+    culled = stop_annotation_patch(True, now, reason="culled after 60 s idle")
+    assert culled["metadata"]["annotations"]["cube-jupyter/stop-reason"] == "culled after 60 s idle"
+    assert stop_annotation_patch(False, now, reason="ignored")["metadata"]["annotations"] == {
+        "kubeflow-resource-stopped": None,
+        "cube-jupyter/stop-reason": None,
     }
 
 
@@ -472,8 +519,9 @@ def test_stop_patch_converts_to_utc() -> None:
 def test_stop_then_start_patches_apply_to_the_rendered_workload(kind: str) -> None:
     workload = render(kind=kind)[1]
     now = datetime(2025, 3, 17, 9, 0, 0, tzinfo=UTC)
-    stopped = merge_patch(workload, stop_annotation_patch(True, now, kind))
+    stopped = merge_patch(workload, stop_annotation_patch(True, now, kind, reason="culled after 60 s idle"))
     assert stopped["metadata"]["annotations"][STOPPED_ANNOTATION] == "2025-03-17T09:00:00Z"
+    assert stopped["metadata"]["annotations"]["cube-jupyter/stop-reason"] == "culled after 60 s idle"
     validate_object(stopped)
     started = merge_patch(stopped, stop_annotation_patch(False, now, kind))
     assert STOPPED_ANNOTATION not in started["metadata"]["annotations"]

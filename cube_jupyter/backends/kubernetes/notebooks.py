@@ -16,16 +16,20 @@ from typing import Any
 from kubernetes.client import ApiClient
 
 from cube_jupyter.backends.kubernetes.client import ApiNotFound, KubeClient, make_api_client, resource_type
+from cube_jupyter.backends.kubernetes.culler import IdleCuller, RunningServer
 from cube_jupyter.backends.kubernetes.informer import Informer, Obj
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFound
 from cube_jupyter.names import user_slug
+from cube_jupyter.notebooks.activity import parse_time
 from cube_jupyter.notebooks.render import (
+    LAST_ACTIVITY_ANNOTATION,
     MANAGED_BY,
     MANAGED_BY_LABEL,
     NOTEBOOK_LABEL,
     PROFILE_ANNOTATION,
     STATEFULSET_LABEL,
+    STOP_REASON_ANNOTATION,
     STOPPED_ANNOTATION,
     USER_ANNOTATION,
     USER_LABEL,
@@ -129,11 +133,16 @@ class KubernetesNotebookBackend:
             **common,
         )
         self.informers = [self.workloads, self.pods, self.events]
+        self.culler = IdleCuller(
+            settings, self.client, self.workload_api_version, self.resource_kind, self.running_servers
+        )
+        self._culling: asyncio.Task[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the informers and wait for their first list, so the first request sees the cluster."""
+        """Start the informers and wait for their first list, so the first request sees the cluster;
+        then cull idle servers in the background when `cull_idle_seconds` asks for it."""
         for informer in self.informers:
             informer.start()
         for informer in self.informers:
@@ -145,8 +154,14 @@ class KubernetesNotebookBackend:
                     f"could not load {informer.kind} objects from the Kubernetes API at {self.client.host} "
                     f"within {self.sync_timeout:.0f}s: {why}"
                 )
+        if self.settings.spawner.cull_idle_seconds > 0 and (self._culling is None or self._culling.done()):
+            self._culling = asyncio.create_task(self.culler.run(), name="cube-kubernetes-culler")
 
     async def close(self) -> None:
+        if self._culling is not None:
+            self._culling.cancel()
+            await asyncio.gather(self._culling, return_exceptions=True)
+            self._culling = None
         await asyncio.to_thread(self._stop_informers)
         if self._owns_client:
             self.client.close()
@@ -166,6 +181,19 @@ class KubernetesNotebookBackend:
     def get_server(self, user: str, name: str) -> NotebookServer | None:
         obj = self._workload(user, name)
         return self._to_server(obj) if obj is not None else None
+
+    def running_servers(self) -> list[RunningServer]:
+        """Every running server in the cache, with when its pod became ready (for the culler)."""
+        running = []
+        for obj in self.workloads.list():
+            if not _user_of(obj):
+                continue
+            meta = obj.get("metadata") or {}
+            pod = self._pod_for(meta.get("namespace") or "", meta.get("name") or "")
+            if pod is not None and self._status(obj, pod)[0] == ServerStatus.RUNNING:
+                started = _ready_since(pod) or parse_time(meta.get("creationTimestamp")) or datetime.now(UTC)
+                running.append(RunningServer(workload=obj, started=started))
+        return running
 
     def namespace(self, user: str) -> str:
         return self.settings.namespace_for(user_slug(user))
@@ -329,6 +357,7 @@ class KubernetesNotebookBackend:
             created=meta.get("creationTimestamp") or "",
             image=container.get("image", ""),
             reason=reason,
+            last_activity=annotations.get(LAST_ACTIVITY_ANNOTATION) or None,
             namespace=namespace,
         )
 
@@ -350,7 +379,8 @@ class KubernetesNotebookBackend:
         if meta.get("deletionTimestamp"):
             return ServerStatus.TERMINATING, None
         if _is_stopped(obj):
-            return (ServerStatus.STOPPING if pod is not None else ServerStatus.STOPPED), None
+            why = (meta.get("annotations") or {}).get(STOP_REASON_ANNOTATION) or None
+            return (ServerStatus.STOPPING if pod is not None else ServerStatus.STOPPED), why
         if pod is None:
             return ServerStatus.PENDING, "waiting for the server's pod to be created"
         if (pod.get("metadata") or {}).get("deletionTimestamp"):
@@ -391,6 +421,15 @@ class KubernetesNotebookBackend:
 
 def _is_stopped(obj: Obj) -> bool:
     return STOPPED_ANNOTATION in ((obj.get("metadata") or {}).get("annotations") or {})
+
+
+def _ready_since(pod: Obj) -> datetime | None:
+    """When the pod last became Ready: activity never predates it, so a restarted server is not
+    culled for idleness it had before its stop."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return parse_time(condition.get("lastTransitionTime"))
+    return None
 
 
 def _main_container(obj: Obj, name: str) -> dict[str, Any]:

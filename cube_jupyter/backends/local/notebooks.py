@@ -17,11 +17,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from cube_jupyter.backends.base import Upstream
-from cube_jupyter.backends.local import culler, process
+from cube_jupyter.backends.local import process
 from cube_jupyter.backends.local.state import ACTIVE, ServerRecord, StateStore
+from cube_jupyter.backends.periodic import repeat
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound
 from cube_jupyter.names import user_slug
+from cube_jupyter.notebooks import activity as culler
 from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec, ServerStatus
 
 log = logging.getLogger(__name__)
@@ -212,14 +214,18 @@ class LocalNotebookBackend:
                 continue
             started = culler.parse_time(record.started) or datetime.now(UTC)
             try:
-                activity = await culler.fetch_activity(record.port, record.base_url, record.token, started)
+                activity = await culler.fetch_activity(
+                    f"http://{process.LOOPBACK}:{record.port}{record.base_url}", started, token=record.token
+                )
             except culler.ActivityUnavailable as exc:
                 log.debug("activity of %s/%s unavailable: %s", record.user, record.name, exc)
                 continue
             now = datetime.now(UTC)
-            stamp = now if activity.busy else activity.last_activity
             self.state.update(
-                record.user, record.name, expect={"pid": record.pid}, last_activity=culler.format_time(stamp)
+                record.user,
+                record.name,
+                expect={"pid": record.pid},
+                last_activity=culler.format_time(activity.stamp(now)),
             )
             if culler.should_cull(activity, now, limit):
                 log.info(
@@ -383,14 +389,7 @@ class LocalNotebookBackend:
         return self._locks.setdefault(key, asyncio.Lock())
 
     async def _supervise(self) -> None:
-        while True:
-            try:
-                await self.check_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # a bad pass must not end supervision; the next one retries
-                log.exception("local notebook supervision pass failed")
-            await asyncio.sleep(self.settings.workbench.local_poll_seconds)
+        await repeat(self.check_once, self.settings.workbench.poll_seconds, "local supervision")
 
 
 def _now() -> str:
