@@ -24,6 +24,7 @@ from cube_jupyter.errors import CubeError
 from cube_jupyter.notebooks.render import render_notebook_objects
 from cube_jupyter.notebooks.service import NotebookService, parse_create_request
 from cube_jupyter.notebooks.spec import NotebookServer, ServerStatus
+from cube_jupyter.pipelines.cli import add_pipeline_commands
 
 SETTLED = {ServerStatus.RUNNING, ServerStatus.STOPPED, ServerStatus.FAILED}
 
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cube-jupyter", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     _add_notebook_commands(commands)
+    add_pipeline_commands(commands)
     return parser
 
 
@@ -145,7 +147,8 @@ def _delete(args: argparse.Namespace, settings: Settings) -> int:
 def _with_service(settings: Settings, run: Callable[[NotebookService], Awaitable[int]]) -> int:
     async def go() -> int:
         backend = make_notebook_backend(settings)
-        await backend.start()
+        # The workbench server supervises and culls; a short command must not (nor stop mid-way).
+        await backend.start(supervise=False)
         try:
             return await run(NotebookService(settings, backend))
         finally:

@@ -31,7 +31,7 @@ from traitlets import (
 from traitlets.config import Config, Configurable, PyFileConfigLoader
 
 from cube_jupyter.errors import ConfigError, InvalidInput
-from cube_jupyter.names import parse_quantity, validate_dns_label
+from cube_jupyter.names import MAX_SLUG_LENGTH, parse_quantity, validate_dns_label
 from cube_jupyter.notebooks.spec import Profile
 
 DEFAULT_PROFILES: list[dict[str, Any]] = [
@@ -47,6 +47,8 @@ DEFAULT_PROFILES: list[dict[str, Any]] = [
 ]
 # An Istio mTLS principal: trust domain, then the pod's namespace and service account.
 PRINCIPAL = re.compile(r"^[^/\s]+/ns/[^/\s]+/sa/[^/\s]+$")
+# An HTTP header name (RFC 9110 token).
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 
 class CubeWorkbench(Configurable):
@@ -250,7 +252,11 @@ def _validate_spawner(spawner: CubeSpawner) -> None:
             spawner.istio_gateway.count("/") <= 1 and bool(spawner.istio_gateway),
             "must be 'namespace/name' or 'name'",
         ),
-        ("user_header", bool(spawner.user_header.strip()), "must name a header (e.g. 'kubeflow-userid')"),
+        (
+            "user_header",
+            bool(HEADER_NAME.match(spawner.user_header)),
+            "must be an HTTP header name (e.g. 'kubeflow-userid')",
+        ),
         ("cmd", bool(spawner.cmd), "must not be empty"),
         ("namespace_template", "{username}" in spawner.namespace_template, "must contain '{username}'"),
         (
@@ -271,11 +277,32 @@ def _validate_spawner(spawner: CubeSpawner) -> None:
             raise ConfigError(f"{field} {getattr(spawner, name)!r} {why}", field=field)
     try:
         parse_quantity(spawner.workspace_size, "CubeSpawner.workspace_size")
-        validate_dns_label(spawner.namespace_template.format(username="x"), "CubeSpawner.namespace_template")
+        _validate_namespace_template(spawner.namespace_template)
         if spawner.storage_class:
             validate_dns_label(spawner.storage_class, "CubeSpawner.storage_class", 253)
     except InvalidInput as exc:
         raise ConfigError(exc.message, field=exc.field) from None
+
+
+def _validate_namespace_template(template: str) -> None:
+    """Every user's namespace must be a DNS label: check with the longest slug a user can get, so a
+    template that fits short names but not long ones fails at startup, not at some user's create."""
+    field = "CubeSpawner.namespace_template"
+    try:
+        longest = template.format(username="x" * MAX_SLUG_LENGTH)
+    except (KeyError, IndexError, ValueError, AttributeError) as exc:
+        raise ConfigError(
+            f"{field} {template!r} is not a valid template: only {{username}} may be used ({exc!r})",
+            field=field,
+        ) from None
+    try:
+        validate_dns_label(longest, field)
+    except InvalidInput as exc:
+        raise ConfigError(
+            f"{field} {template!r} does not make a DNS-1123 label for every user: with the longest "
+            f"user slug ({MAX_SLUG_LENGTH} characters) it gives {longest!r}: {exc.message}",
+            field=field,
+        ) from None
 
 
 def _is_server_url_template(template: str) -> bool:

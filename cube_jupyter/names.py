@@ -9,6 +9,9 @@ from cube_jupyter.errors import InvalidInput
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_LABEL_MAX = 63
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# A label value, or the name part of a label key ("qualified name").
+LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 # Kubernetes quantities: plain or decimal numbers with an optional binary/decimal suffix.
 QUANTITY = re.compile(
     r"^(\+?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))([eE][-+]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$"
@@ -35,6 +38,35 @@ def validate_dns_label(value: object, field: str, max_length: int = DNS1123_LABE
     return value
 
 
+def validate_qualified_name(value: object, field: str, *, prefix_required: bool = False) -> str:
+    """A label key or extended resource name: `[prefix/]name`, the prefix a DNS subdomain."""
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(f"{field} must be a non-empty string, got {value!r}", field=field)
+    prefix, slash, name = value.rpartition("/")
+    ok = bool(LABEL_NAME.match(name)) and len(name) <= DNS1123_LABEL_MAX
+    if slash:
+        ok = ok and bool(DNS1123_SUBDOMAIN.match(prefix)) and len(prefix) <= 253
+    elif prefix_required:
+        ok = False
+    if not ok:
+        form = "'domain/name'" if prefix_required else "'[domain/]name'"
+        raise InvalidInput(
+            f"{field} {value!r} is not a Kubernetes qualified name {form} (name: up to 63 letters, "
+            "digits, '-', '_' or '.', starting and ending with a letter or digit)",
+            field=field,
+        )
+    return value
+
+
+def validate_label_value(value: object, field: str) -> str:
+    """A label value: empty, or up to 63 letters, digits, '-', '_', '.' with alphanumeric ends."""
+    if not isinstance(value, str) or (
+        value and (len(value) > DNS1123_LABEL_MAX or not LABEL_NAME.match(value))
+    ):
+        raise InvalidInput(f"{field} {value!r} is not a valid Kubernetes label value", field=field)
+    return value
+
+
 def parse_quantity(value: object, field: str) -> float:
     """Parse a Kubernetes resource quantity ("500m", "2", "4Gi") into a float, naming `field` on error."""
     text = str(value).strip() if isinstance(value, (str, int, float)) else ""
@@ -50,17 +82,26 @@ def parse_quantity(value: object, field: str) -> float:
     return number * _BINARY.get(suffix, 0) if suffix in _BINARY else number * _DECIMAL[suffix]
 
 
-def user_slug(username: str) -> str:
-    """A DNS-1123 label for a user name, stable and collision-free.
+# The escaped form of a user name: its kept part, then a digest of the raw name. Raw names that already
+# look like this are escaped too, so a chosen raw name can never equal another user's escaped one.
+SLUG_KEEP = 40
+SLUG_DIGEST = 12  # hex digits (48 bits): finding a second name with the same digest is impractical
+MAX_SLUG_LENGTH = SLUG_KEEP + 1 + SLUG_DIGEST
+_ESCAPED_TAIL = re.compile(rf"-[0-9a-f]{{{SLUG_DIGEST}}}$")
 
-    "alice" stays "alice"; "Alice@Example.com" becomes "alice-example-com-" plus a short hash of the
-    original, so two names that escape alike never share a namespace or a URL.
+
+def user_slug(username: str) -> str:
+    """A DNS-1123 label for a user name, stable and collision-free, at most MAX_SLUG_LENGTH long.
+
+    "alice" stays "alice"; "Alice@Example.com" becomes "alice-example-com-" plus a digest of the
+    original. A name kept as-is never ends in "-<digest>", so it cannot collide with an escaped one;
+    two escaped names collide only if their digests do.
     """
     if not username:
         raise InvalidInput("user name is empty", field="user")
     slug = re.sub(r"[^a-z0-9]+", "-", username.lower()).strip("-")
-    if slug == username and len(slug) <= 40:
+    if slug == username and len(slug) <= SLUG_KEEP and not _ESCAPED_TAIL.search(slug):
         return slug
-    digest = hashlib.sha256(username.encode()).hexdigest()[:6]
-    slug = slug[:40].strip("-")
+    digest = hashlib.sha256(username.encode()).hexdigest()[:SLUG_DIGEST]
+    slug = slug[:SLUG_KEEP].strip("-")
     return f"{slug}-{digest}" if slug else f"u-{digest}"

@@ -7,9 +7,13 @@ calls exactly one of these methods; a backend only starts a process or creates o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec
+
+# Local servers live under `{main base_url}cube/notebook/{user_slug}/{name}/`: the backend gives each
+# child that base_url and the server extension's path router serves the same path.
+ROUTE_PREFIX = "cube/notebook"
 
 
 @dataclass(frozen=True)
@@ -25,8 +29,9 @@ class Upstream:
 class NotebookBackend(Protocol):
     """Creates, lists, stops, starts and deletes servers. User names are raw (not escaped)."""
 
-    async def start(self) -> None:
-        """Begin background work: informers, child supervision, culling."""
+    async def start(self, *, supervise: bool = True) -> None:
+        """Begin background work: informers, child supervision, culling. `supervise=False` (the CLI)
+        starts only what reads need (informers), no supervision or culling."""
 
     async def close(self) -> None:
         """Stop background work. Local children keep running, to be re-attached on restart."""
@@ -46,4 +51,14 @@ class NotebookBackend(Protocol):
 
     async def delete_server(self, user: str, name: str) -> None:
         """Remove the server. Its workspace (directory or PVC) is kept, like Kubeflow's volumes."""
+        ...
+
+
+@runtime_checkable
+class RoutableBackend(Protocol):
+    """A backend whose servers are reached through the workbench's own path router (the local one);
+    the Kubernetes backend's servers are reached through Istio instead and do not implement it."""
+
+    def upstream(self, user: str, name: str) -> Upstream | None:
+        """Where a running server listens and the token it expects; None unless it is running."""
         ...

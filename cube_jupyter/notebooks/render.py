@@ -62,14 +62,18 @@ def authorization_policy_name(name: str) -> str:
 
 
 def render_notebook_objects(spec: NotebookSpec, settings: Settings) -> list[dict[str, Any]]:
-    """The objects for `spec`, in creation order: PVC, workload (+ Service), VirtualService, policy."""
+    """The objects for `spec`, in creation order: policy, PVC, workload (+ Service), VirtualService.
+
+    The AuthorizationPolicy comes first: the pod has no token, and until an ALLOW policy selects it
+    Istio lets anyone in the mesh reach it. (Deleting runs the other way: the policy goes last.)
+    """
     namespace = settings.namespace_for(user_slug(spec.user))
-    objects = [_workspace_pvc(spec, settings, namespace)]
+    objects = [_authorization_policy(spec, settings, namespace), _workspace_pvc(spec, settings, namespace)]
     if settings.spawner.resource_kind == "StatefulSet":
         objects += [_statefulset(spec, settings, namespace), _service(spec, namespace)]
     else:
         objects.append(_notebook(spec, settings, namespace))
-    objects += [_virtual_service(spec, settings, namespace), _authorization_policy(spec, settings, namespace)]
+    objects.append(_virtual_service(spec, settings, namespace))
     return objects
 
 
@@ -212,8 +216,9 @@ def _container(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[s
         f"--ServerApp.base_url={prefix}",
         "--ServerApp.ip=0.0.0.0",
         f"--ServerApp.port={JUPYTER_PORT}",
-        "--ServerApp.allow_origin=*",
-        # No token: the AuthorizationPolicy lets only the owner's requests reach the pod.
+        # No allow_origin: behind the gateway Origin matches Host, and Jupyter's own origin check is
+        # what stops another site's page from opening a kernel or terminal WebSocket with the
+        # user's gateway cookie. No token: the AuthorizationPolicy lets only the owner's requests in.
         "--IdentityProvider.token=",
     ]
     # NB_PREFIX is what Kubeflow images start Jupyter with; it must agree with the route (config

@@ -10,10 +10,10 @@ import asyncio
 from collections import defaultdict
 from typing import Any
 
-from cube_jupyter.backends.base import NotebookBackend
+from cube_jupyter.backends.base import NotebookBackend, RoutableBackend
 from cube_jupyter.config import Settings
-from cube_jupyter.errors import Conflict, Forbidden, InvalidInput, NotFound, QuotaExceeded
-from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec, validate_server_name
+from cube_jupyter.errors import Forbidden, InvalidInput, NotFound, QuotaExceeded
+from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec, server_exists, validate_server_name
 
 CREATE_FIELDS = {"name", "profile"}
 
@@ -50,6 +50,14 @@ class NotebookService:
             servers = self.backend.list_servers(self.owner(caller, user))
         return sorted(servers, key=lambda s: (s.user, s.created, s.name))
 
+    def view(self, caller: str, server: NotebookServer) -> dict[str, Any]:
+        """A server as `caller` sees it: through the local path router only the owner connects (its
+        pages run on the workbench's origin), so others are not offered Connect there."""
+        body = server.to_dict()
+        if caller != server.user and isinstance(self.backend, RoutableBackend):
+            body["actions"] = [a for a in body["actions"] if a != "connect"]
+        return body
+
     def get(self, caller: str, name: str, user: str | None = None) -> NotebookServer:
         owner = self.owner(caller, user)
         server = self.backend.get_server(owner, validate_server_name(name))
@@ -61,8 +69,10 @@ class NotebookService:
         owner = self.owner(caller, user)
         spec = parse_create_request(self.settings, owner, body)
         async with self._user_locks[owner]:
+            # Checked before the quotas so a duplicate is a 409 even at the limit; the backend's own
+            # atomic check (sqlite primary key, API 409) is what holds across processes.
             if self.backend.get_server(owner, spec.name) is not None:
-                raise Conflict(f"user {owner!r} already has a server named {spec.name!r}", field="name")
+                raise server_exists(owner, spec.name)
             existing = self.backend.list_servers(owner)
             limit = self.settings.spawner.max_servers_per_user
             if limit and len(existing) >= limit:

@@ -7,11 +7,17 @@ edge (REST body or CLI flags). Everything past this module works with validated 
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from cube_jupyter.errors import InvalidInput
-from cube_jupyter.names import parse_quantity, validate_dns_label
+from cube_jupyter.errors import Conflict, InvalidInput
+from cube_jupyter.names import (
+    parse_quantity,
+    validate_dns_label,
+    validate_label_value,
+    validate_qualified_name,
+)
 
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 # A server name becomes part of object names like "<name>-workspace" and of DNS names.
@@ -31,6 +37,10 @@ PROFILE_KEYS = {
     "default",
 }
 TOLERATION_KEYS = {"key", "operator", "value", "effect", "tolerationSeconds"}
+# An image reference: registry/path[:tag][@digest], no whitespace.
+IMAGE_REFERENCE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$")
+# What Kubernetes accepts as a container env var name.
+ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 
 
 @dataclass(frozen=True)
@@ -64,31 +74,39 @@ class Profile:
             )
         name = validate_dns_label(raw.get("name"), f"{where}.name")
         image = raw.get("image")
-        if not isinstance(image, str) or not image.strip():
+        if not isinstance(image, str) or not image:
             raise InvalidInput(f"{where}.image is required", field=f"{where}.image")
-        cpu = _quantity(raw.get("cpu", "1"), f"{where}.cpu")
-        memory = _quantity(raw.get("memory", "2Gi"), f"{where}.memory")
+        if not IMAGE_REFERENCE.match(image):
+            raise InvalidInput(
+                f"{where}.image {image!r} is not an image reference (e.g. 'quay.io/jupyter/base-notebook:"
+                "2025-03-17'; no spaces)",
+                field=f"{where}.image",
+            )
+        cpu = _positive_quantity(raw.get("cpu", "1"), f"{where}.cpu")
+        memory = _positive_quantity(raw.get("memory", "2Gi"), f"{where}.memory")
         gpu = raw.get("gpu", 0)
         if not isinstance(gpu, int) or isinstance(gpu, bool) or gpu < 0:
             raise InvalidInput(f"{where}.gpu must be a whole number >= 0, got {gpu!r}", field=f"{where}.gpu")
         gpu_resource = raw.get("gpu_resource", DEFAULT_GPU_RESOURCE)
-        if not isinstance(gpu_resource, str) or "/" not in gpu_resource:
+        try:
+            validate_qualified_name(gpu_resource, f"{where}.gpu_resource", prefix_required=True)
+        except InvalidInput:
             raise InvalidInput(
                 f"{where}.gpu_resource must be an extended resource name such as "
                 f"'nvidia.com/gpu' or 'tencent.com/vcuda-core', got {gpu_resource!r}",
                 field=f"{where}.gpu_resource",
-            )
+            ) from None
         return cls(
             name=name,
             display_name=_string(raw.get("display_name", name), f"{where}.display_name"),
             description=_string(raw.get("description", ""), f"{where}.description"),
-            image=image.strip(),
+            image=image,
             cpu=cpu,
             memory=memory,
             gpu=gpu,
             gpu_resource=gpu_resource,
-            node_selector=_string_map(raw.get("node_selector", {}), f"{where}.node_selector"),
-            tolerations=_tolerations(raw.get("tolerations", []), f"{where}.tolerations"),
+            node_selector=parse_node_selector(raw.get("node_selector", {}), f"{where}.node_selector"),
+            tolerations=parse_tolerations(raw.get("tolerations", []), f"{where}.tolerations"),
             env=_profile_env(raw.get("env", {}), f"{where}.env"),
             default=_bool(raw.get("default", False), f"{where}.default"),
         )
@@ -126,6 +144,11 @@ class NotebookSpec:
         return self.profile.resources()
 
 
+def server_exists(user: str, name: str) -> Conflict:
+    """The one wording of "this server already exists", whichever layer notices it."""
+    return Conflict(f"user {user!r} already has a server named {name!r}", field="name")
+
+
 class ServerStatus(enum.StrEnum):
     """Lifecycle of a server, the same words on both backends."""
 
@@ -155,14 +178,52 @@ class NotebookServer:
 
     @property
     def gpus_held(self) -> int:
-        """GPUs counted against the user's quota: stopped and failed servers hold none."""
-        held = self.status in (ServerStatus.PENDING, ServerStatus.RUNNING, ServerStatus.STOPPING)
-        return self.resources.gpu if held else 0
+        """GPUs counted against the user's quota: every server that is not stopped holds its GPUs.
+
+        Conservative on purpose: a failed pod in CrashLoopBackOff, a pending one and a terminating
+        one all keep (or may get) their GPU on Kubernetes.
+        """
+        return 0 if self.status == ServerStatus.STOPPED else self.resources.gpu
+
+    @property
+    def actions(self) -> list[str]:
+        return server_actions(self.status, self.url)
 
     def to_dict(self) -> dict[str, Any]:
         body = asdict(self)
         body["status"] = self.status.value
+        body["actions"] = self.actions
         return body
+
+
+class ServerAction(enum.StrEnum):
+    """What a user may do to a server now; the panel shows exactly these buttons."""
+
+    CONNECT = "connect"
+    STOP = "stop"
+    START = "start"
+    DELETE = "delete"
+
+
+_ACTIONS: dict[ServerStatus, tuple[ServerAction, ...]] = {
+    ServerStatus.PENDING: (ServerAction.STOP,),
+    ServerStatus.RUNNING: (ServerAction.CONNECT, ServerAction.STOP),
+    ServerStatus.STOPPING: (),
+    ServerStatus.STOPPED: (ServerAction.START,),
+    # A failed server may still hold a pod (and its GPU): stopping it releases them.
+    ServerStatus.FAILED: (ServerAction.STOP, ServerAction.START),
+    ServerStatus.TERMINATING: (),
+}
+
+
+def server_actions(status: ServerStatus, url: str = "") -> list[str]:
+    """The actions offered for a server in `status`, in display order; deleting is always offered.
+
+    Both backends accept every action listed here for that status, so the rule lives in one place
+    instead of in each client.
+    """
+    actions = [a for a in _ACTIONS[status] if a != ServerAction.CONNECT or url]
+    return [a.value for a in (*actions, ServerAction.DELETE)]
 
 
 def validate_server_name(value: object) -> str:
@@ -173,8 +234,9 @@ def validate_server_name(value: object) -> str:
     return name
 
 
-def _quantity(value: object, field_name: str) -> str:
-    parse_quantity(value, field_name)
+def _positive_quantity(value: object, field_name: str) -> str:
+    if parse_quantity(value, field_name) <= 0:
+        raise InvalidInput(f"{field_name} must be more than 0, got {value!r}", field=field_name)
     return str(value)
 
 
@@ -198,8 +260,22 @@ def _string_map(value: object, field_name: str) -> dict[str, str]:
     return dict(value)
 
 
+def parse_node_selector(value: object, field_name: str) -> dict[str, str]:
+    selector = _string_map(value, field_name)
+    for key, label in selector.items():
+        validate_qualified_name(key, f"{field_name}.{key}")
+        validate_label_value(label, f"{field_name}.{key}")
+    return selector
+
+
 def _profile_env(value: object, field_name: str) -> dict[str, str]:
     env = _string_map(value, field_name)
+    for key in env:
+        if not ENV_NAME.match(key):
+            raise InvalidInput(
+                f"{field_name} key {key!r} is not a valid environment variable name",
+                field=f"{field_name}.{key}",
+            )
     if "NB_PREFIX" in env:
         raise InvalidInput(
             f"{field_name} may not set NB_PREFIX: the workbench sets it to the server's route prefix",
@@ -208,7 +284,7 @@ def _profile_env(value: object, field_name: str) -> dict[str, str]:
     return env
 
 
-def _tolerations(value: object, field_name: str) -> list[dict[str, Any]]:
+def parse_tolerations(value: object, field_name: str) -> list[dict[str, Any]]:
     if not isinstance(value, list):
         raise InvalidInput(f"{field_name} must be a list of tolerations", field=field_name)
     for i, toleration in enumerate(value):
@@ -223,8 +299,35 @@ def _tolerations(value: object, field_name: str) -> list[dict[str, Any]]:
             )
         if toleration.get("operator", "Equal") not in ("Equal", "Exists"):
             raise InvalidInput(f"{where}.operator must be 'Equal' or 'Exists'", field=f"{where}.operator")
-        if toleration.get("effect", "NoSchedule") not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+        effect = toleration.get("effect", "NoSchedule")
+        if effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
             raise InvalidInput(
                 f"{where}.effect must be NoSchedule, PreferNoSchedule or NoExecute", field=f"{where}.effect"
             )
+        _toleration_fields(toleration, where, effect)
     return [dict(t) for t in value]
+
+
+def _toleration_fields(toleration: dict[str, Any], where: str, effect: object) -> None:
+    """The checks kube-apiserver makes on a toleration, so a bad one fails at startup."""
+    key = toleration.get("key", "")
+    if key != "":
+        validate_qualified_name(key, f"{where}.key")
+    elif toleration.get("operator", "Equal") != "Exists":
+        raise InvalidInput(f"{where}.key may be empty only with operator 'Exists'", field=f"{where}.key")
+    value = toleration.get("value", "")
+    validate_label_value(value, f"{where}.value")
+    if value and toleration.get("operator") == "Exists":
+        raise InvalidInput(f"{where}.value must be empty when operator is 'Exists'", field=f"{where}.value")
+    if "tolerationSeconds" in toleration:
+        seconds = toleration["tolerationSeconds"]
+        if not isinstance(seconds, int) or isinstance(seconds, bool):
+            raise InvalidInput(
+                f"{where}.tolerationSeconds must be a whole number of seconds, got {seconds!r}",
+                field=f"{where}.tolerationSeconds",
+            )
+        if effect != "NoExecute":
+            raise InvalidInput(
+                f"{where}.tolerationSeconds is only allowed with effect 'NoExecute'",
+                field=f"{where}.tolerationSeconds",
+            )

@@ -88,10 +88,7 @@ export class CubeClient {
    * One call to `/cube/api/v1/{endPoint}`; the JSON answer, or a `CubeApiError` with
    * what the server said. Feature clients (e.g. the pipeline client) build on this.
    */
-  async request<T>(
-    endPoint: string,
-    init: RequestInit = {}
-  ): Promise<T> {
+  async request<T>(endPoint: string, init: RequestInit = {}): Promise<T> {
     const url = URLExt.join(
       this.settings.baseUrl,
       'cube',

@@ -5,15 +5,17 @@ import type { JupyterFrontEndPlugin } from '@jupyterlab/application';
 
 import { launcherPlugin } from './plugins/launcher';
 import { notebookServersPlugin } from './plugins/notebookServers';
+import { pipelinePlugin } from './plugins/pipeline';
 
 export { CubeApiError, CubeClient } from './api';
-export { CommandIDs, INotebookServers } from './tokens';
+export { CommandIDs, INotebookServers, PipelineCommandIDs } from './tokens';
 export type { IShowOptions } from './tokens';
 export type { IProfile, IServer, IServerList, ServerStatus } from './types';
 
 const plugins: JupyterFrontEndPlugin<unknown>[] = [
   notebookServersPlugin,
-  launcherPlugin
+  launcherPlugin,
+  pipelinePlugin
 ];
 
 export default plugins;

@@ -4,22 +4,19 @@
  * before anything that stops or deletes a server.
  */
 import { Dialog, showDialog } from '@jupyterlab/apputils';
-import {
-  refreshIcon,
-  ToolbarButtonComponent,
-  VDomRenderer
-} from '@jupyterlab/ui-components';
-import type { Message } from '@lumino/messaging';
+import { refreshIcon, ToolbarButtonComponent } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { CreateForm } from './components/CreateForm';
+import { ErrorMessage } from './components/ErrorMessage';
 import { ServerRow } from './components/ServerRow';
 import { serverIcon } from './icons';
 import { NotebookServersModel, rowKey } from './model';
 import type { IServer } from './types';
+import { VisibleRenderer } from './visibleRenderer';
 
 /** The sidebar widget. */
-export class NotebookServersPanel extends VDomRenderer<NotebookServersModel> {
+export class NotebookServersPanel extends VisibleRenderer<NotebookServersModel> {
   constructor(model: NotebookServersModel) {
     super(model);
     this.id = 'cube-notebook-servers';
@@ -33,21 +30,6 @@ export class NotebookServersPanel extends VDomRenderer<NotebookServersModel> {
   focusCreateForm(): void {
     this._focusRequest += 1;
     this.update();
-  }
-
-  protected onAfterShow(msg: Message): void {
-    super.onAfterShow(msg);
-    this.model.setVisible(true);
-  }
-
-  protected onAfterHide(msg: Message): void {
-    super.onAfterHide(msg);
-    this.model.setVisible(false);
-  }
-
-  protected onAfterAttach(msg: Message): void {
-    super.onAfterAttach(msg);
-    this.model.setVisible(this.isVisible);
   }
 
   protected render(): JSX.Element {
@@ -98,15 +80,7 @@ export class NotebookServersPanel extends VDomRenderer<NotebookServersModel> {
               Show every user&apos;s servers
             </label>
           )}
-          {model.listError && (
-            <div
-              className="cube-Error"
-              role="alert"
-              data-testid="cube-list-error"
-            >
-              {model.listError}
-            </div>
-          )}
+          <ErrorMessage message={model.listError} testid="cube-list-error" />
           {model.loaded && model.servers.length === 0 && (
             <div
               className="cube-NotebookServers-empty"

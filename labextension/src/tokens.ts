@@ -34,3 +34,9 @@ export const INotebookServers = new Token<INotebookServers>(
   'cube-jupyter:INotebookServers',
   'The Notebook Servers sidebar panel.'
 );
+
+/** Command ids of the Pipeline panel. */
+export const PipelineCommandIDs = {
+  open: 'cube:open-pipeline',
+  run: 'cube:run-as-pipeline'
+} as const;

@@ -8,6 +8,9 @@
 export type ServerStatus =
   'pending' | 'running' | 'stopping' | 'stopped' | 'failed' | 'terminating';
 
+/** What the server says the caller may do to a notebook server now. */
+export type ServerAction = 'connect' | 'stop' | 'start' | 'delete';
+
 /** Resources granted to one server (quantities as the server formats them). */
 export interface IResources {
   cpu: string | number | null;
@@ -45,6 +48,8 @@ export interface IServer {
   reason: string | null;
   last_activity: string | null;
   namespace: string | null;
+  /** The buttons to show, decided by the server from the status. */
+  actions: ServerAction[];
 }
 
 /** Body of `GET /cube/api/v1/profiles`. */

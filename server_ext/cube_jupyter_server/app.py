@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.serverapp import ServerApp
 
 from cube_jupyter.backends import make_notebook_backend
 from cube_jupyter.config import Settings, load_settings
-from cube_jupyter.errors import ConfigError
+from cube_jupyter.errors import ConfigError, CubeError
 from cube_jupyter.notebooks.service import NotebookService
+from cube_jupyter.pipelines.service import PipelineService
+from cube_jupyter_server.authorizer import require_cube_authorizer
 from cube_jupyter_server.handlers import HANDLERS
-from cube_jupyter_server.identity import make_caller
+from cube_jupyter_server.identity import TrustedHeaderIdentityProvider, make_caller
+from cube_jupyter_server.lifecycle import STARTER_SETTING, BackendStarter
+from cube_jupyter_server.pipeline_handlers import PIPELINE_HANDLERS
 from cube_jupyter_server.router import ROUTE_PATTERN, NotebookRouterHandler
+
+if TYPE_CHECKING:
+    from cube_jupyter.backends.kubernetes.workflows import ClusterPipelineRuns
+
+T = TypeVar("T")
 
 
 class CubeJupyterApp(ExtensionApp):
@@ -19,15 +31,33 @@ class CubeJupyterApp(ExtensionApp):
     load_other_extensions = True
 
     def initialize_settings(self) -> None:
+        self._or_exit(self._initialize_settings)
+
+    def _initialize_settings(self) -> None:
         assert self.serverapp is not None
-        settings = self._load_settings_or_exit(self.serverapp)
+        serverapp = self.serverapp
+        require_cube_authorizer(serverapp)
+        settings = self._or_exit(lambda: load_settings(serverapp.config))
         backend = make_notebook_backend(settings, base_url=self.serverapp.base_url)
         self.cube_settings = settings
         self.notebook_service = NotebookService(settings, backend)
+        self.backend_starter = BackendStarter(backend, self.log)
+        self.settings[STARTER_SETTING] = self.backend_starter
+        cluster = self._or_exit(lambda: _cluster_runs(settings))
+        # Behind the mesh on a cluster, this server is shared by many users: their code runs in
+        # pods, never here (the local backend is documented as one trust domain).
+        shared_host = (
+            isinstance(serverapp.identity_provider, TrustedHeaderIdentityProvider)
+            and settings.workbench.backend == "kubernetes"
+        )
+        self.pipeline_service = PipelineService(
+            settings, self.serverapp.root_dir, cluster=cluster, shared_host=shared_host
+        )
         self.settings.update(
             {
                 "cube_settings": settings,
                 "cube_notebooks": self.notebook_service,
+                "cube_pipelines": self.pipeline_service,
                 "cube_caller": make_caller(settings),
             }
         )
@@ -40,20 +70,52 @@ class CubeJupyterApp(ExtensionApp):
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(HANDLERS)
+        self.handlers.extend(PIPELINE_HANDLERS)
         self.handlers.append((ROUTE_PATTERN, NotebookRouterHandler))
 
     async def _start_jupyter_server_extension(self, serverapp: ServerApp) -> None:
-        await self.notebook_service.backend.start()
+        await self.backend_starter.start()  # retries in the background; 503s until it is up
+        await self._start_cluster_runs()
 
     async def stop_extension(self) -> None:
-        await self.notebook_service.backend.close()
-
-    def _load_settings_or_exit(self, serverapp: ServerApp) -> Settings:
-        """Invalid config stops the server here, naming the field, instead of failing later."""
         try:
-            return load_settings(serverapp.config)
+            await self.pipeline_service.close()
+        except Exception:  # shutting down must always complete
+            self.log.exception("cube-jupyter: stopping pipeline runs failed")
+        await self.backend_starter.close()
+
+    async def _start_cluster_runs(self) -> None:
+        """Follow Argo Workflows; without Argo the workbench still serves, offering local runs only."""
+        cluster = self.pipeline_service.cluster
+        if cluster is None:
+            return
+        try:
+            await cluster.start()
+        except CubeError as exc:
+            self.log.error("cube-jupyter: cluster pipeline runs are off: %s", exc.message)
+            self.pipeline_service.cluster = None
+
+    def _or_exit(self, load: Callable[[], T]) -> T:
+        """Invalid config, or anything else failing while the workbench is set up, stops the server
+        here with a message instead of leaving it running without /cube."""
+        try:
+            return load()
         except ConfigError as exc:
             self.log.critical("cube-jupyter: invalid configuration: %s", exc.message)
             # SystemExit passes through jupyter_server's extension loader, which logs and
             # swallows ordinary exceptions and would leave the server running without us.
             raise SystemExit(f"cube-jupyter: invalid configuration: {exc.message}") from None
+        except Exception as exc:
+            why = exc.message if isinstance(exc, CubeError) else f"{type(exc).__name__}: {exc}"
+            self.log.debug("cube-jupyter: setup failed", exc_info=True)  # the details, with --debug
+            self.log.critical("cube-jupyter: could not start: %s", why)
+            raise SystemExit(f"cube-jupyter: could not start: {why}") from None
+
+
+def _cluster_runs(settings: Settings) -> ClusterPipelineRuns | None:
+    """Argo runs of pipelines with the kubernetes backend; started with the extension."""
+    if settings.workbench.backend != "kubernetes":
+        return None
+    from cube_jupyter.backends.kubernetes.workflows import ClusterPipelineRuns
+
+    return ClusterPipelineRuns(settings)

@@ -1,7 +1,8 @@
 """REST handlers: parse the request, name the caller, call one core function, serialize the answer.
 
 Every handler is a Jupyter `APIHandler`, so Jupyter auth, XSRF and the server's Authorizer apply.
-Errors are JSON `{"message", "reason", "field"}` with the status the core chose.
+Errors are JSON `{"message", "reason", "field"}` with the status the core chose; those raised before a
+handler runs (no identity, XSRF, the Authorizer) carry `message` and `reason` the same way.
 """
 
 from __future__ import annotations
@@ -9,17 +10,24 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Awaitable, Callable
+from http.client import responses
 from typing import Any, TypeVar
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from cube_jupyter.errors import CubeError, InvalidInput
+from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, Forbidden, InvalidInput, NotFound
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import NotebookServer
+from cube_jupyter_server.authorizer import CUBE_RESOURCE
+from cube_jupyter_server.lifecycle import STARTER_SETTING, BackendStarter
 
-AUTH_RESOURCE = "cube"
+AUTH_RESOURCE = CUBE_RESOURCE
+# The `reason` of an error tornado or Jupyter raised, by status: the CubeError names where one exists.
+REASONS = {
+    error.status: error.reason for error in (InvalidInput, Forbidden, NotFound, Conflict, BackendUnavailable)
+}
 Method = TypeVar("Method", bound=Callable[..., Awaitable[None]])
 
 
@@ -44,6 +52,10 @@ class CubeAPIHandler(APIHandler):
 
     @property
     def notebooks(self) -> NotebookService:
+        """The notebook service; BackendUnavailable (503) until its backend has started."""
+        starter: BackendStarter | None = self.settings.get(STARTER_SETTING)
+        if starter is not None:
+            starter.require_ready()
         service: NotebookService = self.settings["cube_notebooks"]
         return service
 
@@ -66,14 +78,31 @@ class CubeAPIHandler(APIHandler):
         self.finish(json.dumps(body))
 
     def serialize(self, server: NotebookServer) -> dict[str, Any]:
-        return server.to_dict()
+        return self.notebooks.view(self.caller, server)
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """Errors raised outside the handler (no identity, XSRF, the Authorizer) in the API's
+        `{"message", "reason"}` form rather than Jupyter's `{"message", "reason": null}`."""
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(error_body(status_code, kwargs.get("exc_info"))))
+
+
+def error_body(status_code: int, exc_info: Any = None) -> dict[str, str]:
+    """`{"message", "reason"}` for an error tornado or Jupyter raised; never a traceback."""
+    exc = exc_info[1] if exc_info else None
+    message = responses.get(status_code, "Unknown HTTP Error")
+    if isinstance(exc, web.HTTPError) and exc.log_message:
+        message = exc.log_message % exc.args if exc.args else exc.log_message
+    reason = REASONS.get(status_code) or responses.get(status_code, "Error").replace(" ", "")
+    return {"message": message, "reason": reason}
 
 
 class ProfilesHandler(CubeAPIHandler):
     @cube_endpoint
     async def get(self) -> None:
         self.caller  # noqa: B018  - anonymous callers get 403 before seeing the offer
-        self.write_json({"profiles": self.notebooks.profiles()})
+        service: NotebookService = self.settings["cube_notebooks"]  # needs no started backend
+        self.write_json({"profiles": service.profiles()})
 
 
 class NotebooksHandler(CubeAPIHandler):

@@ -1,10 +1,13 @@
 """The path router: `/cube/notebook/{user}/{name}/...` on the main server reaches a local child server.
 
 One handler serves plain HTTP (every method, streamed back) and WebSockets (kernels, terminals). The
-caller is authenticated by the main server; only the owner or an admin gets through, anyone else
-sees a 404 so the router does not reveal which servers exist. The child is reached on loopback with
-its own token; the caller's credentials (Authorization, the main server's cookies) never reach it,
-since code running in the child could read them.
+caller is authenticated by the main server and must be allowed the `cube` resource by its Authorizer.
+Only the owner gets through; anyone else, admins included, sees a 404 so the router does not reveal
+which servers exist. (A child's pages run on the workbench's origin: an admin opening them would run
+the owner's JavaScript with the admin's session. Admins list, stop and delete servers through the
+REST API instead.) The child is reached on loopback with its own token; the caller's credentials
+(Authorization, the main server's cookies, a `?token=` for the main server) never reach it, since
+code running in the child could read them.
 
 The child trusts the token and therefore skips XSRF checks, so the router checks XSRF itself, in the
 form a child's JupyterLab page sends it: the `X-XSRFToken` header (or `_xsrf` argument) must equal one
@@ -22,8 +25,9 @@ import inspect
 import json
 from collections.abc import Iterable
 from typing import Any, cast
-from urllib.parse import urlencode
+from urllib.parse import unquote_plus, urlencode
 
+from jupyter_server.auth.utils import HTTP_METHOD_TO_AUTH_ACTION
 from jupyter_server.base.handlers import JupyterHandler
 from tornado import httputil, web
 from tornado.escape import utf8
@@ -35,14 +39,19 @@ from tornado.websocket import (
     websocket_connect,
 )
 
-from cube_jupyter.backends.base import Upstream
+from cube_jupyter.backends.base import ROUTE_PREFIX, RoutableBackend, Upstream
 from cube_jupyter.errors import BackendUnavailable, CubeError, Forbidden, NotFound
 from cube_jupyter.names import user_slug
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import NotebookServer
+from cube_jupyter_server.authorizer import CUBE_RESOURCE
+from cube_jupyter_server.handlers import error_body
+from cube_jupyter_server.lifecycle import STARTER_SETTING, BackendStarter
 
-ROUTE_PREFIX = "cube/notebook"
-ROUTE_PATTERN = r"/cube/notebook/(?P<user>[^/]+)/(?P<name>[^/]+)(?P<path>/.*)?"
+ROUTE_PATTERN = rf"/{ROUTE_PREFIX}/(?P<user>[^/]+)/(?P<name>[^/]+)(?P<path>/.*)?"
+# Query arguments meant for the main server: its token must not be logged (or refused) by the child,
+# and the router checks `_xsrf` itself.
+PRIVATE_QUERY_ARGUMENTS = frozenset({"token", "_xsrf"})
 
 # RFC 9110 7.6.1: meaningful for one connection only, never forwarded.
 HOP_BY_HOP = frozenset(
@@ -89,6 +98,16 @@ def forwarded_request_headers(
         out["Cookie"] = cookies
     out["Authorization"] = f"token {token}"
     return out
+
+
+def forwarded_query(query: str) -> str:
+    """The raw query string without the main server's own arguments (`token`, `_xsrf`), the rest
+    untouched: same order, same encoding."""
+    return "&".join(
+        part
+        for part in query.split("&")
+        if part and unquote_plus(part.split("=", 1)[0]) not in PRIVATE_QUERY_ARGUMENTS
+    )
 
 
 def strip_cookies(cookie_headers: list[str], private: set[str]) -> str:
@@ -138,6 +157,7 @@ class NotebookRouterHandler(JupyterHandler, WebSocketHandler):
     """
 
     SUPPORTED_METHODS = ("GET", "HEAD", "POST", "DELETE", "PATCH", "PUT", "OPTIONS")
+    auth_resource = CUBE_RESOURCE
 
     _owner: str | None = None
     _server: NotebookServer | None = None
@@ -149,7 +169,8 @@ class NotebookRouterHandler(JupyterHandler, WebSocketHandler):
     # -- authentication and authorization ----------------------------------------------------------
 
     async def prepare(self) -> None:  # type: ignore[override]
-        """Authenticate (403, or the login page for a browser), then find the server (404/503)."""
+        """Authenticate (403, or the login page for a browser), authorize with the server's
+        Authorizer (403), then find the server (404/503)."""
         try:
             await super().prepare(_redirect_to_login=False)
         except web.HTTPError as exc:
@@ -167,33 +188,41 @@ class NotebookRouterHandler(JupyterHandler, WebSocketHandler):
         if not caller:
             self._refuse_unauthenticated()
             return
+        if not await self._authorized():
+            return
         try:
             self._owner, self._server = self._find_server(str(caller))
         except CubeError as exc:
             self._finish_error(exc)
 
+    async def _authorized(self) -> bool:
+        """Ask the server's Authorizer, as Jupyter's `@authorized` does; a refusal is a 403."""
+        user = self.current_user
+        action = (
+            "execute"
+            if self._is_websocket_request()
+            else HTTP_METHOD_TO_AUTH_ACTION.get(self.request.method or "GET", "write")
+        )
+        allowed = self.authorizer.is_authorized(self, user, action, self.auth_resource)
+        if inspect.isawaitable(allowed):
+            allowed = await allowed
+        if not allowed:
+            self._finish_error(Forbidden(f"not allowed to {action} {self.auth_resource!r}", field="user"))
+        return bool(allowed)
+
     def _find_server(self, caller: str) -> tuple[str, NotebookServer]:
+        """The caller's own server named in the path; NotFound for anyone else's (see the module doc)."""
+        starter: BackendStarter | None = self.settings.get(STARTER_SETTING)
+        if starter is not None:
+            starter.require_ready()
         service = cast(NotebookService, self.settings["cube_notebooks"])
         slug, name = self.path_kwargs["user"], self.path_kwargs["name"]
-        missing = NotFound(f"there is no notebook server {slug}/{name} you can reach", field="name")
-        if not hasattr(service.backend, "upstream"):
+        if not isinstance(service.backend, RoutableBackend):
             raise NotFound("the notebook path router serves the local backend only", field="name")
-        owner: str | None = None
-        if user_slug(caller) == slug:
-            owner = caller
-        elif service.settings.is_admin(caller):
-            owner = next(
-                (
-                    s.user
-                    for s in service.backend.list_servers(None)
-                    if s.name == name and user_slug(s.user) == slug
-                ),
-                None,
-            )
-        server = service.backend.get_server(owner, name) if owner else None
-        if owner is None or server is None:
-            raise missing  # another user's server gets the same answer as no server at all
-        return owner, server
+        server = service.backend.get_server(caller, name) if user_slug(caller) == slug else None
+        if server is None:  # another user's server gets the same answer as no server at all
+            raise NotFound(f"there is no notebook server {slug}/{name} you can reach", field="name")
+        return caller, server
 
     def _refuse_unauthenticated(self) -> None:
         """Browsers asking for a page go to the login page (as @web.authenticated does); API calls
@@ -417,7 +446,8 @@ class NotebookRouterHandler(JupyterHandler, WebSocketHandler):
         """The child's address, or a 503 naming the server's status and reason."""
         service = cast(NotebookService, self.settings["cube_notebooks"])
         assert self._owner is not None and self._server is not None
-        upstream = cast(Upstream | None, service.backend.upstream(self._owner, self._server.name))  # type: ignore[attr-defined]
+        assert isinstance(service.backend, RoutableBackend)  # checked by _find_server
+        upstream = service.backend.upstream(self._owner, self._server.name)
         if upstream is None:
             server = service.backend.get_server(self._owner, self._server.name) or self._server
             status = server.status.value
@@ -439,7 +469,8 @@ class NotebookRouterHandler(JupyterHandler, WebSocketHandler):
         if len(parts) < 3:
             return None
         path = upstream.base_url.rstrip("/") + "/" + parts[2]
-        return path + (f"?{self.request.query}" if self.request.query else "")
+        query = forwarded_query(self.request.query)
+        return path + (f"?{query}" if query else "")
 
     def _private_cookies(self) -> set[str]:
         """The main server's own cookies: the caller's session and XSRF token stay here."""
@@ -466,10 +497,8 @@ class NotebookRouterHandler(JupyterHandler, WebSocketHandler):
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         """Errors are JSON here, as on the workbench's REST API."""
-        exc = kwargs.get("exc_info", (None, None, None))[1]
-        message = exc.log_message if isinstance(exc, web.HTTPError) and exc.log_message else self._reason
         self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps({"message": message, "reason": self._reason}))
+        self.finish(json.dumps(error_body(status_code, kwargs.get("exc_info"))))
 
 
 def _consume_later(future: Any) -> None:

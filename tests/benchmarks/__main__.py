@@ -6,7 +6,7 @@ import asyncio
 import importlib
 import sys
 
-BENCHMARKS = ["bench_local_spawn", "bench_notebook_list"]
+BENCHMARKS = ["bench_local_spawn", "bench_notebook_list", "bench_pipelines"]
 
 
 def main(names: list[str]) -> None:

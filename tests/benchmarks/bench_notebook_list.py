@@ -58,6 +58,7 @@ def start_workbench(tmp: Path, cluster_url: str, port: int) -> subprocess.Popen[
     config = tmp / "jupyter_server_config.py"
     config.write_text(
         'c.ServerApp.identity_provider_class = "cube_jupyter_server.identity.TrustedHeaderIdentityProvider"\n'
+        'c.ServerApp.authorizer_class = "cube_jupyter_server.authorizer.CubeAuthorizer"\n'
         'c.ServerApp.jpserver_extensions = {"cube_jupyter_server": True}\n'
         'c.CubeWorkbench.backend = "kubernetes"\n'
         f"c.CubeWorkbench.state_dir = {str(tmp / 'state')!r}\n"

@@ -63,8 +63,9 @@ def dark_theme(page: Page) -> Iterator[None]:
         expect(page.locator("body")).to_have_attribute("data-jp-theme-light", "true")
 
 
-def shot(page: Page, name: str) -> None:
-    page.locator(PANEL).screenshot(path=str(ARTIFACTS / f"{name}-panel.png"))
+def shot(page: Page, name: str, panel: str = PANEL) -> None:
+    """The panel alone and the whole page, for a person to judge the look."""
+    page.locator(panel).screenshot(path=str(ARTIFACTS / f"{name}-panel.png"))
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
 
 

@@ -49,14 +49,15 @@ def test_render_prints_exactly_the_valid_objects(config: Path) -> None:
     assert result.returncode == 0, result.stderr
     objects = list(yaml.safe_load_all(result.stdout))
     assert [o["kind"] for o in objects] == [
+        "AuthorizationPolicy",  # first: the tokenless pod is never reachable without it
         "PersistentVolumeClaim",
         "Notebook",
         "VirtualService",
-        "AuthorizationPolicy",
     ]
     for obj in objects:
         validate_object(obj)
-    container = objects[1]["spec"]["template"]["spec"]["containers"][0]
+    [notebook] = [o for o in objects if o["kind"] == "Notebook"]
+    container = notebook["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert "--ServerApp.base_url=/notebook/cube-alice/nb1/" in container["args"]
     again = cube(*render, config=config)
@@ -115,3 +116,25 @@ def test_local_lifecycle_from_the_shell(config: Path) -> None:
         deleted = cube("notebook", "delete", "--name", "nb1", config=config)
     assert deleted.returncode == 0 and "workspace is kept" in deleted.stdout
     assert json.loads(cube("notebook", "list", "--json", config=config).stdout) == []
+
+
+def test_the_cli_never_culls_or_supervises(tmp_path: Path) -> None:
+    """Culling belongs to the workbench server. A CLI command that runs for a while (here: creating a
+    second server and waiting for it) must not stop the user's idle first server behind its back."""
+    state = tmp_path / "state"
+    config = tmp_path / "jupyter_server_config.py"
+    config.write_text(
+        CONFIG.format(state=str(state)).replace("max_servers_per_user = 1", "max_servers_per_user = 5")
+        + "c.CubeSpawner.cull_idle_seconds = 1\nc.CubeWorkbench.poll_seconds = 0.2\n"
+    )
+    try:
+        first = cube("notebook", "create", "--name", "idle", config=config)
+        assert first.returncode == 0, first.stderr
+        second = cube("notebook", "create", "--name", "busy", config=config)  # idle for > 1 s meanwhile
+        assert second.returncode == 0, second.stderr
+        listed = {s["name"]: s for s in json.loads(cube("notebook", "list", "--json", config=config).stdout)}
+        assert listed["idle"]["status"] == "running", listed["idle"]
+        assert listed["idle"]["reason"] is None
+    finally:
+        for name in ("idle", "busy"):
+            cube("notebook", "delete", "--name", name, config=config)

@@ -78,7 +78,8 @@ def unschedulable_status(message: str) -> dict[str, Any]:
 async def scheduler_warns(
     kube: KubeClient, pod: dict[str, Any], reason: str, message: str, *, when: str | None = None
 ) -> dict[str, Any]:
-    """A Warning event about `pod`, as the scheduler or kubelet records it (core/v1 Event)."""
+    """A Warning event about `pod` (or any object: a StatefulSet, a Notebook), as the scheduler, the
+    kubelet or a controller records it (core/v1 Event)."""
     meta = pod["metadata"]
     stamp = when or now_rfc3339()
     event = {
@@ -86,8 +87,8 @@ async def scheduler_warns(
         "kind": "Event",
         "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
         "involvedObject": {
-            "kind": "Pod",
-            "apiVersion": "v1",
+            "kind": pod.get("kind", "Pod"),
+            "apiVersion": pod.get("apiVersion", "v1"),
             "namespace": meta["namespace"],
             "name": meta["name"],
             "uid": meta.get("uid", ""),

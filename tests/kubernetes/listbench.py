@@ -88,10 +88,13 @@ async def measure_list_latency(servers: int = 500, users: int = 50, rounds: int 
         try:
             lists_before = len(list(emulator[kmock_lib.action.LIST]))
             one_user, everyone = [], []
+            scans = 0
             for i in range(rounds):
                 user = f"user{i % users:03d}"
                 t0 = time.perf_counter()
+                scans_before = backend.workloads.full_scans
                 json.dumps([s.to_dict() for s in backend.list_servers(user)])
+                scans += backend.workloads.full_scans - scans_before
                 t1 = time.perf_counter()
                 json.dumps([s.to_dict() for s in backend.list_servers(None)])
                 t2 = time.perf_counter()
@@ -99,6 +102,7 @@ async def measure_list_latency(servers: int = 500, users: int = 50, rounds: int 
                 everyone.append(t2 - t1)
             api_lists = len(list(emulator[kmock_lib.action.LIST])) - lists_before
             cached = len(backend.list_servers(None))
+            per_user = len(backend.workloads.by_index("user", "user000"))
         finally:
             await backend.close()
             backend.client.close()
@@ -110,6 +114,8 @@ async def measure_list_latency(servers: int = 500, users: int = 50, rounds: int 
         "list_one_user": _stats(one_user),
         "list_all_users": _stats(everyone),
         "api_list_calls_during_measurement": api_lists,
+        "indexed_entries_per_user": per_user,
+        "full_cache_scans_for_one_user_lists": scans,
     }
 
 

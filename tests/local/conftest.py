@@ -24,6 +24,7 @@ from cube_jupyter.notebooks.spec import NotebookSpec
 from tests.local.support import BASE_URL, kill_children, make_settings
 
 HEADER_IDP = "cube_jupyter_server.identity.TrustedHeaderIdentityProvider"
+CUBE_AUTHORIZER = "cube_jupyter_server.authorizer.CubeAuthorizer"
 
 
 @pytest.fixture
@@ -87,7 +88,7 @@ def jp_base_url() -> str:
 @pytest.fixture
 def jp_server_config() -> dict[str, Any]:
     # Callers are named by the trusted `kubeflow-userid` header, as behind Istio: several users.
-    return {"ServerApp": {"identity_provider_class": HEADER_IDP}}
+    return {"ServerApp": {"identity_provider_class": HEADER_IDP, "authorizer_class": CUBE_AUTHORIZER}}
 
 
 @pytest.fixture
@@ -103,7 +104,9 @@ def router(
     loop.run_until_complete(backend.start())
     service = NotebookService(settings, backend)
     web_app = jp_serverapp.web_app
-    web_app.settings.update({"cube_notebooks": service, "cube_caller": make_caller(settings)})
+    web_app.settings.update(
+        {"cube_settings": settings, "cube_notebooks": service, "cube_caller": make_caller(settings)}
+    )
     web_app.add_handlers(
         ".*$", [(url_path_join(jp_serverapp.base_url, ROUTE_PATTERN), NotebookRouterHandler)]
     )

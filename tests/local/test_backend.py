@@ -6,6 +6,8 @@ import asyncio
 import json
 import os
 import signal
+import stat
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,8 +18,10 @@ import pytest
 from tornado.httpclient import AsyncHTTPClient
 
 from cube_jupyter.backends.local import LocalNotebookBackend, process
+from cube_jupyter.backends.local.locks import KeyedLocks
 from cube_jupyter.backends.local.notebooks import DOWN_REASON
-from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound
+from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound, QuotaExceeded
+from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import NotebookSpec, ServerStatus
 from tests.local.support import EXITING_LAB, children_of, make_settings
 
@@ -64,7 +68,7 @@ def test_lifecycle_create_stop_start_delete(
         assert env["CUBE_TEST_PROFILE"] == "small" and env["CUDA_VISIBLE_DEVICES"] == ""
         assert "127.0.0.1" in " ".join(child.cmdline())
         workspace = state_dir / "workspaces" / "alice" / "nb1"
-        assert (state_dir / "logs" / "alice-nb1.log").is_file()
+        assert (state_dir / "logs" / "alice" / "nb1.log").is_file()
         (workspace / "keep.txt").write_text("kept")
         assert (await child_get(backend, "alice", "nb1", "api/contents/keep.txt"))["type"] == "file"
 
@@ -127,6 +131,9 @@ def test_child_that_exits_is_failed_with_code_and_log(
         server = backend.get_server("alice", "nb1")
         assert server is not None and server.status == ServerStatus.FAILED
         assert server.reason is not None and "no lab here today" in server.reason
+        assert server.actions == ["stop", "start", "delete"]
+        stopped = await backend.set_stopped("alice", "nb1", True)  # a failed server can be stopped
+        assert stopped.status == ServerStatus.STOPPED and stopped.actions == ["start", "delete"]
 
     loop.run_until_complete(run())
 
@@ -208,3 +215,154 @@ def test_recycled_pid_is_not_taken_for_a_child(
         await restarted.delete_server("alice", "nb1")  # must not signal the recycled pid (us)
 
     loop.run_until_complete(run())
+
+
+# A "lab" that prints its argv (which names the server's base_url) and exits.
+ARGV_LAB = (sys.executable, "-c", "import sys; print('argv', *sys.argv[1:], flush=True); sys.exit(3)")
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_tokens_and_logs_are_private_to_the_workbench_user(
+    state_dir: Path, backends: Backends, loop: asyncio.AbstractEventLoop
+) -> None:
+    """state.sqlite holds every child's token and logs may echo them: 0700 dirs, 0600 files, whatever
+    the umask (0 here, the worst case)."""
+    settings = make_settings(state_dir)
+    old_umask = os.umask(0)
+    try:
+        backend = backends(settings, lab_command=EXITING_LAB)
+
+        async def run() -> None:
+            await backend.create_server(NotebookSpec("alice", "nb1", settings.profile(None)))
+            with pytest.raises(BackendUnavailable):
+                await backend.wait_until_ready("alice", "nb1", timeout=30)
+
+        loop.run_until_complete(run())
+    finally:
+        os.umask(old_umask)
+    assert mode(state_dir) == 0o700
+    database = state_dir / "state.sqlite"
+    assert mode(database) == 0o600
+    for sidecar in (state_dir / "state.sqlite-wal", state_dir / "state.sqlite-shm"):
+        if sidecar.exists():
+            assert mode(sidecar) == 0o600, sidecar
+    log = state_dir / "logs" / "alice" / "nb1.log"
+    assert "no lab here today" in log.read_text()
+    assert mode(log) == 0o600 and mode(log.parent) == 0o700
+
+
+def test_log_files_of_users_never_collide(
+    state_dir: Path, backends: Backends, loop: asyncio.AbstractEventLoop
+) -> None:
+    """User `a`'s server `b-c` and user `a-b`'s server `c` once shared `logs/a-b-c.log`: each saw the
+    other's output (tokens included) in its failure reason."""
+    settings = make_settings(state_dir)
+    backend = backends(settings, lab_command=ARGV_LAB)
+    servers = [("a", "b-c"), ("a-b", "c")]
+
+    async def run() -> None:
+        for user, name in servers:
+            await backend.create_server(NotebookSpec(user, name, settings.profile(None)))
+        for user, name in servers:
+            with pytest.raises(BackendUnavailable, match="code 3"):
+                await backend.wait_until_ready(user, name, timeout=30)
+
+    loop.run_until_complete(run())
+    for (user, name), (other_user, other_name) in zip(servers, reversed(servers), strict=True):
+        mine, theirs = f"/cube/notebook/{user}/{name}/", f"/cube/notebook/{other_user}/{other_name}/"
+        log = (state_dir / "logs" / user / f"{name}.log").read_text()
+        assert mine in log and theirs not in log
+        reason = backend.get_server(user, name).reason  # type: ignore[union-attr]
+        assert reason is not None and mine in reason and theirs not in reason
+
+
+def test_keyed_locks_stay_while_someone_waits(loop: asyncio.AbstractEventLoop) -> None:
+    """delete_server used to drop a server's lock on its way out while another call waited on it; the
+    next caller then got a fresh lock and ran alongside the waiter."""
+    locks = KeyedLocks()
+    inside: list[str] = []
+    overlaps: list[tuple[str, ...]] = []
+
+    async def work(who: str, hold: float) -> None:
+        async with locks.hold(("alice", "nb1")):
+            inside.append(who)
+            overlaps.append(tuple(inside))
+            await asyncio.sleep(hold)
+            inside.remove(who)
+
+    async def run() -> None:
+        first = asyncio.create_task(work("delete", 0.05))
+        await asyncio.sleep(0.01)
+        waiter = asyncio.create_task(work("stop", 0.1))  # waits for the delete
+        await first
+        newcomer = asyncio.create_task(work("start", 0.01))  # arrives while "stop" holds the lock
+        await asyncio.gather(waiter, newcomer)
+
+    loop.run_until_complete(run())
+    assert overlaps == [("delete",), ("stop",), ("start",)]
+    assert len(locks) == 0  # and nothing is kept once everyone is done
+
+
+def test_start_without_supervision_leaves_the_children_alone(
+    state_dir: Path, backends: Backends, loop: asyncio.AbstractEventLoop
+) -> None:
+    """The CLI starts the backend with supervise=False: it neither re-attaches (stopping, failing or
+    watching other servers) nor runs the supervisor that culls."""
+    settings = make_settings(state_dir, cull_idle_seconds=1)
+    backend = backends(settings, lab_command=EXITING_LAB)
+
+    async def run() -> None:
+        await backend.create_server(NotebookSpec("alice", "nb1", settings.profile(None)))
+        backend.state.update("alice", "nb1", status=ServerStatus.STOPPING)  # a stop the server is doing
+        await backend.close()
+        cli = backends(settings)
+        await cli.start(supervise=False)
+        assert cli._supervisor is None and not cli._watchers
+        record = cli.state.get("alice", "nb1")
+        assert record is not None and record.status == ServerStatus.STOPPING  # not the CLI's to finish
+        server = backends(settings)
+        await server.start()
+        assert server._supervisor is not None
+        assert server.get_server("alice", "nb1").status == ServerStatus.STOPPED  # type: ignore[union-attr]
+
+    loop.run_until_complete(run())
+
+
+def test_concurrent_creates_never_exceed_the_server_limit(
+    state_dir: Path, backends: Backends, loop: asyncio.AbstractEventLoop
+) -> None:
+    settings = make_settings(state_dir, max_servers_per_user=2)
+    service = NotebookService(settings, backends(settings, lab_command=EXITING_LAB))
+
+    async def run() -> list[object]:
+        return await asyncio.gather(
+            *(service.create("alice", {"name": f"nb{i}"}) for i in range(6)), return_exceptions=True
+        )
+
+    results = loop.run_until_complete(run())
+    refused = [r for r in results if isinstance(r, BaseException)]
+    assert len(results) - len(refused) == 2
+    assert [type(r) for r in refused] == [QuotaExceeded] * 4
+    assert len(service.list_servers("alice")) == 2
+
+
+def test_concurrent_creates_of_one_name_make_one_server(
+    state_dir: Path, backends: Backends, loop: asyncio.AbstractEventLoop
+) -> None:
+    settings = make_settings(state_dir)
+    backend = backends(settings, lab_command=EXITING_LAB)
+    service = NotebookService(settings, backend)
+    cli_side = backends(settings, lab_command=EXITING_LAB)  # another process on the same state file
+
+    async def run() -> list[object]:
+        calls = [service.create("alice", {"name": "same"}) for _ in range(4)]
+        calls.append(cli_side.create_server(NotebookSpec("alice", "same", settings.profile(None))))
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    results = loop.run_until_complete(run())
+    assert sum(not isinstance(r, BaseException) for r in results) == 1
+    assert [type(r) for r in results if isinstance(r, BaseException)] == [Conflict] * 4
+    assert [s.name for s in backend.list_servers("alice")] == ["same"]

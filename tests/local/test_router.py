@@ -7,10 +7,16 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
-from cube_jupyter_server.router import cookie_values, forwarded_request_headers, strip_cookies
+from cube_jupyter_server.router import (
+    cookie_values,
+    forwarded_query,
+    forwarded_request_headers,
+    strip_cookies,
+)
 from tornado.httpclient import HTTPClientError, HTTPRequest, HTTPResponse
 from tornado.httputil import HTTPHeaders
 from tornado.websocket import websocket_connect
@@ -116,18 +122,58 @@ def test_legacy_websocket_protocol_without_subprotocol(
     loop.run_until_complete(run())
 
 
-def test_other_users_get_404_and_admins_get_through(fetch: Any, loop: asyncio.AbstractEventLoop) -> None:
+def test_only_the_owner_gets_through_not_even_admins(
+    fetch: Any, router: NotebookService, loop: asyncio.AbstractEventLoop
+) -> None:
     async def run() -> None:
         stranger = await fetch("alice/nb1/api/status", user="bob")
         missing = await fetch("alice/nope/api/status", user="alice")
         assert stranger.code == missing.code == 404  # the same answer: existence is not revealed
         assert json.loads(stranger.body)["reason"] == "NotFound"
         assert (await fetch("bob/nb1/api/status", user="bob")).code == 404
-        assert (await fetch("alice/nb1/api/status", user="boss")).code == 200
-        posted = await fetch("alice/nb1/api/kernels", user="bob", method="POST", body="{}", headers=XSRF)
-        assert posted.code == 404
+        # An admin would run alice's pages on the workbench's origin with the admin's session.
+        assert router.settings.is_admin("boss")
+        assert (await fetch("alice/nb1/api/status", user="boss")).code == 404
+        assert (await fetch("alice/nb1/lab", user="boss", headers={"Accept": "text/html"})).code == 404
+        for user in ("bob", "boss"):
+            posted = await fetch("alice/nb1/api/kernels", user=user, method="POST", body="{}", headers=XSRF)
+            assert posted.code == 404
+        assert (await fetch("alice/nb1/api/status", user="alice")).code == 200
 
     loop.run_until_complete(run())
+
+
+def test_the_main_servers_token_is_not_forwarded_in_the_query(
+    fetch: Any, router: NotebookService, loop: asyncio.AbstractEventLoop, shared_state: Path
+) -> None:
+    secret = "main-" + os.urandom(8).hex()
+
+    async def run() -> None:
+        for params in ({"token": secret}, {"a": "1", "token": secret, "_xsrf": secret, "b": " x"}):
+            # The child would refuse a token that is not its own, and log it.
+            response = await fetch("alice/nb1/api/contents", params=params)
+            assert response.code == 200, response.body
+            assert json.loads(response.body)["type"] == "directory"
+        # Unsafe methods too: the router checks `_xsrf` from the query, the child never sees it.
+        made = await fetch(
+            "alice/nb1/api/contents/q-dir",
+            params={"token": secret, "_xsrf": "child-token"},
+            method="PUT",
+            body=json.dumps({"type": "directory"}),
+            headers={"Cookie": "_xsrf=child-token"},
+        )
+        assert made.code == 201, made.body
+        await fetch("alice/nb1/api/contents/q-dir", method="DELETE", headers=XSRF)
+
+    loop.run_until_complete(run())
+    logs = "".join(path.read_text(errors="replace") for path in shared_state.rglob("*.log"))
+    assert logs and secret not in logs
+
+
+def test_query_without_private_arguments_is_kept_verbatim() -> None:
+    assert forwarded_query("a=1&token=x&b=%2F%20&_xsrf=y&c") == "a=1&b=%2F%20&c"
+    assert forwarded_query("%74oken=x&tokens=1") == "tokens=1"  # escaped names are still names
+    assert forwarded_query("token=x") == ""
 
 
 def test_websocket_of_another_user_is_refused(

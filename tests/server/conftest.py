@@ -1,7 +1,8 @@
 """A real Jupyter server with the workbench extension, on the local backend, in a temp state dir.
 
-Callers are named by the trusted identity header (`kubeflow-userid`), as behind Istio, so tests can
-act as several users; `anonymous_fetch` and `xsrf` tests cover Jupyter's own auth paths.
+Callers are named by the trusted identity header (`kubeflow-userid`), as behind Istio, with the
+workbench's Authorizer, so tests can act as several users; `anonymous_fetch` and `xsrf` tests cover
+Jupyter's own auth paths.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 from tornado.httpclient import HTTPClientError, HTTPResponse
 
 HEADER_IDP = "cube_jupyter_server.identity.TrustedHeaderIdentityProvider"
+CUBE_AUTHORIZER = "cube_jupyter_server.authorizer.CubeAuthorizer"
 PROFILES = [
     {
         "name": "small",
@@ -42,6 +44,7 @@ def jp_server_config(cube_config: dict[str, Any]) -> dict[str, Any]:
         "ServerApp": {
             "jpserver_extensions": {"cube_jupyter_server": True},
             "identity_provider_class": HEADER_IDP,
+            "authorizer_class": CUBE_AUTHORIZER,
         },
         **cube_config,
     }

@@ -6,8 +6,10 @@ import asyncio
 import time
 from typing import Any
 
+import psutil
 import pytest
 
+from cube_jupyter.backends.local import process
 from tests.server.openapi import assert_response_matches
 
 pytestmark = pytest.mark.timeout(180)
@@ -35,13 +37,17 @@ async def test_create_connect_stop_start_delete(api: Any, jp_base_url: str) -> N
 
     running = await settle(api, "nb1", "running")
     assert running["reason"] is None
+    assert running["actions"] == ["connect", "stop", "delete"]  # the panel shows exactly these
+    # through the local router only the owner connects, so an admin is not offered Connect
+    code, seen_by_admin = await api("GET", "notebooks/nb1", as_user="root-admin", user="alice")
+    assert code == 200 and seen_by_admin["actions"] == ["stop", "delete"]
     code, listing = await api("GET", "notebooks")
     assert_response_matches("/notebooks", "get", code, listing)
     assert [s["name"] for s in listing["notebooks"]] == ["nb1"]
 
     code, stopped = await api("PATCH", "notebooks/nb1", body={"stopped": True})
     assert_response_matches(ONE, "patch", code, stopped)
-    await settle(api, "nb1", "stopped")
+    assert (await settle(api, "nb1", "stopped"))["actions"] == ["start", "delete"]
     code, started = await api("PATCH", "notebooks/nb1", body={"stopped": False})
     assert code == 200 and started["status"] in ("pending", "running")
     await settle(api, "nb1", "running")
@@ -90,9 +96,63 @@ async def test_duplicates_quotas_and_users_are_kept_apart(api: Any) -> None:
         assert (await api("DELETE", f"notebooks/{name}", as_user=user))[0] == 204
 
 
-async def test_gpu_profile_without_gpus_is_refused_and_leaves_nothing(api: Any) -> None:
+def visible_gpus(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
+    """What NVML would report: the test does not depend on the machine having GPUs (or nvidia-ml-py)."""
+    monkeypatch.setattr(process, "nvml_device_count", lambda: count)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+async def test_gpu_profile_without_gpus_is_refused_and_leaves_nothing(
+    api: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    visible_gpus(monkeypatch, 0)
     code, error = await api("POST", "notebooks", body={"name": "g1", "profile": "gpu"})
     assert code == 503 and error["field"] == "profile" and "GPU" in error["message"]
     assert_response_matches("/notebooks", "post", code, error)
     code, listing = await api("GET", "notebooks")
     assert listing["notebooks"] == []
+
+
+async def test_gpu_server_gets_a_gpu_of_its_own(
+    api: Any, cube_app: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    visible_gpus(monkeypatch, 1)
+    code, server = await api("POST", "notebooks", body={"name": "g1", "profile": "gpu"})
+    assert code == 201, server
+    assert server["resources"]["gpu"] == 1
+    await settle(api, "g1", "running")
+    backend = cube_app.web_app.settings["cube_notebooks"].backend
+    record = backend.state.get("alice", "g1")
+    assert psutil.Process(record.pid).environ()["CUDA_VISIBLE_DEVICES"] == "0"
+
+    # The only GPU is taken: a second GPU server is refused, naming the profile.
+    code, error = await api("POST", "notebooks", as_user="bob", body={"name": "g2", "profile": "gpu"})
+    assert code == 503 and error["field"] == "profile" and "0 free (of 1 visible)" in error["message"]
+    assert (await api("DELETE", "notebooks/g1"))[0] == 204
+
+
+async def test_concurrent_posts_of_one_name_make_one_server(
+    api: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(process, "LAB_COMMAND", process.LAB_COMMAND)  # real children
+    codes = [
+        code
+        for code, _ in await asyncio.gather(
+            *(api("POST", "notebooks", body={"name": "same"}) for _ in range(5))
+        )
+    ]
+    assert sorted(codes) == [201, 409, 409, 409, 409]
+    _, listing = await api("GET", "notebooks")
+    assert [s["name"] for s in listing["notebooks"]] == ["same"]
+    assert (await api("DELETE", "notebooks/same"))[0] == 204
+
+
+async def test_concurrent_posts_never_exceed_the_server_limit(api: Any) -> None:
+    answers = await asyncio.gather(*(api("POST", "notebooks", body={"name": f"c{i}"}) for i in range(5)))
+    codes = sorted(code for code, _ in answers)
+    assert codes == [201, 201, 403, 403, 403]  # max_servers_per_user is 2
+    assert all(body["reason"] == "QuotaExceeded" for code, body in answers if code == 403)
+    _, listing = await api("GET", "notebooks")
+    assert len(listing["notebooks"]) == 2
+    for server in listing["notebooks"]:
+        assert (await api("DELETE", f"notebooks/{server['name']}"))[0] == 204

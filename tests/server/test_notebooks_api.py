@@ -19,13 +19,16 @@ async def test_profiles_are_the_admins_offer(api: Any) -> None:
 
 async def test_caller_without_identity_is_refused(api: Any) -> None:
     for method, path in (("GET", "profiles"), ("GET", "notebooks"), ("POST", "notebooks")):
-        status, _ = await api(method, path, as_user="", body={"name": "x"} if method == "POST" else None)
+        status, body = await api(method, path, as_user="", body={"name": "x"} if method == "POST" else None)
         assert status == 403, (method, path)
+        # The API's error form, even when Jupyter refuses before our handler runs.
+        assert body["reason"] == "Forbidden" and body["message"], body
 
 
 async def test_post_without_xsrf_is_refused(api: Any) -> None:
-    status, _ = await api("POST", "notebooks", body={"name": "nb1"}, xsrf=False)
+    status, body = await api("POST", "notebooks", body={"name": "nb1"}, xsrf=False)
     assert status == 403
+    assert body["reason"] == "Forbidden" and "xsrf" in body["message"].lower(), body
 
 
 @pytest.mark.parametrize(

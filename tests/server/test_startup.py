@@ -58,3 +58,40 @@ def test_invalid_config_stops_the_server_naming_the_field(tmp_path: Path, config
     assert result.returncode != 0
     assert field in result.stderr, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
+
+
+def _serve(tmp_path: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """Start a server that is expected to stop by itself; one that keeps running fails the test."""
+    argv = [
+        "server",
+        "--allow-root",
+        "--no-browser",
+        "--ServerApp.port=0",
+        '--ServerApp.jpserver_extensions={"cube_jupyter_server": True}',
+        *args,
+    ]
+    try:
+        return _run(argv, tmp_path, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the server kept running without the workbench: {exc.stderr!r}"[-3000:])
+
+
+def test_trusted_header_without_the_cube_authorizer_stops_the_server(tmp_path: Path) -> None:
+    result = _serve(
+        tmp_path,
+        "--ServerApp.identity_provider_class=cube_jupyter_server.identity.TrustedHeaderIdentityProvider",
+        f"--CubeWorkbench.state_dir={tmp_path / 'state'}",
+    )
+    assert result.returncode != 0
+    assert "ServerApp.authorizer_class" in result.stderr, result.stderr[-3000:]
+    assert "cube_jupyter_server.authorizer.CubeAuthorizer" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_any_setup_failure_stops_the_server_with_a_message(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the state dir should be")
+    result = _serve(tmp_path, f"--CubeWorkbench.state_dir={blocker}")
+    assert result.returncode != 0
+    assert "cube-jupyter" in result.stderr and str(blocker) in result.stderr, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr

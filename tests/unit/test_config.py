@@ -111,6 +111,52 @@ def test_profiles_parse_with_defaults_and_vgpu() -> None:
             "CubeSpawner.workbench_principal",
         ),
         ({"workbench_principal": "cluster.local/ns/kubeflow"}, "CubeSpawner.workbench_principal"),
+        # Format errors are config errors, not KeyError/IndexError tracebacks.
+        ({"namespace_template": "cube-{username}-{team}"}, "CubeSpawner.namespace_template"),
+        ({"namespace_template": "cube-{username}-{0}"}, "CubeSpawner.namespace_template"),
+        ({"namespace_template": "cube-{username}-{"}, "CubeSpawner.namespace_template"),
+        # Fits "x" but not the longest slug a user can get (53 characters).
+        ({"namespace_template": "kubeflow-user-{username}"}, "CubeSpawner.namespace_template"),
+        ({"user_header": "kubeflow userid"}, "CubeSpawner.user_header"),
+        ({"user_header": "x-user:"}, "CubeSpawner.user_header"),
+        # Profile values the cluster would refuse at create time fail at startup instead.
+        (
+            {"profiles": [{**GOOD_PROFILE, "tolerations": [{"key": "k", "tolerationSeconds": "x"}]}]},
+            "CubeSpawner.profiles[0].tolerations[0].tolerationSeconds",
+        ),
+        (
+            {"profiles": [{**GOOD_PROFILE, "tolerations": [{"key": "k", "tolerationSeconds": 60}]}]},
+            "CubeSpawner.profiles[0].tolerations[0].tolerationSeconds",
+        ),
+        (
+            {"profiles": [{**GOOD_PROFILE, "tolerations": [{"key": "bad key", "operator": "Exists"}]}]},
+            "CubeSpawner.profiles[0].tolerations[0].key",
+        ),
+        (
+            {
+                "profiles": [
+                    {**GOOD_PROFILE, "tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]}
+                ]
+            },
+            "CubeSpawner.profiles[0].tolerations[0].value",
+        ),
+        (
+            {"profiles": [{**GOOD_PROFILE, "node_selector": {"gpu type": "a100"}}]},
+            "CubeSpawner.profiles[0].node_selector.gpu type",
+        ),
+        (
+            {"profiles": [{**GOOD_PROFILE, "node_selector": {"gpu": "A100 80GB"}}]},
+            "CubeSpawner.profiles[0].node_selector.gpu",
+        ),
+        ({"profiles": [{**GOOD_PROFILE, "image": "jupyter/base notebook"}]}, "CubeSpawner.profiles[0].image"),
+        ({"profiles": [{**GOOD_PROFILE, "image": " jupyter/base"}]}, "CubeSpawner.profiles[0].image"),
+        ({"profiles": [{**GOOD_PROFILE, "cpu": "0"}]}, "CubeSpawner.profiles[0].cpu"),
+        ({"profiles": [{**GOOD_PROFILE, "memory": "0Gi"}]}, "CubeSpawner.profiles[0].memory"),
+        ({"profiles": [{**GOOD_PROFILE, "env": {"A B": "1"}}]}, "CubeSpawner.profiles[0].env.A B"),
+        (
+            {"profiles": [{**GOOD_PROFILE, "gpu_resource": "nvidia.com/"}]},
+            "CubeSpawner.profiles[0].gpu_resource",
+        ),
     ],
 )
 def test_bad_config_names_the_field(spawner: dict[str, Any], field: str) -> None:
@@ -118,6 +164,29 @@ def test_bad_config_names_the_field(spawner: dict[str, Any], field: str) -> None
         settings_with(**spawner)
     assert caught.value.field == field
     assert field.split(".")[-1].split("[")[0] in caught.value.message
+
+
+def test_longest_fitting_namespace_template_loads_and_fits_every_user() -> None:
+    from cube_jupyter.names import MAX_SLUG_LENGTH, user_slug
+
+    template = "k" * (63 - MAX_SLUG_LENGTH - 1) + "-{username}"
+    settings = settings_with(namespace_template=template)
+    assert len(settings.namespace_for(user_slug("x" * 300 + "@example.com"))) <= 63
+
+
+def test_valid_profile_details_load() -> None:
+    profile = {
+        **GOOD_PROFILE,
+        "image": "registry.example.com:5000/team/lab@sha256:" + "a" * 64,
+        "node_selector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "pool": ""},
+        "tolerations": [
+            {"operator": "Exists"},
+            {"key": "dedicated", "value": "ml", "effect": "NoExecute", "tolerationSeconds": 60},
+        ],
+        "env": {"HF_HOME": "/data/hf", "my.var-1": "x"},
+    }
+    loaded = settings_with(profiles=[profile]).profile("cpu")
+    assert loaded.image == profile["image"] and loaded.tolerations[1]["tolerationSeconds"] == 60
 
 
 def test_bad_trait_types_name_the_trait() -> None:

@@ -106,18 +106,19 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 def test_notebook_kind_objects_in_creation_order() -> None:
+    """The policy comes first: until an ALLOW policy selects the tokenless pod, Istio admits anyone."""
     objects = render(kind="Notebook")
     assert [(o["apiVersion"], o["kind"]) for o in objects] == [
+        ("security.istio.io/v1", "AuthorizationPolicy"),
         ("v1", "PersistentVolumeClaim"),
         ("kubeflow.org/v1", "Notebook"),
         ("networking.istio.io/v1", "VirtualService"),
-        ("security.istio.io/v1", "AuthorizationPolicy"),
     ]
     assert [o["metadata"]["name"] for o in objects] == [
+        "notebook-nb1",
         "nb1-workspace",
         "nb1",
         "notebook-cube-alice-nb1",
-        "notebook-nb1",
     ]
     assert {o["metadata"]["namespace"] for o in objects} == {"cube-alice"}
 
@@ -125,11 +126,11 @@ def test_notebook_kind_objects_in_creation_order() -> None:
 def test_statefulset_kind_objects_in_creation_order() -> None:
     objects = render(kind="StatefulSet")
     assert [(o["apiVersion"], o["kind"]) for o in objects] == [
+        ("security.istio.io/v1", "AuthorizationPolicy"),
         ("v1", "PersistentVolumeClaim"),
         ("apps/v1", "StatefulSet"),
         ("v1", "Service"),
         ("networking.istio.io/v1", "VirtualService"),
-        ("security.istio.io/v1", "AuthorizationPolicy"),
     ]
     sts, svc = by_kind(objects, "StatefulSet"), by_kind(objects, "Service")
     assert sts["spec"]["replicas"] == 1
@@ -152,7 +153,7 @@ def test_every_object_passes_strict_validation(kind: str, profile: str, storage_
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_misspelt_pod_field_fails_strict_validation(kind: str) -> None:
-    workload = render(kind=kind)[1]
+    workload = by_kind(render(kind=kind), kind)
     workload["spec"]["template"]["spec"]["containerz"] = workload["spec"]["template"]["spec"].pop(
         "containers"
     )
@@ -162,7 +163,7 @@ def test_misspelt_pod_field_fails_strict_validation(kind: str) -> None:
 
 def test_crd_schema_alone_would_not_catch_a_misspelling() -> None:
     """Why strict mode exists: CRD schemas prune unknown fields instead of rejecting them."""
-    notebook = render(kind="Notebook")[1]
+    notebook = by_kind(render(kind="Notebook"), "Notebook")
     notebook["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
     validate_object(notebook, strict=False)
     with pytest.raises(AssertionError, match=r"containers\[0\]\.imagePullPolicyy"):
@@ -170,16 +171,16 @@ def test_crd_schema_alone_would_not_catch_a_misspelling() -> None:
 
 
 @pytest.mark.parametrize(
-    ("index", "path", "bad_key"),
+    ("kind", "path", "bad_key"),
     [
-        (0, ["spec"], "accesModes"),
-        (2, ["spec", "http", 1], "rewite"),
-        (3, ["spec"], "selecter"),
-        (3, ["metadata"], "label"),
+        ("PersistentVolumeClaim", ["spec"], "accesModes"),
+        ("VirtualService", ["spec", "http", 1], "rewite"),
+        ("AuthorizationPolicy", ["spec"], "selecter"),
+        ("AuthorizationPolicy", ["metadata"], "label"),
     ],
 )
-def test_misspelt_fields_fail_for_every_kind(index: int, path: list[Any], bad_key: str) -> None:
-    obj = render(kind="Notebook")[index]
+def test_misspelt_fields_fail_for_every_kind(kind: str, path: list[Any], bad_key: str) -> None:
+    obj = by_kind(render(kind="Notebook"), kind)
     node = obj
     for step in path:
         node = node[step]
@@ -194,11 +195,11 @@ def test_wrong_types_and_names_fail_validation() -> None:
     service["metadata"]["name"] = "1nb"  # a DNS-1123 label, but not a valid Service name
     with pytest.raises(AssertionError, match="RFC 1035"):
         validate_object(service)
-    notebook = render(kind="Notebook")[1]
+    notebook = by_kind(render(kind="Notebook"), "Notebook")
     notebook["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "lots"
     with pytest.raises(AssertionError, match="limits"):
         validate_object(notebook)
-    notebook = render(kind="Notebook")[1]
+    notebook = by_kind(render(kind="Notebook"), "Notebook")
     notebook["spec"]["template"]["spec"]["containers"] = []  # the kustomized CRD requires one
     with pytest.raises(AssertionError, match="containers"):
         validate_object(notebook)
@@ -239,10 +240,12 @@ def test_jupyter_listens_on_all_interfaces_without_token() -> None:
     for flag in (
         "--ServerApp.ip=0.0.0.0",
         "--ServerApp.port=8888",
-        "--ServerApp.allow_origin=*",
         "--IdentityProvider.token=",
     ):
         assert flag in args
+    # Jupyter's own WebSocket origin check stays on: allow_origin would let another site's page open
+    # a terminal with the user's gateway cookie.
+    assert not [a for a in args if "allow_origin" in a]
     assert "command" not in container(render()), "the image's entrypoint must still run"
 
 
@@ -340,7 +343,7 @@ def test_policy_selector_matches_the_pod_label_for_both_kinds() -> None:
     for kind in KINDS:
         objects = render(kind=kind)
         selector = by_kind(objects, "AuthorizationPolicy")["spec"]["selector"]["matchLabels"]
-        workload = objects[1]
+        workload = by_kind(objects, kind)
         # Kubeflow's controller copies the Notebook's labels onto its pod; a StatefulSet's are explicit.
         pod_labels = workload["spec"]["template"].get("metadata", workload["metadata"])["labels"]
         assert selector.items() <= pod_labels.items()
@@ -400,9 +403,9 @@ def test_profile_env_is_sorted_after_nb_prefix() -> None:
 
 
 def test_workspace_pvc_and_storage_class() -> None:
-    pvc = render(workspace_size="50Gi")[0]
+    pvc = by_kind(render(workspace_size="50Gi"), "PersistentVolumeClaim")
     assert pvc["spec"] == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "50Gi"}}}
-    pvc = render(storage_class="fast-ssd")[0]
+    pvc = by_kind(render(storage_class="fast-ssd"), "PersistentVolumeClaim")
     assert pvc["spec"]["storageClassName"] == "fast-ssd"
 
 
@@ -517,7 +520,7 @@ def test_stop_patch_converts_to_utc() -> None:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_stop_then_start_patches_apply_to_the_rendered_workload(kind: str) -> None:
-    workload = render(kind=kind)[1]
+    workload = by_kind(render(kind=kind), kind)
     now = datetime(2025, 3, 17, 9, 0, 0, tzinfo=UTC)
     stopped = merge_patch(workload, stop_annotation_patch(True, now, kind, reason="culled after 60 s idle"))
     assert stopped["metadata"]["annotations"][STOPPED_ANNOTATION] == "2025-03-17T09:00:00Z"

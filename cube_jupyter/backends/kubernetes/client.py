@@ -28,8 +28,6 @@ from cube_jupyter.errors import (
     ConfigError,
     Conflict,
     CubeError,
-    Forbidden,
-    InvalidInput,
     NotFound,
 )
 
@@ -174,12 +172,24 @@ def error_for_status(status: int, body: object, action: str) -> CubeError:
         )
     if status == 409:
         return Conflict(f"{action} failed: already exists or was changed concurrently{said}")
+    # 403 and 400/422 are the workbench's problem, not the caller's: its service account lacks a
+    # permission, or admin config rendered an object the cluster refuses (user input is validated
+    # before anything is sent). The caller gets a 503 that says so; the API's own words, which name
+    # the service account, go to the log for the admin.
     if status == 403:
-        return Forbidden(f"{action} was refused by Kubernetes{said}")
+        log.warning("%s was refused by Kubernetes (403)%s", action, said)
+        return BackendUnavailable(
+            f"{action} was refused by Kubernetes: the workbench lacks a permission it needs; "
+            "an admin can find the details in the workbench's log"
+        )
     if status == 401:
         return BackendUnavailable(f"{action} failed: Kubernetes rejected the workbench's credentials{said}")
     if status in (400, 422):
-        return InvalidInput(f"{action} was rejected as invalid{said}")
+        log.warning("%s was rejected as invalid by Kubernetes (%d)%s", action, status, said)
+        return BackendUnavailable(
+            f"{action} was rejected as invalid by Kubernetes, most likely because of the workbench's "
+            "configuration; an admin can find the details in the workbench's log"
+        )
     if status == 410:
         return ResourceGone(f"{action} failed: the resource version is too old{said}")
     if status == 429:
@@ -285,11 +295,19 @@ class KubeClient:
         return self._json("GET", rtype.path(namespace, name), f"reading {kind} {_ref(namespace, name)}")
 
     def delete(
-        self, api_version: str, kind: str, namespace: str | None, name: str, *, missing_ok: bool = False
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        *,
+        missing_ok: bool = False,
+        propagation: str = "Background",
     ) -> dict[str, Any] | None:
-        """Delete with background propagation (dependents are garbage-collected)."""
+        """Delete; dependents are garbage-collected. With `propagation="Foreground"` the object stays
+        (with a deletionTimestamp) until its blocking dependents, such as a StatefulSet's pods, are gone."""
         rtype = resource_type(api_version, kind)
-        body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
         try:
             return self._json(
                 "DELETE", rtype.path(namespace, name), f"deleting {kind} {_ref(namespace, name)}", body=body

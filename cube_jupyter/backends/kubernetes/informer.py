@@ -44,6 +44,7 @@ class Informer:
         label_selector: str | None = None,
         field_selector: str | None = None,
         indexers: dict[str, Indexer] | None = None,
+        keep: Callable[[Obj], bool] | None = None,
         watch_timeout_seconds: int = 300,
         backoff_initial: float = 0.2,
         backoff_max: float = 30.0,
@@ -58,6 +59,8 @@ class Informer:
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self._indexers = dict(indexers or {})
+        # A client-side filter for what selectors cannot say: objects it rejects are never cached.
+        self._keep = keep
         self._items: dict[Key, Obj] = {}
         self._indices: dict[str, dict[str, set[Key]]] = {name: {} for name in self._indexers}
         self._cond = threading.Condition(threading.RLock())
@@ -68,6 +71,7 @@ class Informer:
         self._synced = False
         self.resource_version = ""
         self.list_calls = 0  # API list calls made: tests prove reads never add to this
+        self.full_scans = 0  # reads that walked the whole cache (list()): indexed reads do not
         self.watch_calls = 0
         self.changes = 0  # bumped on every cache change; waiters compare it
         self.last_error: str | None = None
@@ -100,6 +104,11 @@ class Informer:
             self._thread = None
 
     @property
+    def stopping(self) -> bool:
+        """True once stop() was called: waiting on this cache is pointless."""
+        return self._stop.is_set()
+
+    @property
     def has_synced(self) -> bool:
         return self._synced
 
@@ -128,6 +137,7 @@ class Informer:
 
     def list(self, namespace: str | None = None, predicate: Callable[[Obj], bool] | None = None) -> list[Obj]:
         with self._cond:
+            self.full_scans += 1
             items = list(self._items.values())
         if namespace is not None:
             items = [o for o in items if (o.get("metadata") or {}).get("namespace") == namespace]
@@ -154,6 +164,9 @@ class Informer:
 
     def _put(self, obj: Obj) -> None:
         key = object_key(obj)
+        if self._keep is not None and not self._keep(obj):
+            self._remove(key)
+            return
         if key in self._items:
             self._unindex(key, self._items[key])
         self._items[key] = obj

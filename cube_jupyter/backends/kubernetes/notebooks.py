@@ -2,14 +2,19 @@
 
 Writes go to the API (in a worker thread: the official client blocks); every read — list, get, the
 status and the reason a server is not running — is answered from three informer caches (the servers'
-Notebooks or StatefulSets, their pods, and pod Warning events), so polling the panel never lists the
-cluster. A create either leaves all of a server's objects behind or none of them.
+Notebooks or StatefulSets, their pods, and Warning events about pods and workloads in user
+namespaces), so polling the panel never lists the cluster. A create either leaves all of a server's
+objects behind or none of them. The AuthorizationPolicy is created first and deleted last, after the
+pod is gone: the pod has no token, and without an ALLOW policy Istio would let anyone reach it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,7 +25,7 @@ from cube_jupyter.backends.kubernetes.culler import IdleCuller, RunningServer
 from cube_jupyter.backends.kubernetes.informer import Informer, Obj
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFound
-from cube_jupyter.names import user_slug
+from cube_jupyter.names import DNS1123_LABEL, user_slug
 from cube_jupyter.notebooks.activity import parse_time
 from cube_jupyter.notebooks.render import (
     LAST_ACTIVITY_ANNOTATION,
@@ -45,14 +50,18 @@ from cube_jupyter.notebooks.spec import (
     NotebookSpec,
     Resources,
     ServerStatus,
+    server_exists,
 )
 
 log = logging.getLogger(__name__)
 
 SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
-# Pod Warning events only: the reason a server is not running is always a warning (FailedScheduling,
-# FailedMount, BackOff, ...), and filtering on the server keeps the cache small in big clusters.
-EVENT_SELECTOR = "involvedObject.kind=Pod,type=Warning"
+# Warning events only: the reason a server is not running is always a warning — on its pod
+# (FailedScheduling, FailedMount, BackOff, ...) or, when the pod is never created (ResourceQuota
+# exceeded, missing service account, PodSecurity), on its StatefulSet or Notebook (FailedCreate).
+# Field selectors cannot say "one of these kinds", so the informer drops the rest itself (`keep`).
+EVENT_SELECTOR = "type=Warning"
+EVENT_KINDS = ("Pod", "StatefulSet", "Notebook")
 FAILED_WAITING_REASONS = {
     "CrashLoopBackOff",
     "ImagePullBackOff",
@@ -63,8 +72,12 @@ FAILED_WAITING_REASONS = {
     "RunContainerError",
 }
 NOT_GPU_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
+# Objects a create may find already there (kept from an earlier server of the same name) and reuse.
+ADOPTABLE = ("PersistentVolumeClaim", "AuthorizationPolicy")
 # How long a write waits for its watch event, so the caller's next read sees what it just did.
 CACHE_WAIT_SECONDS = 5.0
+# How long a delete waits for the server's pod to go before it removes the AuthorizationPolicy.
+DELETE_WAIT_SECONDS = 90.0
 
 
 def _user_of(obj: Obj) -> str | None:
@@ -85,9 +98,31 @@ def _index_pod_server(pod: Obj) -> list[str]:
     return [f"{meta.get('namespace', '')}/{server}"] if server else []
 
 
-def _index_event_pod(event: Obj) -> list[str]:
+def _event_key(kind: str, namespace: str, name: str) -> str:
+    return f"{kind}/{namespace}/{name}"
+
+
+def _index_event_object(event: Obj) -> list[str]:
     involved = event.get("involvedObject") or {}
-    return [f"{involved.get('namespace', '')}/{involved.get('name', '')}"]
+    return [_event_key(involved.get("kind", ""), involved.get("namespace", ""), involved.get("name", ""))]
+
+
+def user_namespace_pattern(template: str) -> re.Pattern[str]:
+    """The namespaces `template` can produce: {username} stands for any DNS label."""
+    label = DNS1123_LABEL.pattern.strip("^$")
+    parts = [re.escape(part) for part in template.split("{username}")]
+    return re.compile("^" + f"(?:{label})".join(parts) + "$")
+
+
+def _event_filter(settings: Settings) -> Callable[[Obj], bool]:
+    namespaces = user_namespace_pattern(settings.spawner.namespace_template)
+
+    def keep(event: Obj) -> bool:
+        """Only warnings about pods and workloads in user namespaces are cached."""
+        involved = event.get("involvedObject") or {}
+        return involved.get("kind") in EVENT_KINDS and bool(namespaces.match(involved.get("namespace") or ""))
+
+    return keep
 
 
 class KubernetesNotebookBackend:
@@ -100,8 +135,10 @@ class KubernetesNotebookBackend:
         *,
         sync_timeout: float = 30.0,
         watch_timeout_seconds: int = 300,
+        delete_wait_seconds: float = DELETE_WAIT_SECONDS,
     ) -> None:
         self.settings = settings
+        self.delete_wait_seconds = delete_wait_seconds
         self._owns_client = api_client is None
         self.client = KubeClient(api_client if api_client is not None else make_api_client(settings))
         self.sync_timeout = sync_timeout
@@ -129,7 +166,8 @@ class KubernetesNotebookBackend:
             "v1",
             "Event",
             field_selector=EVENT_SELECTOR,
-            indexers={"pod": _index_event_pod},
+            indexers={"object": _index_event_object},
+            keep=_event_filter(settings),
             **common,
         )
         self.informers = [self.workloads, self.pods, self.events]
@@ -140,9 +178,10 @@ class KubernetesNotebookBackend:
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, *, supervise: bool = True) -> None:
         """Start the informers and wait for their first list, so the first request sees the cluster;
-        then cull idle servers in the background when `cull_idle_seconds` asks for it."""
+        then cull idle servers in the background when `cull_idle_seconds` asks for it (not with
+        `supervise=False`: the CLI reads and writes, the workbench server culls)."""
         for informer in self.informers:
             informer.start()
         for informer in self.informers:
@@ -154,6 +193,8 @@ class KubernetesNotebookBackend:
                     f"could not load {informer.kind} objects from the Kubernetes API at {self.client.host} "
                     f"within {self.sync_timeout:.0f}s: {why}"
                 )
+        if not supervise:
+            return
         if self.settings.spawner.cull_idle_seconds > 0 and (self._culling is None or self._culling.done()):
             self._culling = asyncio.create_task(self.culler.run(), name="cube-kubernetes-culler")
 
@@ -207,9 +248,9 @@ class KubernetesNotebookBackend:
     # -- writes ------------------------------------------------------------------------------------
 
     async def create_server(self, spec: NotebookSpec) -> NotebookServer:
+        """Create the rendered objects in order; the API's 409 on the workload is the atomic
+        duplicate check (the service checks its cache first)."""
         namespace = self.namespace(spec.user)
-        if self._workload(spec.user, spec.name) is not None:
-            raise Conflict(f"user {spec.user!r} already has a server named {spec.name!r}", field="name")
         objects = render_notebook_objects(spec, self.settings)
         workload = await asyncio.to_thread(self._create_all, spec, namespace, objects)
         key = (namespace, spec.name)
@@ -220,7 +261,12 @@ class KubernetesNotebookBackend:
         return self._to_server(self.workloads.get(*key) or workload)
 
     def _create_all(self, spec: NotebookSpec, namespace: str, objects: list[Obj]) -> Obj:
-        """Create in order; on any failure delete what this call created, newest first, and raise."""
+        """Create in order; on any failure delete what this call created, newest first, and raise.
+
+        A workspace PVC or an AuthorizationPolicy that already exists and belongs to the same user
+        (kept from an earlier server of this name) is adopted, never rolled back; one of another
+        user's is a Conflict.
+        """
         created: list[Obj] = []
         workload: Obj | None = None
         try:
@@ -229,15 +275,14 @@ class KubernetesNotebookBackend:
                 try:
                     result = self.client.create(obj)
                 except Conflict:
-                    if kind == "PersistentVolumeClaim":
-                        log.info("adopting existing workspace %s/%s", namespace, obj["metadata"]["name"])
-                        continue  # a kept workspace from an earlier server of this name: reuse, never delete
+                    if kind in ADOPTABLE:
+                        self._adopt(spec, obj)
+                        continue
                     if kind == self.resource_kind:
-                        # Another request made this server first: its PVC is not ours to roll back.
-                        created = [o for o in created if o["kind"] != "PersistentVolumeClaim"]
-                        raise Conflict(
-                            f"user {spec.user!r} already has a server named {spec.name!r}", field="name"
-                        ) from None
+                        # Another request made this server first: the PVC and policy it adopted may be
+                        # the ones this call created; they are not ours to roll back.
+                        created = [o for o in created if o["kind"] not in ADOPTABLE]
+                        raise server_exists(spec.user, spec.name) from None
                     raise Conflict(
                         f"{kind} {namespace}/{obj['metadata']['name']} already exists (left over from an "
                         f"earlier server?); delete it or choose another name than {spec.name!r}",
@@ -257,6 +302,24 @@ class KubernetesNotebookBackend:
         assert workload is not None  # render_notebook_objects always includes the workload
         return workload
 
+    def _adopt(self, spec: NotebookSpec, obj: Obj) -> None:
+        """Reuse an existing PVC or policy of this user's (the policy gets the current rules)."""
+        meta = obj["metadata"]
+        namespace, name, kind = meta["namespace"], meta["name"], obj["kind"]
+        existing = self.client.get(obj["apiVersion"], kind, namespace, name)
+        owner = ((existing.get("metadata") or {}).get("annotations") or {}).get(USER_ANNOTATION)
+        if owner != spec.user:
+            raise Conflict(
+                f"{kind} {namespace}/{name} already exists and does not belong to user {spec.user!r}; "
+                f"choose another name than {spec.name!r} or ask an admin",
+                field="name",
+            )
+        if kind == "AuthorizationPolicy":
+            patch = {"metadata": {"labels": meta["labels"], "annotations": meta["annotations"]}}
+            patch["spec"] = obj["spec"]
+            self.client.patch(obj["apiVersion"], kind, namespace, name, patch)
+        log.info("adopting existing %s %s/%s of user %r", kind, namespace, name, spec.user)
+
     def _not_found_on_create(
         self, spec: NotebookSpec, namespace: str, obj: Obj, exc: ApiNotFound
     ) -> CubeError:
@@ -272,14 +335,19 @@ class KubernetesNotebookBackend:
             f"is its CRD installed? ({exc.message})"
         )
 
-    def _delete_objects(self, objects: Any) -> list[str]:
+    def _delete_objects(self, objects: Any, propagation: str = "Background") -> list[str]:
         """Delete each object (404 is fine); return 'Kind ns/name' of those that could not be."""
         leftovers = []
         for obj in objects:
             meta = obj.get("metadata") or {}
             try:
                 self.client.delete(
-                    obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"], missing_ok=True
+                    obj["apiVersion"],
+                    obj["kind"],
+                    meta.get("namespace"),
+                    meta["name"],
+                    missing_ok=True,
+                    propagation=propagation,
                 )
             except CubeError as exc:
                 log.error(
@@ -309,33 +377,71 @@ class KubernetesNotebookBackend:
         return self._to_server(self.workloads.get(namespace, name) or result)
 
     async def delete_server(self, user: str, name: str) -> None:
-        """Delete the route, the policy and the workload (and its Service); keep the workspace PVC."""
+        """Delete the route, the workload (and its Service), then — once its pod is gone — the policy;
+        keep the workspace PVC.
+
+        The workload is deleted in the foreground, so it stays (terminating) until its pods are gone.
+        If the pod outlives `delete_wait_seconds` the policy is kept: it selects only this server's
+        pods, and a later server of the same name adopts it. Deleting again retries.
+        """
         namespace = self.namespace(user)
         if self._workload(user, name) is None:
             raise NotFound(f"user {user!r} has no server named {name!r}", field="name")
-        doomed = [
-            ("networking.istio.io/v1", "VirtualService", virtual_service_name(namespace, name)),
-            ("security.istio.io/v1", "AuthorizationPolicy", authorization_policy_name(name)),
-            (self.workload_api_version, self.resource_kind, name),
-        ]
-        if self.resource_kind == "StatefulSet":
-            doomed.append(("v1", "Service", name))
-        objects = [
-            {"apiVersion": v, "kind": k, "metadata": {"namespace": namespace, "name": n}}
-            for v, k, n in doomed
-        ]
-        leftovers = await asyncio.to_thread(self._delete_objects, objects)
+        leftovers = await asyncio.to_thread(
+            self._delete_objects, self._route_and_workload(namespace, name), "Foreground"
+        )
         if leftovers:
             raise BackendUnavailable(
                 f"server {name!r} of user {user!r} was only partly deleted; "
                 f"still there: {', '.join(leftovers)}"
             )
+        if not await asyncio.to_thread(self._wait_gone, namespace, name, self.delete_wait_seconds):
+            log.warning(
+                "the pod of %s/%s outlived %.0f s: its AuthorizationPolicy stays "
+                "(a new server of this name adopts it)",
+                namespace,
+                name,
+                self.delete_wait_seconds,
+            )
+            return
+        policy = {
+            "apiVersion": "security.istio.io/v1",
+            "kind": "AuthorizationPolicy",
+            "metadata": {"namespace": namespace, "name": authorization_policy_name(name)},
+        }
+        leftovers = await asyncio.to_thread(self._delete_objects, [policy])
+        if leftovers:
+            raise BackendUnavailable(
+                f"server {name!r} of user {user!r} was deleted but its access policy could not be: "
+                f"{', '.join(leftovers)}"
+            )
+
+    def _route_and_workload(self, namespace: str, name: str) -> list[Obj]:
+        doomed = [
+            ("networking.istio.io/v1", "VirtualService", virtual_service_name(namespace, name)),
+            (self.workload_api_version, self.resource_kind, name),
+        ]
+        if self.resource_kind == "StatefulSet":
+            doomed.append(("v1", "Service", name))
+        return [
+            {"apiVersion": v, "kind": k, "metadata": {"namespace": namespace, "name": n}}
+            for v, k, n in doomed
+        ]
+
+    def _wait_gone(self, namespace: str, name: str, timeout: float) -> bool:
+        """Wait until neither the workload nor any of its pods is in the caches."""
+        deadline = time.monotonic() + timeout
 
         def gone() -> bool:
-            obj = self.workloads.get(namespace, name)
-            return obj is None or bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+            return self.workloads.get(namespace, name) is None and self._pod_for(namespace, name) is None
 
-        await asyncio.to_thread(self.workloads.wait_for, gone, CACHE_WAIT_SECONDS)
+        while not gone():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self.pods.stopping:
+                return False
+            # Either cache may change last: wake up on pod changes, re-check the workload often.
+            self.pods.wait_for(gone, min(remaining, 0.25))
+        return True
 
     # -- mapping cache objects to what users see ---------------------------------------------------
 
@@ -382,7 +488,9 @@ class KubernetesNotebookBackend:
             why = (meta.get("annotations") or {}).get(STOP_REASON_ANNOTATION) or None
             return (ServerStatus.STOPPING if pod is not None else ServerStatus.STOPPED), why
         if pod is None:
-            return ServerStatus.PENDING, "waiting for the server's pod to be created"
+            return ServerStatus.PENDING, self._workload_warning(
+                obj
+            ) or "waiting for the server's pod to be created"
         if (pod.get("metadata") or {}).get("deletionTimestamp"):
             return ServerStatus.PENDING, "the previous pod is shutting down"
         pod_status = pod.get("status") or {}
@@ -405,18 +513,47 @@ class KubernetesNotebookBackend:
 
     def _warning_for(self, pod: Obj) -> str | None:
         meta = pod.get("metadata") or {}
-        events = self.events.by_index("pod", f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+        events = self.events.by_index(
+            "object", _event_key("Pod", meta.get("namespace", ""), meta.get("name", ""))
+        )
         # Events outlive pods of the same name: only those about this pod (uid) count, when known.
         uid = meta.get("uid")
+        return _newest_warning(
+            [e for e in events if not uid or (e.get("involvedObject") or {}).get("uid") in (None, "", uid)]
+        )
+
+    def _workload_warning(self, obj: Obj) -> str | None:
+        """Why the pod was never created: a Warning on the StatefulSet (the Notebook controller's, or
+        ours) or on the Notebook, newer than this server (an earlier one of the same name had its own)."""
+        meta = obj.get("metadata") or {}
+        namespace, name = meta.get("namespace") or "", meta.get("name") or ""
+        created = parse_time(meta.get("creationTimestamp"))
+        kinds = {"StatefulSet", self.resource_kind}
         events = [
-            e for e in events if not uid or (e.get("involvedObject") or {}).get("uid") in (None, "", uid)
+            e for kind in kinds for e in self.events.by_index("object", _event_key(kind, namespace, name))
         ]
-        warnings = [e for e in events if e.get("type") == "Warning"]
-        if not warnings:
-            return None
-        newest = max(warnings, key=_event_time)
-        reason, message = newest.get("reason") or "", newest.get("message") or ""
-        return f"{reason}: {message}" if reason and message else (message or reason or None)
+
+        def current(event: Obj) -> bool:
+            involved = event.get("involvedObject") or {}
+            if involved.get("kind") == self.resource_kind and involved.get("uid") not in (
+                None,
+                "",
+                meta.get("uid"),
+            ):
+                return False
+            stamp = parse_time(_event_time(event))
+            return created is None or stamp is None or stamp >= created
+
+        return _newest_warning([e for e in events if current(e)])
+
+
+def _newest_warning(events: list[Obj]) -> str | None:
+    warnings = [e for e in events if e.get("type") == "Warning"]
+    if not warnings:
+        return None
+    newest = max(warnings, key=_event_time)
+    reason, message = newest.get("reason") or "", newest.get("message") or ""
+    return f"{reason}: {message}" if reason and message else (message or reason or None)
 
 
 def _is_stopped(obj: Obj) -> bool:

@@ -9,6 +9,7 @@ recorded and shown, not enforced; its GPUs are handed out by `CUDA_VISIBLE_DEVIC
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
@@ -16,8 +17,9 @@ import subprocess
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from cube_jupyter.backends.base import Upstream
-from cube_jupyter.backends.local import process
+from cube_jupyter.backends.base import ROUTE_PREFIX, Upstream
+from cube_jupyter.backends.local import files, process
+from cube_jupyter.backends.local.locks import KeyedLocks
 from cube_jupyter.backends.local.state import ACTIVE, ServerRecord, StateStore
 from cube_jupyter.backends.periodic import repeat
 from cube_jupyter.config import Settings
@@ -28,7 +30,6 @@ from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec, ServerStat
 
 log = logging.getLogger(__name__)
 
-ROUTE_PREFIX = "cube/notebook"
 DOWN_REASON = "process exited while the workbench was down"
 Key = tuple[str, str]
 
@@ -55,13 +56,19 @@ class LocalNotebookBackend:
         self.state = StateStore(settings.state_dir / "state.sqlite")
         self._children: dict[Key, subprocess.Popen[bytes]] = {}  # ours: reaped, exit codes known
         self._watchers: dict[Key, asyncio.Task[None]] = {}
-        self._locks: dict[Key, asyncio.Lock] = {}
+        self._locks = KeyedLocks()
         self._supervisor: asyncio.Task[None] | None = None
 
     # -- NotebookBackend ---------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Re-attach to children recorded as live, then supervise them in the background."""
+    async def start(self, *, supervise: bool = True) -> None:
+        """Re-attach to children recorded as live, then supervise (and cull) them in the background.
+
+        `supervise=False` (the CLI) does neither: the workbench server owns the children, and a short
+        command must not cull or stop servers behind its back, or be cut off in the middle of a stop.
+        """
+        if not supervise:
+            return
         await self.reattach()
         if self._supervisor is None or self._supervisor.done():
             self._supervisor = asyncio.create_task(self._supervise(), name="cube-local-supervisor")
@@ -84,9 +91,8 @@ class LocalNotebookBackend:
 
     async def create_server(self, spec: NotebookSpec) -> NotebookServer:
         """Record the server as pending and spawn it; returns at once, a watcher marks it running.
-        If spawning fails the record is removed again: nothing is left half-created."""
-        if self.state.get(spec.user, spec.name) is not None:
-            raise Conflict(f"user {spec.user!r} already has a server named {spec.name!r}", field="name")
+        If spawning fails the record is removed again: nothing is left half-created. The insert is
+        the atomic duplicate check (Conflict), also against the CLI in another process."""
         slug = user_slug(spec.user)
         record = ServerRecord(
             user=spec.user,
@@ -133,7 +139,6 @@ class LocalNotebookBackend:
             if record.status != ServerStatus.STOPPED:
                 await self._stop(record, reason=None)
             self.state.delete(user, name)
-        self._locks.pop((user, name), None)
 
     # -- for the path router, tests and benchmarks -------------------------------------------------
 
@@ -240,8 +245,8 @@ class LocalNotebookBackend:
 
     def _launch(self, record: ServerRecord) -> ServerRecord:
         """Spawn the child for `record` (status pending, fresh port and token) and record its pid."""
-        workspace = self.settings.state_dir / "workspaces" / record.slug / record.name
-        log_path = self.settings.state_dir / "logs" / f"{record.slug}-{record.name}.log"
+        workspace = files.workspace_path(self.settings.state_dir, record.slug, record.name)
+        log_path = files.log_path(self.settings.state_dir, record.slug, record.name)
         try:
             workspace.mkdir(parents=True, exist_ok=True)
             port, token = process.free_port(), secrets.token_hex(24)
@@ -320,7 +325,7 @@ class LocalNotebookBackend:
         if code is not None:
             self._children.pop(record.key, None)
         reason = "process exited" if code is None else f"process exited with code {code}"
-        tail = process.log_tail(self.settings.state_dir / "logs" / f"{record.slug}-{record.name}.log")
+        tail = process.log_tail(files.log_path(self.settings.state_dir, record.slug, record.name))
         if tail:
             reason += f"; last lines of its log:\n{tail}"
         self.state.update(
@@ -385,8 +390,8 @@ class LocalNotebookBackend:
             raise NotFound(f"user {user!r} has no server named {name!r}", field="name")
         return record
 
-    def _lock(self, key: Key) -> asyncio.Lock:
-        return self._locks.setdefault(key, asyncio.Lock())
+    def _lock(self, key: Key) -> contextlib.AbstractAsyncContextManager[None]:
+        return self._locks.hold(key)
 
     async def _supervise(self) -> None:
         await repeat(self.check_once, self.settings.workbench.poll_seconds, "local supervision")

@@ -20,6 +20,8 @@ from pathlib import Path
 import psutil
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
+from cube_jupyter.backends.local import files
+
 # `python -m jupyterlab` of the interpreter running the workbench: the child sees the same packages.
 LAB_COMMAND: tuple[str, ...] = (sys.executable, "-m", "jupyterlab")
 LOOPBACK = "127.0.0.1"
@@ -42,6 +44,10 @@ def lab_argv(command: Sequence[str], *, base_url: str, port: int, root_dir: Path
         "--ServerApp.port_retries=0",
         f"--ServerApp.root_dir={root_dir}",
         "--ServerApp.jpserver_extensions=cube_jupyter_server=False",
+        # A child reads the same config files as the workbench; it is reached with its own token
+        # only, never with the workbench's trusted-header identity or its authorizer.
+        "--ServerApp.identity_provider_class=jupyter_server.auth.identity.PasswordIdentityProvider",
+        "--ServerApp.authorizer_class=jupyter_server.auth.authorizer.AllowAllAuthorizer",
         "--no-browser",
     ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -75,12 +81,11 @@ def free_port() -> int:
 def spawn(
     argv: Sequence[str], env: Mapping[str, str], cwd: Path, log_path: Path, header: str
 ) -> subprocess.Popen[bytes]:
-    """Start `argv` in a new session with stdout and stderr appended to `log_path`.
+    """Start `argv` in a new session with stdout and stderr appended to `log_path` (made 0600).
 
     Raises OSError when the log cannot be opened or the executable cannot be started.
     """
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
+    with files.open_private_append(log_path) as log:
         log.write(f"{LOG_SEPARATOR}{header} ====\n".encode())
         log.flush()
         return subprocess.Popen(

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from cube_jupyter.errors import Conflict
-from cube_jupyter.notebooks.spec import NotebookServer, Resources, ServerStatus
+from cube_jupyter.backends.local.files import PRIVATE_FILE, private_dir, private_file
+from cube_jupyter.notebooks.spec import NotebookServer, Resources, ServerStatus, server_exists
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS servers (
@@ -113,7 +113,10 @@ class StateStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # Rows hold every child's token: the state dir is 0700 and the database 0600 before the first
+        # row is written (sqlite gives its -wal and -shm files the database's mode).
+        private_dir(path.parent)
+        private_file(path)
         db = self._connect()
         try:
             db.execute("PRAGMA journal_mode=WAL")  # readers never block the writer, across processes
@@ -121,6 +124,10 @@ class StateStore:
             db.close()
         with self._transaction() as db:
             db.execute(SCHEMA)
+        for suffix in ("-wal", "-shm"):
+            sidecar = path.with_name(path.name + suffix)
+            if sidecar.exists():
+                sidecar.chmod(PRIVATE_FILE)
 
     def insert(self, record: ServerRecord) -> None:
         """Add a record; Conflict when the user already has a server of that name."""
@@ -132,9 +139,7 @@ class StateStore:
                     f"INSERT INTO servers ({', '.join(COLUMNS)}) VALUES ({marks})", [row[c] for c in COLUMNS]
                 )
         except sqlite3.IntegrityError:
-            raise Conflict(
-                f"user {record.user!r} already has a server named {record.name!r}", field="name"
-            ) from None
+            raise server_exists(record.user, record.name) from None
 
     def get(self, user: str, name: str) -> ServerRecord | None:
         with self._transaction(write=False) as db:

@@ -7,6 +7,7 @@ import * as React from 'react';
 
 import { resourceParts } from '../format';
 import type { IProfile } from '../types';
+import { ErrorMessage } from './ErrorMessage';
 
 export interface ICreateFormProps {
   profiles: readonly IProfile[];
@@ -114,15 +115,10 @@ export function CreateForm(props: ICreateFormProps): JSX.Element {
           )}
         </div>
       )}
-      {props.profilesError && (
-        <div
-          className="cube-Error"
-          role="alert"
-          data-testid="cube-profiles-error"
-        >
-          {props.profilesError}
-        </div>
-      )}
+      <ErrorMessage
+        message={props.profilesError}
+        testid="cube-profiles-error"
+      />
       <div className="cube-CreateForm-actions">
         <Button
           type="submit"
@@ -133,15 +129,7 @@ export function CreateForm(props: ICreateFormProps): JSX.Element {
           {props.creating ? 'Creating…' : 'Create'}
         </Button>
       </div>
-      {props.error && (
-        <div
-          className="cube-Error"
-          role="alert"
-          data-testid="cube-create-error"
-        >
-          {props.error}
-        </div>
-      )}
+      <ErrorMessage message={props.error} testid="cube-create-error" />
     </form>
   );
 }

@@ -8,6 +8,7 @@ import * as React from 'react';
 
 import { formatAge, formatDate, resourceParts } from '../format';
 import type { IServer } from '../types';
+import { ErrorMessage } from './ErrorMessage';
 import { StatusBadge } from './StatusBadge';
 
 export interface IServerRowProps {
@@ -30,10 +31,12 @@ export function ServerRow(props: IServerRowProps): JSX.Element {
   const age = formatAge(server.created, props.now);
   const created = formatDate(server.created);
   const activity = formatDate(server.last_activity);
-  const canConnect = status === 'running' && !!server.url;
-  const canStop = status === 'running' || status === 'pending';
-  const canStart = status === 'stopped' || status === 'failed';
-  const canDelete = status !== 'terminating';
+  // The server decides what may be done (no business rules here): show exactly its actions.
+  const actions = new Set(server.actions ?? []);
+  const canConnect = actions.has('connect') && !!server.url;
+  const canStop = actions.has('stop');
+  const canStart = actions.has('start');
+  const canDelete = actions.has('delete');
   return (
     <li
       className="cube-ServerRow"
@@ -128,15 +131,7 @@ export function ServerRow(props: IServerRowProps): JSX.Element {
           </Button>
         )}
       </div>
-      {props.error && (
-        <div
-          className="cube-Error"
-          role="alert"
-          data-testid="cube-server-error"
-        >
-          {props.error}
-        </div>
-      )}
+      <ErrorMessage message={props.error} testid="cube-server-error" />
     </li>
   );
 }

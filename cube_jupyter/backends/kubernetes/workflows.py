@@ -1,0 +1,363 @@
+"""Pipeline runs on the cluster: submit the compiled Argo Workflow, follow its nodes, cancel it.
+
+Like the notebook backend, writes go to the API (in a worker thread: the official client blocks) and
+every read is answered from one informer cache of the workbench's Workflows, so a run view polling
+step states never lists the cluster. The Argo controller reports progress in `status.nodes`; each
+step is the DAG task node whose `displayName` is the step's name (a `Retry` node when the step has
+retries, its attempts being the node's children), mapped to the run view's step statuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kubernetes.client import ApiClient
+
+from cube_jupyter.backends.kubernetes.client import (
+    ApiNotFound,
+    KubeClient,
+    ResourceType,
+    make_api_client,
+    register_resource_type,
+)
+from cube_jupyter.backends.kubernetes.informer import Informer, Obj
+from cube_jupyter.config import Settings
+from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFound
+from cube_jupyter.names import user_slug
+from cube_jupyter.notebooks.render import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION
+from cube_jupyter.pipelines.argo import (
+    API_VERSION,
+    COMPONENT,
+    COMPONENT_LABEL,
+    KIND,
+    RUN_ID_LABEL,
+    compile_workflow,
+)
+from cube_jupyter.pipelines.config import PipelineSettings, pipeline_config
+from cube_jupyter.pipelines.model import Pipeline
+
+log = logging.getLogger(__name__)
+
+WORKFLOWS = ResourceType(API_VERSION, KIND, "workflows")
+register_resource_type(WORKFLOWS)
+
+SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY},{COMPONENT_LABEL}={COMPONENT}"
+SHUTDOWN = "Terminate"
+FINISHED_PHASES = {"Succeeded", "Failed", "Error"}
+# How Argo words the failure of nodes it stopped because of `spec.shutdown`.
+SHUTDOWN_MESSAGE = re.compile(r"shutdown|stopped with strategy|terminat", re.IGNORECASE)
+STEP_NODE_TYPES = {"Pod", "Retry"}
+# Argo's workflow and node phases → the run view's statuses (a node not listed is pending).
+RUN_STATUS = {"Running": "running", "Succeeded": "succeeded", "Failed": "failed", "Error": "failed"}
+NODE_STATUS = {**RUN_STATUS, "Skipped": "skipped", "Omitted": "skipped"}
+# How long a write waits for its watch event, so the caller's next read sees what it just did.
+CACHE_WAIT_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class StepState:
+    """One step as the run view shows it, from its Argo node (or the lack of one)."""
+
+    name: str
+    status: str  # pending | running | succeeded | failed | cached | skipped | cancelled
+    started: str | None = None
+    finished: str | None = None
+    attempts: int = 0
+    message: str | None = None
+    node: str | None = None  # the Argo node id (the pod name's source), for logs
+
+
+@dataclass(frozen=True)
+class WorkflowRun:
+    """A pipeline run on the cluster: its Workflow and the state of each step."""
+
+    name: str  # the Workflow's name
+    namespace: str
+    user: str
+    run_id: str
+    status: str  # queued | running | succeeded | failed | cancelled
+    message: str | None
+    created: str | None
+    started: str | None
+    finished: str | None
+    steps: dict[str, StepState] = field(default_factory=dict)  # in the DAG's (topological) order
+
+    def step_statuses(self) -> dict[str, str]:
+        return {name: state.status for name, state in self.steps.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        result = asdict(self)
+        result["steps"] = [asdict(state) for state in self.steps.values()]
+        return result
+
+
+def _labels(obj: Obj) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def _user_of(obj: Obj) -> str:
+    return str(((obj.get("metadata") or {}).get("annotations") or {}).get(USER_ANNOTATION) or "")
+
+
+def _index_run(obj: Obj) -> list[str]:
+    run_id = _labels(obj).get(RUN_ID_LABEL)
+    namespace = (obj.get("metadata") or {}).get("namespace") or ""
+    return [f"{namespace}/{run_id}"] if run_id else []
+
+
+def _index_user(obj: Obj) -> list[str]:
+    user = _user_of(obj)
+    return [user] if user else []
+
+
+class ClusterPipelineRuns:
+    """Pipeline runs as Argo Workflows in each user's namespace."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        api_client: ApiClient | None = None,
+        *,
+        config: PipelineSettings | None = None,
+        sync_timeout: float = 30.0,
+        watch_timeout_seconds: int = 300,
+    ) -> None:
+        self.settings = settings
+        self.config = config or pipeline_config(settings)
+        self._owns_client = api_client is None
+        self.client = KubeClient(api_client if api_client is not None else make_api_client(settings))
+        self.sync_timeout = sync_timeout
+        self.workflows = Informer(
+            self.client,
+            API_VERSION,
+            KIND,
+            label_selector=SELECTOR,
+            indexers={"run": _index_run, "user": _index_user},
+            watch_timeout_seconds=watch_timeout_seconds,
+        )
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the informer and wait for its first list, so the first read sees the cluster."""
+        self.workflows.start()
+        if not await asyncio.to_thread(self.workflows.wait_synced, self.sync_timeout):
+            why = self.workflows.last_error or "no answer"
+            await self.close()
+            raise BackendUnavailable(
+                f"could not load Argo Workflows from the Kubernetes API at {self.client.host} within "
+                f"{self.sync_timeout:.0f}s: {why} (is Argo Workflows installed?)"
+            )
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.workflows.stop)
+        if self._owns_client:
+            self.client.close()
+
+    # -- reads: the informer cache only ------------------------------------------------------------
+
+    def namespace(self, user: str) -> str:
+        return self.settings.namespace_for(user_slug(user))
+
+    def get(self, user: str, run_id: str) -> WorkflowRun:
+        obj = self._workflow(user, run_id)
+        if obj is None:
+            raise NotFound(f"user {user!r} has no cluster run {run_id!r}", field="run_id")
+        return workflow_run(obj)
+
+    def status(self, user: str, run_id: str) -> dict[str, str]:
+        """{step: status} of one run."""
+        return self.get(user, run_id).step_statuses()
+
+    def list_runs(self, user: str | None) -> list[WorkflowRun]:
+        objs = self.workflows.list() if user is None else self.workflows.by_index("user", user)
+        return [workflow_run(obj) for obj in objs if _labels(obj).get(RUN_ID_LABEL)]
+
+    def _workflow(self, user: str, run_id: str) -> Obj | None:
+        found = [
+            obj
+            for obj in self.workflows.by_index("run", f"{self.namespace(user)}/{run_id}")
+            if _user_of(obj) == user
+        ]
+        return max(
+            found, key=lambda o: (o.get("metadata") or {}).get("creationTimestamp") or "", default=None
+        )
+
+    # -- writes ------------------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        pipeline: Pipeline,
+        user: str,
+        run_id: str,
+        store_url: str | None = None,
+        parameters: dict[str, Any] | None = None,
+        *,
+        parallel: int | None = None,
+    ) -> str:
+        """Create the run's Workflow in the user's namespace; return its (generated) name.
+
+        One object holds the whole run (the pipeline travels inside it), so a failed create leaves
+        nothing behind and there is nothing to roll back.
+        """
+        workflow = compile_workflow(
+            pipeline,
+            self.settings,
+            run_id=run_id,
+            store_url=store_url,
+            parameters=parameters,
+            user=user,
+            parallel=parallel,
+            config=self.config,
+        )
+        if self._workflow(user, run_id) is not None:
+            raise Conflict(f"user {user!r} already has a cluster run {run_id!r}", field="run_id")
+        namespace = workflow["metadata"]["namespace"]
+        try:
+            created = await asyncio.to_thread(self.client.create, workflow)
+        except ApiNotFound as exc:
+            raise self._not_found_on_create(user, namespace, exc) from None
+        name = created["metadata"]["name"]
+        if not await asyncio.to_thread(
+            self.workflows.wait_for,
+            lambda: self.workflows.get(namespace, name) is not None,
+            CACHE_WAIT_SECONDS,
+        ):
+            self.workflows.upsert(created)  # read-your-writes even if the watch lags
+        log.info("submitted pipeline %s run %s as Workflow %s/%s", pipeline.name, run_id, namespace, name)
+        return str(name)
+
+    def _not_found_on_create(self, user: str, namespace: str, exc: ApiNotFound) -> CubeError:
+        if exc.missing_kind == "namespaces" or f'namespaces "{namespace}" not found' in exc.message:
+            return NotFound(
+                f"namespace {namespace!r} of user {user!r} does not exist; an admin must create it "
+                f"(CubeSpawner.namespace_template is {self.settings.spawner.namespace_template!r})",
+                field="user",
+            )
+        return BackendUnavailable(
+            f"the cluster does not serve {WORKFLOWS.describe()} ({API_VERSION} {KIND}): is Argo Workflows "
+            f"installed? ({exc.message})"
+        )
+
+    async def cancel(self, user: str, run_id: str) -> WorkflowRun:
+        """Stop a run as `argo terminate` does: `spec.shutdown: Terminate` makes the controller kill
+        running pods and start nothing more. A finished run is left as it is."""
+        obj = self._workflow(user, run_id)
+        if obj is None:
+            raise NotFound(f"user {user!r} has no cluster run {run_id!r}", field="run_id")
+        if _phase(obj) in FINISHED_PHASES or _shutdown(obj):
+            return workflow_run(obj)
+        meta = obj["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        patched = await asyncio.to_thread(
+            self.client.patch, API_VERSION, KIND, namespace, name, {"spec": {"shutdown": SHUTDOWN}}
+        )
+
+        def applied() -> bool:
+            cached = self.workflows.get(namespace, name)
+            return cached is not None and bool(_shutdown(cached))
+
+        if not await asyncio.to_thread(self.workflows.wait_for, applied, CACHE_WAIT_SECONDS):
+            self.workflows.upsert(patched)
+        return workflow_run(self.workflows.get(namespace, name) or patched)
+
+    async def wait_finished(self, user: str, run_id: str, timeout: float | None = None) -> WorkflowRun:
+        """Block (in a thread) until the run's Workflow reaches a final phase; the run as it is then."""
+
+        def finished() -> bool:
+            obj = self._workflow(user, run_id)
+            return obj is None or _phase(obj) in FINISHED_PHASES
+
+        await asyncio.to_thread(self.workflows.wait_for, finished, timeout)
+        return self.get(user, run_id)
+
+
+# -- mapping a Workflow to what the run view shows -------------------------------------------------
+
+
+def workflow_run(obj: Obj) -> WorkflowRun:
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    phase = _phase(obj)
+    run_status = RUN_STATUS.get(phase, "queued")
+    if _shutdown(obj) and phase != "Succeeded":
+        run_status = "cancelled"  # nothing more will run, whatever is still being stopped
+    return WorkflowRun(
+        name=str(meta.get("name") or ""),
+        namespace=str(meta.get("namespace") or ""),
+        user=_user_of(obj),
+        run_id=_labels(obj).get(RUN_ID_LABEL, ""),
+        status=run_status,
+        message=status.get("message") or None,
+        created=meta.get("creationTimestamp") or None,
+        started=status.get("startedAt") or None,
+        finished=status.get("finishedAt") or None,
+        steps=step_states(obj),
+    )
+
+
+def step_states(obj: Obj) -> dict[str, StepState]:
+    """Each DAG task's state, in the DAG's order; a task without a node yet is pending (or, once the
+    run is over, skipped, or cancelled when the run was)."""
+    nodes: dict[str, Obj] = (obj.get("status") or {}).get("nodes") or {}
+    steps = _dag_tasks(obj)
+    found: dict[str, Obj] = {}
+    for node in nodes.values():
+        name = node.get("displayName")
+        if name in steps and node.get("type") in STEP_NODE_TYPES:
+            found[name] = node
+    shutdown = bool(_shutdown(obj))
+    finished = _phase(obj) in FINISHED_PHASES
+    states = {}
+    for step in steps:
+        task_node = found.get(step)
+        if task_node is None:
+            status = "cancelled" if shutdown else "skipped" if finished else "pending"
+            states[step] = StepState(name=step, status=status)
+        else:
+            states[step] = _node_state(step, task_node, nodes, shutdown)
+    return states
+
+
+def _node_state(step: str, node: Obj, nodes: dict[str, Obj], shutdown: bool) -> StepState:
+    attempts = (
+        [nodes[c] for c in node.get("children") or [] if c in nodes] if node.get("type") == "Retry" else []
+    )
+    message = node.get("message") or (attempts[-1].get("message") if attempts else None) or None
+    phase = node.get("phase") or "Pending"
+    status = NODE_STATUS.get(phase, "pending")
+    if status == "succeeded" and (node.get("memoizationStatus") or {}).get("hit"):
+        status = "cached"
+    elif status == "failed" and shutdown and SHUTDOWN_MESSAGE.search(message or ""):
+        status = "cancelled"
+    return StepState(
+        name=step,
+        status=status,
+        started=node.get("startedAt") or None,
+        finished=node.get("finishedAt") or None,
+        attempts=len(attempts) if node.get("type") == "Retry" else int(phase not in ("Skipped", "Omitted")),
+        message=message,
+        node=node.get("id") or None,
+    )
+
+
+def _dag_tasks(obj: Obj) -> list[str]:
+    spec = obj.get("spec") or {}
+    for template in spec.get("templates") or []:
+        if template.get("name") == spec.get("entrypoint"):
+            return [
+                task["name"] for task in (template.get("dag") or {}).get("tasks") or [] if task.get("name")
+            ]
+    return []
+
+
+def _phase(obj: Obj) -> str:
+    return str((obj.get("status") or {}).get("phase") or "")
+
+
+def _shutdown(obj: Obj) -> str:
+    return str((obj.get("spec") or {}).get("shutdown") or "")

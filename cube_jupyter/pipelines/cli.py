@@ -1,0 +1,293 @@
+"""`cube-jupyter pipeline graph|run|compile`: a tagged notebook as a pipeline, from a shell.
+
+    cube-jupyter pipeline graph NOTEBOOK
+    cube-jupyter pipeline run NOTEBOOK [-p NAME VALUE]... [--store URL] [--parallel N] [--no-cache]
+                                       [--output-dir DIR]
+    cube-jupyter pipeline compile NOTEBOOK --target argo [-o FILE]
+
+`run` exits 0 when every step succeeded (or was cached), 1 when a step failed, 2 when the pipeline
+or an argument is invalid, 130 when cancelled with Ctrl-C (running kernels are killed, the run is
+recorded as cancelled, everything finished so far stays in the store and the cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+from tqdm import tqdm
+
+from cube_jupyter.config import Settings
+from cube_jupyter.errors import InvalidInput
+from cube_jupyter.pipelines.history import DONE_STEP, RunRecord, StepRecord
+from cube_jupyter.pipelines.model import Pipeline
+from cube_jupyter.pipelines.service import PipelineService
+
+INVALID = 2
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    pipeline = commands.add_parser("pipeline", help="notebooks as pipelines: graph, run, compile")
+    actions = pipeline.add_subparsers(title="actions", metavar="ACTION", required=True)
+
+    def action(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = actions.add_parser(name, help=help_text)
+        sub.add_argument("notebook", metavar="NOTEBOOK", help="the tagged .ipynb file")
+        sub.add_argument("--config", metavar="FILE", help="a jupyter_server_config.py with c.Cube* settings")
+        return sub
+
+    action("graph", "print the steps, edges and the variables on each edge as JSON").set_defaults(run=_graph)
+
+    run = action("run", "run the pipeline here: steps in parallel worker processes, cached by content")
+    _parameter_option(run)
+    run.add_argument("--store", metavar="URL", help="artifact store: a path, file:// or s3://bucket/prefix")
+    run.add_argument("--parallel", type=int, metavar="N", help="steps at once (default: the core count)")
+    run.add_argument("--no-cache", action="store_true", help="run every step even if it is unchanged")
+    run.add_argument("--output-dir", metavar="DIR", help="write executed step notebooks to DIR/STEP.ipynb")
+    run.add_argument("--user", help="whose run it is in the history (default: CubeWorkbench.default_user)")
+    run.set_defaults(run=_run)
+
+    compile_ = action("compile", "print the pipeline as an Argo Workflow (YAML)")
+    compile_.add_argument("--target", choices=["argo"], required=True, help="what to compile to")
+    compile_.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    compile_.add_argument("--store", metavar="URL", help="s3://bucket/prefix (default: CubeStorage.url)")
+    compile_.add_argument("--run-id", help="name the run's artifacts (default: the Workflow's own name)")
+    _parameter_option(compile_)
+    compile_.set_defaults(run=_compile)
+
+
+def _parameter_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="set a parameter of the notebook's parameters cell; VALUE is JSON (0.1, true, [1, 2]) or text",
+    )
+
+
+def _parameters(pairs: list[list[str]]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for name, text in pairs:
+        try:
+            values[name] = json.loads(text)
+        except ValueError:
+            values[name] = text  # like papermill's -p: what is not a number, bool or JSON is a string
+    return values
+
+
+def _locate(notebook: str) -> tuple[Path, str]:
+    """(root dir, path relative to it): the working directory when the notebook is below it, as a
+    Jupyter server rooted here would see it; else the notebook's own folder."""
+    full = Path(notebook).expanduser().resolve()
+    cwd = Path.cwd().resolve()
+    if full.is_relative_to(cwd):
+        return cwd, full.relative_to(cwd).as_posix()
+    return full.parent, full.name
+
+
+def _invalid(exc: InvalidInput) -> int:
+    print(f"error: {exc.message}", file=sys.stderr)
+    return INVALID
+
+
+def _graph(args: argparse.Namespace, settings: Settings) -> int:
+    root, path = _locate(args.notebook)
+    service = PipelineService(settings, root)
+    try:
+        pipeline = service.graph(settings.workbench.default_user, path)
+    except InvalidInput as exc:
+        return _invalid(exc)
+    for warning in pipeline.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(json.dumps(pipeline.to_dict(), indent=2))
+    return 0
+
+
+def _compile(args: argparse.Namespace, settings: Settings) -> int:
+    from cube_jupyter.pipelines.argo import compile_workflow
+
+    root, path = _locate(args.notebook)
+    try:
+        pipeline = PipelineService(settings, root).load(path)
+        workflow = compile_workflow(
+            pipeline,
+            settings,
+            run_id=args.run_id,
+            store_url=args.store,
+            parameters=_parameters(args.parameter),
+        )
+    except InvalidInput as exc:
+        return _invalid(exc)
+    text = yaml.safe_dump(workflow, sort_keys=False, default_flow_style=False)
+    if args.output:
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    if args.parallel is not None and args.parallel < 1:
+        print("error: --parallel must be at least 1", file=sys.stderr)
+        return INVALID
+    return asyncio.run(_run_async(args, settings))
+
+
+async def _run_async(args: argparse.Namespace, settings: Settings) -> int:
+    root, path = _locate(args.notebook)
+    parallel = args.parallel or os.cpu_count() or 1
+    service = PipelineService(settings, root, pool_size=parallel)
+    user = args.user or settings.workbench.default_user
+    try:
+        try:
+            pipeline = service.load(path)
+        except InvalidInput as exc:
+            return _invalid(exc)
+        for warning in pipeline.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        display = StepDisplay(pipeline, sys.stderr)
+        started = time.perf_counter()
+        try:
+            run = await service.start_run(
+                user,
+                path,
+                _parameters(args.parameter),
+                store=args.store,
+                parallel=parallel,
+                no_cache=args.no_cache,
+                observer=display.update,
+            )
+        except InvalidInput as exc:
+            display.close()
+            return _invalid(exc)
+        interrupted = _cancel_on_ctrl_c(service, user, run.id)
+        try:
+            run = await service.wait(user, run.id)
+        finally:
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
+            display.close()
+        elapsed = time.perf_counter() - started
+    finally:
+        await service.close()
+    _print_summary(run, elapsed)
+    if args.output_dir:
+        _write_notebooks(service, user, run, Path(args.output_dir))
+    if interrupted.is_set() or run.status == "cancelled":
+        return 130
+    return 0 if run.status == "succeeded" else 1
+
+
+def _cancel_on_ctrl_c(service: PipelineService, user: str, run_id: str) -> asyncio.Event:
+    """First Ctrl-C cancels the run (kernels killed, run recorded); a second one stops at once."""
+    loop = asyncio.get_running_loop()
+    interrupted = asyncio.Event()
+    cancelling: set[asyncio.Task[RunRecord]] = set()
+
+    def on_sigint() -> None:
+        if interrupted.is_set():
+            loop.remove_signal_handler(signal.SIGINT)
+            raise KeyboardInterrupt
+        interrupted.set()
+        print("\ncancelling: stopping running steps (Ctrl-C again to quit at once)", file=sys.stderr)
+        task = loop.create_task(service.cancel(user, run_id))
+        cancelling.add(task)
+        task.add_done_callback(cancelling.discard)
+
+    loop.add_signal_handler(signal.SIGINT, on_sigint)
+    return interrupted
+
+
+class StepDisplay:
+    """Progress per step: one tqdm bar each on a terminal, a line per change otherwise."""
+
+    def __init__(self, pipeline: Pipeline, stream: IO[str]) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.width = max((len(step.name) for step in pipeline.steps), default=4)
+        self.bars: dict[str, tqdm[Any]] = {}
+        if self.tty:
+            for position, step in enumerate(pipeline.steps):
+                self.bars[step.name] = tqdm(
+                    total=1,
+                    position=position,
+                    desc=step.name.ljust(self.width),
+                    bar_format="{desc} |{bar:12}| {postfix}",
+                    file=stream,
+                    leave=True,
+                    dynamic_ncols=True,
+                    postfix="pending",
+                )
+
+    def update(self, step: StepRecord) -> None:
+        text = _status_text(step)
+        if not self.tty:
+            print(f"{step.name.ljust(self.width)}  {text}", file=self.stream, flush=True)
+            return
+        bar = self.bars[step.name]
+        bar.set_postfix_str(text, refresh=False)
+        if step.status in DONE_STEP and bar.n == 0:
+            bar.update(1)
+        elif step.status not in DONE_STEP and bar.n:
+            bar.reset(total=1)
+        bar.refresh()
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
+        self.bars.clear()
+
+
+def _status_text(step: StepRecord) -> str:
+    text = step.status
+    if step.attempts > 1:
+        text += f" (attempt {step.attempts})"
+    if step.status in ("succeeded", "failed") and step.duration is not None:
+        text += f" in {step.duration:.2f}s"
+    return text
+
+
+def _print_summary(run: RunRecord, elapsed: float) -> None:
+    header = ("STEP", "STATUS", "ATTEMPTS", "DURATION", "CACHED", "NOTEBOOK")
+    rows = [header] + [
+        (
+            s.name,
+            s.status,
+            str(s.attempts),
+            f"{s.duration:.2f}s" if s.duration is not None else "-",
+            "yes" if s.cache_hit else "no",
+            s.notebook or "-",
+        )
+        for s in run.steps
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    print(f"run {run.id} {run.status} in {elapsed:.2f}s (store {run.store})")
+    for step in run.steps:
+        if step.status == "failed" and step.error:
+            print(f"\n{step.error.get('message') or f'step {step.name!r} failed'}", file=sys.stderr)
+            traceback = step.error.get("traceback") or ""
+            if traceback:
+                print(traceback if sys.stderr.isatty() else ANSI.sub("", traceback), file=sys.stderr)
+
+
+def _write_notebooks(service: PipelineService, user: str, run: RunRecord, directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for step in run.steps:
+        if step.notebook:
+            (directory / f"{step.name}.ipynb").write_bytes(service.executed_notebook(user, run.id, step.name))
+    print(f"executed step notebooks in {directory}", file=sys.stderr)

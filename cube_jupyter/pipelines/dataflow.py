@@ -1,0 +1,674 @@
+"""Static data flow of notebook code: which names a step reads from upstream and which it hands on.
+
+Each step's cells are analysed in order, as one module-level program, with `ast` (IPython magics and
+shell lines are first turned into Python by IPython's TransformerManager; code under `%time`,
+`%%time`, `%timeit`, `%%capture`, `%prun` is analysed too). The semantics, chosen so that running the
+steps separately gives what running the notebook top to bottom gives:
+
+- **read**: a name loaded while it is not yet bound in the step. Bound on some paths only (inside an
+  `if`, a loop, a `try`), it is a *weak* read: taken from upstream when an earlier step defines it,
+  silently fine otherwise. `x += 1`, `del x`, `df["a"] = 1` and `df.a = 1` read `x`/`df`.
+- **defined**: bound by assignment (also tuple unpacking, augmented and annotated assignment, `:=`),
+  `for`/`with` targets, `import`, `def`, `class`, match captures — on any path — and not deleted
+  by `del` afterwards. `except E as e` binds `e` only inside the handler, as Python does.
+- **modified**: `df["a"] = 1`, `df.a = 1`, `del df["a"]`, a call with `inplace=True`, or a call of a
+  known mutating method on it (`append`, `update`, `fit`, `sort`, torch's `x.add_()`, ...). A modified
+  name counts as defined by the step, so downstream steps take the modified value. Mutation through
+  other calls (`helper(df)`) is not seen.
+- **scopes**: comprehensions have their own scope (their free names are read at once); the free
+  names of a `def`, `lambda` or `class` body are read by the step unless the step binds them itself
+  somewhere (they are looked up when the function is called). Names declared `global` and assigned
+  in a function count as defined by the step.
+- Changing in place a name the step did not bind nor take from upstream (a module: `np.random.seed(0)`,
+  a shared parameter) hands nothing on: every step runs the shared cells afresh.
+- **linking** (`resolve`): a name a step reads comes from the nearest earlier step in notebook order
+  that defines it; that step outputs it and an edge carries it. Names from `imports`, `functions`
+  and `parameters` cells and builtins are never passed (every step runs those cells); a function from
+  a `functions` cell brings its own free names in as reads of the step that uses it. A name read
+  but defined nowhere before is a warning naming the cell, not an error: it may come from outside
+  the notebook's static view (`%run`, `exec`, a star import).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from IPython.core.inputtransformer2 import TransformerManager
+
+from cube_jupyter.pipelines.model import PipelineError
+
+# Names a Jupyter kernel provides without any cell defining them.
+KERNEL_NAMES = set(dir(builtins)) | {"get_ipython", "display", "In", "Out", "exit", "quit", "__builtins__"}
+KERNEL_NAME = re.compile(r"^(_+|_i+|_i?\d+|_ih|_oh|_dh|_ii+)$")
+# Magics whose argument (line) or body (cell) is Python code that runs in the user namespace.
+CODE_LINE_MAGICS = {"time", "timeit", "prun"}
+CODE_CELL_MAGICS = {"time", "timeit", "prun", "capture"}
+_MAGIC_OPTIONS = re.compile(r"^\s*(?:-[nrpsTDl]\s*\S+\s+|-[a-zA-Z]+\s+)*")
+MUTATING_METHODS = {
+    # list, dict, set, deque
+    "append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse", "update", "setdefault",
+    "popitem", "add", "discard", "difference_update", "intersection_update",
+    "symmetric_difference_update", "appendleft", "extendleft", "popleft", "rotate",
+    # numpy arrays and random generators
+    "fill", "resize", "put", "itemset", "setflags", "shuffle", "seed",
+    # scikit-learn, xgboost, keras, torch models and optimizers
+    "fit", "partial_fit", "fit_transform", "fit_predict", "fit_resample", "set_params", "compile",
+    "train", "eval", "load_state_dict", "zero_grad", "step", "backward", "to", "cuda", "cpu",
+    "load_model", "load_weights", "set_weights",
+}  # fmt: skip
+# Functions that mutate their first argument in place: random.shuffle(x), np.random.shuffle(x).
+MUTATING_FUNCTIONS = {"shuffle"}
+
+_transformer = TransformerManager()
+
+
+def is_kernel_name(name: str) -> bool:
+    return name in KERNEL_NAMES or bool(KERNEL_NAME.match(name))
+
+
+def to_python(source: str) -> str:
+    """IPython syntax (magics, `!cmd`, `x?`) → plain Python, as the kernel itself rewrites it."""
+    try:
+        return str(_transformer.transform_cell(source))
+    except Exception:  # the transformer gives up on some unbalanced input; ast then reports it
+        return source
+
+
+def parse_cell(source: str, where: str) -> ast.Module:
+    """Parse one cell; PipelineError naming `where` (e.g. "cells[3]") and the line on a syntax error."""
+    try:
+        return ast.parse(to_python(source))
+    except SyntaxError as exc:
+        raise PipelineError(
+            f"{where} has a syntax error at line {exc.lineno}: {exc.msg}", field=where
+        ) from None
+    except ValueError as exc:  # e.g. null bytes
+        raise PipelineError(f"{where} cannot be parsed: {exc}", field=where) from None
+    except (RecursionError, MemoryError):
+        raise PipelineError(f"{where} is nested too deeply to analyse", field=where) from None
+
+
+@dataclass
+class CodeFlow:
+    """The flow of one piece of code: name → the cell index where it is first read / last bound."""
+
+    reads: dict[str, int] = field(default_factory=dict)
+    weak_reads: dict[str, int] = field(default_factory=dict)
+    defines: dict[str, int] = field(default_factory=dict)
+    modified: set[str] = field(default_factory=set)
+    modified_only: set[str] = field(default_factory=set)  # changed in place but never bound here
+    deleted: set[str] = field(default_factory=set)
+    imported: set[str] = field(default_factory=set)
+    star_imports: list[int] = field(default_factory=list)
+    function_free: dict[str, set[str]] = field(default_factory=dict)  # top-level def/class → free names
+
+
+# --- scopes of functions, lambdas, classes and comprehensions ----------------------------------------
+
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, *_COMPREHENSIONS)
+
+
+@dataclass
+class _Scope:
+    loads: set[str] = field(default_factory=set)
+    stores: set[str] = field(default_factory=set)
+    globals: set[str] = field(default_factory=set)
+    nonlocals: set[str] = field(default_factory=set)
+    global_stores: set[str] = field(default_factory=set)  # names this scope or a nested one rebinds
+    walrus: set[str] = field(default_factory=set)  # := targets inside a comprehension: enclosing scope
+
+
+def _arg_names(args: ast.arguments) -> set[str]:
+    every = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+    every += [a for a in (args.vararg, args.kwarg) if a is not None]
+    return {a.arg for a in every}
+
+
+def _outer_parts(node: ast.AST) -> list[ast.AST]:
+    """The parts of a scope-creating node evaluated in the enclosing scope, at definition time."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        parts: list[ast.AST] = [*node.decorator_list, *node.args.defaults]
+        parts += [d for d in node.args.kw_defaults if d is not None]
+        every = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+        every += [a for a in (node.args.vararg, node.args.kwarg) if a is not None]
+        parts += [a.annotation for a in every if a.annotation is not None]
+        return parts + ([node.returns] if node.returns is not None else [])
+    if isinstance(node, ast.Lambda):
+        return [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+    if isinstance(node, ast.ClassDef):
+        return [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]
+    if isinstance(node, _COMPREHENSIONS):
+        return [node.generators[0].iter]
+    return []
+
+
+def free_names(node: ast.AST) -> tuple[set[str], set[str], set[str]]:
+    """(free names, names rebound via `global`, `:=` targets leaking out) of a scope-creating node.
+
+    Free names are those the body looks up in the enclosing/global scope; the parts evaluated at
+    definition time (decorators, defaults, the first comprehension iterable) are not included.
+    """
+    scope = _Scope()
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        scope.stores |= _arg_names(node.args)
+        body: list[ast.AST] = [node.body] if isinstance(node, ast.Lambda) else list(node.body)
+    elif isinstance(node, ast.ClassDef):
+        body = list(node.body)
+    else:
+        assert isinstance(node, _COMPREHENSIONS)
+        body = []
+        for index, generator in enumerate(node.generators):
+            _collect_targets(generator.target, scope.stores)
+            body += ([] if index == 0 else [generator.iter]) + list(generator.ifs)
+        body += [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+    for part in body:
+        _collect(part, scope, comprehension=isinstance(node, _COMPREHENSIONS))
+    local = scope.stores - scope.globals
+    free = (scope.loads - local) | (scope.globals & scope.loads)
+    free -= scope.nonlocals
+    return free, scope.global_stores | (scope.globals & scope.stores), scope.walrus
+
+
+def _collect_targets(target: ast.AST, into: set[str]) -> None:
+    for sub in ast.walk(target):
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
+            into.add(sub.id)
+
+
+def _collect(node: ast.AST, scope: _Scope, comprehension: bool = False) -> None:
+    """Gather a scope's loads and stores, descending into nested scopes only for their free names."""
+    if isinstance(node, _SCOPES):
+        for part in _outer_parts(node):
+            _collect(part, scope, comprehension)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            scope.stores.add(node.name)
+        inner_free, inner_global_stores, walrus = free_names(node)
+        scope.loads |= inner_free
+        scope.global_stores |= inner_global_stores
+        scope.stores |= walrus
+        if comprehension:
+            scope.walrus |= walrus
+        return
+    if isinstance(node, ast.Global):
+        scope.globals.update(node.names)
+    elif isinstance(node, ast.Nonlocal):
+        scope.nonlocals.update(node.names)
+    elif isinstance(node, ast.Name):
+        (scope.loads if isinstance(node.ctx, ast.Load) else scope.stores).add(node.id)
+    elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+        scope.loads.add(node.target.id)  # `x += 1` reads x
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+        scope.stores.update(_import_names(node))
+    elif isinstance(node, ast.ExceptHandler) and node.name:
+        scope.stores.add(node.name)
+    elif isinstance(node, ast.NamedExpr) and comprehension:
+        scope.walrus.add(node.target.id)
+        _collect(node.value, scope, comprehension)
+        return
+    elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        scope.stores.add(node.name)
+    elif isinstance(node, ast.MatchMapping) and node.rest:
+        scope.stores.add(node.rest)
+    for child in ast.iter_child_nodes(node):
+        _collect(child, scope, comprehension)
+
+
+def _import_names(node: ast.Import | ast.ImportFrom) -> list[str]:
+    names = []
+    for alias in node.names:
+        if alias.name == "*":
+            continue
+        names.append(alias.asname or alias.name.split(".")[0])
+    return names
+
+
+def _root_name(node: ast.AST) -> str | None:
+    """`df` for `df`, `df.a`, `df["a"].b`, `df.loc[0]`: the variable a chain of attributes hangs off."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _magic_code(call: ast.Call) -> tuple[str, str | None] | None:
+    """(code, captured name) for `get_ipython().run_line_magic('time', CODE)` and cell-magic forms."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)):
+        return None
+    owner = func.value.func
+    if not (isinstance(owner, ast.Name) and owner.id == "get_ipython"):
+        return None
+    args = [a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else None for a in call.args]
+    if func.attr == "run_line_magic" and len(args) == 2 and args[0] in CODE_LINE_MAGICS and args[1]:
+        return _strip_magic_options(args[1]), None
+    if func.attr == "run_cell_magic" and len(args) == 3 and args[0] in CODE_CELL_MAGICS and args[2]:
+        captured = None
+        if args[0] == "capture" and args[1]:
+            words = [w for w in args[1].split() if not w.startswith("-")]
+            captured = words[0] if words and words[0].isidentifier() else None
+        return args[2], captured
+    return None
+
+
+def _strip_magic_options(line: str) -> str:
+    """`-n 10 -r 3 x = f()` → `x = f()`: timeit/prun options come before the code."""
+    return _MAGIC_OPTIONS.sub("", line, count=1)
+
+
+# --- the module-level analyser ---------------------------------------------------------------------
+
+
+class _Forget(ast.stmt):
+    """Marks the end of an except handler: its `as` name is unbound again (no read, unlike `del`)."""
+
+    _fields = ("name",)
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+
+class _Analyzer:
+    """Walks module-level statements in execution order, tracking definitely/possibly bound names."""
+
+    def __init__(self) -> None:
+        self.flow = CodeFlow()
+        self.bound: set[str] = set()  # bound on every path so far
+        self.maybe: set[str] = set()  # bound on some path so far (bound ⊆ maybe)
+        self.ever: set[str] = set()  # bound at any point
+        self.deferred: dict[str, int] = {}
+        self.cell = 0
+
+    # names
+
+    def read(self, name: str) -> None:
+        if name in self.bound:
+            return
+        target = self.flow.weak_reads if name in self.maybe else self.flow.reads
+        if name not in self.flow.reads:
+            target.setdefault(name, self.cell)
+
+    def bind(self, name: str) -> None:
+        self.flow.modified_only.discard(name)
+        self.bound.add(name)
+        self.maybe.add(name)
+        self.ever.add(name)
+        self.flow.defines[name] = self.cell
+        self.flow.imported.discard(name)
+
+    def modify(self, node: ast.AST) -> None:
+        """A change in place: the variable counts as defined here (not a module: `np.random.seed()`)."""
+        name = _root_name(node)
+        if name is None or name in self.flow.imported:
+            return
+        fresh = name not in self.maybe
+        self.flow.modified.add(name)
+        self.bind(name)
+        if fresh:
+            self.flow.modified_only.add(name)
+
+    def unbind(self, name: str) -> None:
+        self.read(name)
+        self.bound.discard(name)
+        self.maybe.discard(name)
+        self.flow.defines.pop(name, None)
+        self.flow.deleted.add(name)
+
+    # control flow
+
+    def branches(self, *bodies: Sequence[ast.stmt]) -> None:
+        """Run alternative bodies from the same state: bound after = bound on every path."""
+        start_bound, start_maybe = set(self.bound), set(self.maybe)
+        ends_bound, ends_maybe = [], []
+        for body in bodies:
+            self.bound, self.maybe = set(start_bound), set(start_maybe)
+            self.block(body)
+            ends_bound.append(self.bound)
+            ends_maybe.append(self.maybe)
+        self.bound = set.intersection(*ends_bound)
+        self.maybe = set.union(*ends_maybe)
+
+    def block(self, body: Iterable[ast.stmt]) -> None:
+        for statement in body:
+            self.stmt(statement)
+
+    def stmt(self, node: ast.stmt) -> None:
+        if isinstance(node, _Forget):
+            self.bound.discard(node.name)
+            self.maybe.discard(node.name)
+            self.flow.defines.pop(node.name, None)
+        elif isinstance(node, ast.Assign):
+            self.expr(node.value)
+            for target in node.targets:
+                self.target(target)
+        elif isinstance(node, ast.AugAssign):
+            self.expr(node.value)
+            if isinstance(node.target, ast.Name):
+                self.read(node.target.id)
+            self.target(node.target)
+        elif isinstance(node, ast.AnnAssign):
+            if node.value is not None:
+                self.expr(node.value)
+            self.expr(node.annotation)
+            if node.value is not None:
+                self.target(node.target)
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            self.expr(node.iter)
+            loop = [ast.Assign(targets=[node.target], value=ast.Constant(None)), *node.body]
+            self.branches(loop, [])
+            self.branches(node.orelse, [])
+        elif isinstance(node, ast.While):
+            self.expr(node.test)
+            self.branches(node.body, [])
+            self.branches(node.orelse, [])
+        elif isinstance(node, ast.If):
+            self.expr(node.test)
+            self.branches(node.body, node.orelse)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                self.expr(item.context_expr)
+                if item.optional_vars is not None:
+                    self.target(item.optional_vars)
+            self.block(node.body)
+        elif isinstance(node, (ast.Try, ast.TryStar)):
+            self.branches([*node.body, *node.orelse], *(self.handler(h) for h in node.handlers))
+            self.block(node.finalbody)
+        elif isinstance(node, ast.Match):
+            self.expr(node.subject)
+            self.branches(*(self.case(c) for c in node.cases), [])
+        elif isinstance(node, ast.Delete):
+            for target in node.targets:
+                self.delete(target)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any(alias.name == "*" for alias in node.names):
+                self.flow.star_imports.append(self.cell)
+            for name in _import_names(node):
+                self.bind(name)
+                self.flow.imported.add(name)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            self.scope(node)
+            self.bind(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal, ast.Pass, ast.Break, ast.Continue)):
+            pass
+        else:  # Expr, Return, Raise, Assert, ...: only expressions inside
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and self.magic(node.value):
+                return
+            for child in ast.iter_child_nodes(node):
+                self.expr(child)
+
+    def handler(self, handler: ast.ExceptHandler) -> list[ast.stmt]:
+        """A handler as a body to analyse; `e` in `except E as e` is bound inside and deleted after."""
+        if handler.type is not None:
+            self.expr(handler.type)
+        if not handler.name:
+            return list(handler.body)
+        name = ast.Name(handler.name, ast.Store())
+        return [ast.Assign(targets=[name], value=ast.Constant(None)), *handler.body, _Forget(handler.name)]
+
+    def case(self, case: ast.match_case) -> list[ast.stmt]:
+        pattern = _Scope()
+        _collect(case.pattern, pattern)
+        names = pattern.stores
+        for sub in ast.walk(case.pattern):  # value patterns (Color.RED) and class patterns read names
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
+                self.read(sub.id)
+        binds: list[ast.stmt] = [
+            ast.Assign(targets=[ast.Name(n, ast.Store())], value=ast.Constant(None)) for n in sorted(names)
+        ]
+        guard: list[ast.stmt] = [ast.Expr(case.guard)] if case.guard is not None else []
+        return [*binds, *guard, *case.body]
+
+    def target(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Name):
+            self.bind(node.id)
+        elif isinstance(node, (ast.Tuple, ast.List)):
+            for element in node.elts:
+                self.target(element)
+        elif isinstance(node, ast.Starred):
+            self.target(node.value)
+        elif isinstance(node, (ast.Attribute, ast.Subscript)):
+            self.expr(node.value)
+            if isinstance(node, ast.Subscript):
+                self.expr(node.slice)
+            self.modify(node)
+
+    def delete(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Name):
+            self.unbind(node.id)
+        elif isinstance(node, (ast.Tuple, ast.List)):
+            for element in node.elts:
+                self.delete(element)
+        else:
+            self.target(node)
+
+    def scope(self, node: ast.AST) -> None:
+        """A def/lambda/class/comprehension: definition-time parts now, the body's free names."""
+        for part in _outer_parts(node):
+            self.expr(part)
+        free, global_stores, walrus = free_names(node)
+        if isinstance(node, _COMPREHENSIONS):
+            for name in sorted(free):
+                self.read(name)
+            for name in sorted(walrus):
+                self.bind(name)
+            return
+        for name in sorted(free):
+            self.deferred.setdefault(name, self.cell)
+        for name in sorted(global_stores):  # rebound when the function runs: maybe defined here
+            self.flow.modified.add(name)
+            self.maybe.add(name)
+            self.flow.defines[name] = self.cell
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            self.flow.function_free[node.name] = free
+
+    def magic(self, call: ast.Call) -> bool:
+        """Analyse code run by `%time`-like magics in place; True when `call` was one."""
+        found = _magic_code(call)
+        if found is None:
+            return False
+        code, captured = found
+        try:
+            module = ast.parse(to_python(code))
+        except SyntaxError:
+            return False
+        self.block(module.body)
+        if captured:
+            self.bind(captured)
+        return True
+
+    def expr(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                self.read(node.id)
+            return
+        if isinstance(node, ast.NamedExpr):
+            self.expr(node.value)
+            self.bind(node.target.id)
+            return
+        if isinstance(node, _SCOPES):
+            self.scope(node)
+            return
+        if isinstance(node, ast.Call) and self.magic(node):
+            return
+        for child in ast.iter_child_nodes(node):
+            self.expr(child)
+        if isinstance(node, ast.Call):
+            self.mutation(node)
+
+    def mutation(self, call: ast.Call) -> None:
+        """Mark what a call changes in place: its receiver, or the first argument of shuffle/init_."""
+        inplace = any(
+            k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value is True
+            for k in call.keywords
+        )
+        func = call.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        in_place_op = name.endswith("_") and not name.startswith("_")  # torch: x.add_(1), init.zeros_(w)
+        if isinstance(func, ast.Attribute) and (inplace or in_place_op or name in MUTATING_METHODS):
+            self.modify(func.value)
+        if (in_place_op or name in MUTATING_FUNCTIONS) and call.args:
+            self.modify(call.args[0])
+
+    def finish(self) -> CodeFlow:
+        for name, cell in self.deferred.items():
+            if name not in self.ever and name not in self.flow.reads:
+                self.flow.reads[name] = cell
+        self.flow.deleted -= self.maybe
+        for name in list(self.flow.defines):
+            if name not in self.maybe:
+                del self.flow.defines[name]
+        return self.flow
+
+
+def analyze(cells: Sequence[tuple[int, str]]) -> CodeFlow:
+    """The flow of cells run in order in one namespace: [(cell index, source), ...]."""
+    analyzer = _Analyzer()
+    for index, source in cells:
+        analyzer.cell = index
+        module = parse_cell(source, f"cells[{index}]")
+        try:
+            analyzer.block(module.body)
+        except RecursionError:
+            where = f"cells[{index}]"
+            raise PipelineError(f"{where} is nested too deeply to analyse", field=where) from None
+    return analyzer.finish()
+
+
+# --- linking steps -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepCode:
+    """A step as the linker sees it: its name and the (cell index, source) of its cells."""
+
+    name: str
+    cells: tuple[tuple[int, str], ...]
+
+
+@dataclass
+class FlowGraph:
+    """The result of linking: per-step inputs/outputs and the variables on each (upstream, downstream)."""
+
+    inputs: dict[str, set[str]]
+    outputs: dict[str, set[str]]
+    edges: dict[tuple[str, str], set[str]]
+    metric_steps: dict[str, str]  # metric name → the step that outputs it
+    warnings: list[str]
+
+
+def _function_closure(functions: dict[str, set[str]], name: str) -> Iterator[str]:
+    """Free names of a shared function, following the shared functions it calls in turn."""
+    seen, stack = {name}, [name]
+    while stack:
+        for free in sorted(functions.get(stack.pop(), set())):
+            if free in functions and free not in seen:
+                seen.add(free)
+                stack.append(free)
+            elif free not in functions:
+                yield free
+
+
+class _Linker:
+    """Walks steps in notebook order, remembering which step last defined (or deleted) each name."""
+
+    def __init__(self, shared: CodeFlow) -> None:
+        self.shared = shared
+        self.graph = FlowGraph({}, {}, {}, {}, [])
+        self.latest: dict[str, str] = {}  # name → the step that last defined it
+        self.deleted_by: dict[str, str] = {}
+        self.imported_by: dict[str, str] = {}
+
+    def step(self, name: str, flow: CodeFlow) -> None:
+        self.graph.inputs[name] = set()
+        self.graph.outputs.setdefault(name, set())
+        star = bool(self.shared.star_imports or flow.star_imports)
+        for read, cell, strong in self.reads(flow):
+            self.link(name, read, cell, strong, star)
+        for defined in flow.defines:
+            if defined in flow.modified_only and defined not in self.graph.inputs[name]:
+                continue  # a shared name (module, parameter) changed in place: every step re-creates it
+            self.latest[defined] = name
+            self.deleted_by.pop(defined, None)
+            if defined in flow.imported:
+                self.imported_by[defined] = name
+            else:
+                self.imported_by.pop(defined, None)
+        for deleted in flow.deleted:
+            self.latest.pop(deleted, None)
+            self.deleted_by[deleted] = name
+
+    def reads(self, flow: CodeFlow) -> list[tuple[str, int, bool]]:
+        """(name, cell, strong) for the step's reads, plus the free names of shared functions it calls."""
+        reads = [(name, cell, True) for name, cell in flow.reads.items()]
+        reads += [(name, cell, False) for name, cell in flow.weak_reads.items()]
+        functions = self.shared.function_free
+        for name, cell, strong in list(reads):
+            if name in functions and name not in self.latest:
+                for free in _function_closure(functions, name):
+                    if free not in flow.defines and free not in flow.reads:
+                        reads.append((free, cell, strong))
+        return reads
+
+    def link(self, step: str, name: str, cell: int, strong: bool, star: bool) -> None:
+        source = self.latest.get(name)
+        where = f"cell {cell} (step {step!r})"
+        if source is not None:
+            self.graph.inputs[step].add(name)
+            self.graph.outputs[source].add(name)
+            self.graph.edges.setdefault((source, step), set()).add(name)
+            if name in self.imported_by:
+                self.graph.warnings.append(
+                    f"{where} uses module {name!r} imported in step {self.imported_by[name]!r}; "
+                    "move the import to a cell tagged 'imports' so every step has it"
+                )
+        elif not strong or name in self.shared.defines or is_kernel_name(name):
+            return
+        elif name in self.deleted_by:
+            self.graph.warnings.append(f"{where} uses {name!r}, deleted by step {self.deleted_by[name]!r}")
+        elif not star:
+            self.graph.warnings.append(f"{where} uses {name!r}, defined in no upstream step")
+
+    def metric(self, name: str, cell: int) -> None:
+        if name in self.latest:
+            self.graph.outputs[self.latest[name]].add(name)
+            self.graph.metric_steps[name] = self.latest[name]
+        else:
+            self.graph.warnings.append(f"cell {cell} (metrics) lists {name!r}, which no step defines")
+
+
+def resolve(
+    steps: Sequence[StepCode],
+    shared: Sequence[tuple[int, str]],
+    metrics: Sequence[tuple[str, int]] = (),
+) -> FlowGraph:
+    """Link steps by the nearest-earlier-definer rule (module docstring); `shared` are the imports,
+    functions and parameters cells every step runs; `metrics` are (name, metrics cell index)."""
+    linker = _Linker(analyze(shared))
+    for step in steps:
+        linker.step(step.name, analyze(step.cells))
+    for name, cell in metrics:
+        linker.metric(name, cell)
+    return linker.graph
+
+
+def metric_names(source: str, index: int) -> list[str]:
+    """Names listed in a `metrics` cell: one variable per line (Kale), or a tuple of names."""
+    module = parse_cell(source, f"cells[{index}]")
+    names: list[str] = []
+    for statement in module.body:
+        value = statement.value if isinstance(statement, ast.Expr) else None
+        parts = value.elts if isinstance(value, ast.Tuple) else [value]
+        for part in parts:
+            if not isinstance(part, ast.Name):
+                raise PipelineError(
+                    f"cells[{index}] is tagged metrics, so it must list variable names, one per line "
+                    f"(line {statement.lineno} is not a name)",
+                    field=f"cells[{index}]",
+                )
+            if part.id not in names:
+                names.append(part.id)
+    return names

@@ -1,0 +1,384 @@
+"""Pipeline run history in sqlite (`{state_dir}/pipelines.sqlite`): runs, per-step state, timings,
+cache hits and executed-notebook keys, so runs survive a server restart.
+
+The server and the CLI may write the same file, so every call is its own short transaction on a fresh
+connection (WAL, busy timeout), as in the local backend's state store. A run records the process
+driving it (pid + start time); `recover()` marks a run whose driver is gone as failed, so nothing is
+left "running" forever.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from cube_jupyter.errors import Conflict, NotFound
+
+RUN_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+STEP_STATUSES = ("pending", "running", "succeeded", "failed", "cached", "skipped", "cancelled")
+ACTIVE_RUN = ("queued", "running")
+DONE_STEP = ("succeeded", "failed", "cached", "skipped", "cancelled")
+
+SCHEMA = (
+    """
+    CREATE TABLE IF NOT EXISTS runs (
+        id TEXT PRIMARY KEY,
+        user TEXT NOT NULL,
+        path TEXT NOT NULL,
+        pipeline TEXT NOT NULL,
+        status TEXT NOT NULL,
+        target TEXT NOT NULL,
+        parameters TEXT NOT NULL,
+        store TEXT NOT NULL,
+        created TEXT NOT NULL,
+        started TEXT,
+        finished TEXT,
+        error TEXT,
+        external TEXT,
+        driver_pid INTEGER,
+        driver_started REAL
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS runs_by_user ON runs (user, created)",
+    """
+    CREATE TABLE IF NOT EXISTS steps (
+        run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        status TEXT NOT NULL,
+        started TEXT,
+        finished TEXT,
+        duration REAL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        cache_hit INTEGER NOT NULL DEFAULT 0,
+        cache_key TEXT,
+        error TEXT,
+        notebook TEXT,
+        outputs TEXT NOT NULL DEFAULT '{}',
+        metrics TEXT NOT NULL DEFAULT '{}',
+        PRIMARY KEY (run_id, name)
+    )
+    """,
+)
+STEP_FIELDS = (
+    "status",
+    "started",
+    "finished",
+    "duration",
+    "attempts",
+    "cache_hit",
+    "cache_key",
+    "error",
+    "notebook",
+    "outputs",
+    "metrics",
+)
+RUN_FIELDS = ("status", "started", "finished", "error", "external")
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One step of one run. `error` is {message, cell, ename, evalue, traceback} from the runner;
+    `outputs` maps each saved variable to {key, sha256, kind, size}; `metrics` are the values of the
+    notebook's `metrics` names this step defined."""
+
+    name: str
+    status: str = "pending"
+    started: str | None = None
+    finished: str | None = None
+    duration: float | None = None
+    attempts: int = 0
+    cache_hit: bool = False
+    cache_key: str | None = None
+    error: dict[str, Any] | None = None
+    notebook: str | None = None
+    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The REST/CLI view: no store internals (cache key, output keys); the traceback as lines,
+        like an nbformat error output's."""
+        body = asdict(self)
+        del body["cache_key"], body["outputs"], body["metrics"]
+        error = body["error"]
+        if error is not None and isinstance(error.get("traceback"), str):
+            error["traceback"] = error["traceback"].splitlines()
+        return body
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One pipeline run as the REST API and the CLI show it."""
+
+    id: str
+    user: str
+    path: str
+    pipeline: str
+    status: str
+    target: str
+    parameters: dict[str, Any]
+    store: str
+    created: str
+    started: str | None = None
+    finished: str | None = None
+    error: str | None = None
+    external: str | None = None  # the cluster object running it (Argo Workflow name), if any
+    steps: tuple[StepRecord, ...] = ()
+
+    def step(self, name: str) -> StepRecord:
+        for step in self.steps:
+            if step.name == name:
+                return step
+        raise NotFound(f"run {self.id!r} has no step named {name!r}", field="step")
+
+    def evolve(self, **changes: Any) -> RunRecord:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "user": self.user,
+            "path": self.path,
+            "pipeline": self.pipeline,
+            "status": self.status,
+            "target": self.target,
+            "parameters": self.parameters,
+            "store": self.store,
+            "created": self.created,
+            "started": self.started,
+            "finished": self.finished,
+            "error": self.error,
+            "steps": [step.to_dict() for step in self.steps],
+        }
+
+
+def now() -> str:
+    """RFC 3339 UTC with milliseconds: step timings are often well under a second."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+class RunHistory:
+    """CRUD on `runs` and `steps` with short transactions; safe from several processes at once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = self._connect()
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+        finally:
+            db.close()
+        with self._transaction() as db:
+            for statement in SCHEMA:
+                db.execute(statement)
+
+    @classmethod
+    def in_state_dir(cls, state_dir: Path) -> RunHistory:
+        return cls(state_dir / "pipelines.sqlite")
+
+    def create(self, run: RunRecord, step_names: Sequence[str]) -> RunRecord:
+        """Insert a run (driven by this process) with its steps pending; Conflict on a reused id."""
+        driver = psutil.Process(os.getpid())
+        try:
+            with self._transaction() as db:
+                db.execute(
+                    "INSERT INTO runs (id, user, path, pipeline, status, target, parameters, store, created,"
+                    " started, finished, error, external, driver_pid, driver_started)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        run.id,
+                        run.user,
+                        run.path,
+                        run.pipeline,
+                        run.status,
+                        run.target,
+                        json.dumps(run.parameters),
+                        run.store,
+                        run.created,
+                        run.started,
+                        run.finished,
+                        run.error,
+                        run.external,
+                        driver.pid,
+                        driver.create_time(),
+                    ),
+                )
+                db.executemany(
+                    "INSERT INTO steps (run_id, position, name, status) VALUES (?, ?, ?, 'pending')",
+                    [(run.id, position, name) for position, name in enumerate(step_names)],
+                )
+        except sqlite3.IntegrityError:
+            raise Conflict(f"a run with id {run.id!r} already exists", field="id") from None
+        return self.get(run.id)
+
+    def get(self, run_id: str) -> RunRecord:
+        with self._transaction(write=False) as db:
+            row = db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"no pipeline run with id {run_id!r}", field="id")
+            steps = db.execute("SELECT * FROM steps WHERE run_id = ? ORDER BY position", (run_id,)).fetchall()
+        return _run_from_row(row, steps)
+
+    def list(self, user: str | None = None, limit: int = 200) -> list[RunRecord]:
+        """Newest first; `user=None` lists everyone's."""
+        query, args = "SELECT * FROM runs", []
+        if user is not None:
+            query += " WHERE user = ?"
+            args.append(user)
+        with self._transaction(write=False) as db:
+            rows = db.execute(query + " ORDER BY created DESC, id DESC LIMIT ?", [*args, limit]).fetchall()
+            ids = [row["id"] for row in rows]
+            marks = ", ".join("?" for _ in ids)
+            step_rows = db.execute(
+                f"SELECT * FROM steps WHERE run_id IN ({marks}) ORDER BY position", ids
+            ).fetchall()
+        by_run: dict[str, list[sqlite3.Row]] = {}
+        for step in step_rows:
+            by_run.setdefault(step["run_id"], []).append(step)
+        return [_run_from_row(row, by_run.get(row["id"], [])) for row in rows]
+
+    def update_run(self, run_id: str, *, only_if_active: bool = False, **changes: Any) -> RunRecord:
+        """Set run fields; with `only_if_active`, a run already finished is left as it is."""
+        unknown = set(changes) - set(RUN_FIELDS)
+        if unknown:
+            raise ValueError(f"unknown run fields: {sorted(unknown)}")
+        sets = ", ".join(f"{name} = ?" for name in changes)
+        where = "id = ?" + (" AND status IN ('queued', 'running')" if only_if_active else "")
+        with self._transaction() as db:
+            db.execute(f"UPDATE runs SET {sets} WHERE {where}", [*changes.values(), run_id])
+        return self.get(run_id)
+
+    def update_step(self, run_id: str, name: str, **changes: Any) -> None:
+        unknown = set(changes) - set(STEP_FIELDS)
+        if unknown:
+            raise ValueError(f"unknown step fields: {sorted(unknown)}")
+        values = {key: _step_value(key, value) for key, value in changes.items()}
+        sets = ", ".join(f"{key} = ?" for key in values)
+        with self._transaction() as db:
+            updated = db.execute(
+                f"UPDATE steps SET {sets} WHERE run_id = ? AND name = ?", [*values.values(), run_id, name]
+            ).rowcount
+        if not updated:
+            raise NotFound(f"run {run_id!r} has no step named {name!r}", field="step")
+
+    def finish_steps(self, run_id: str, status: str, error: dict[str, Any] | None = None) -> None:
+        """Settle every step not yet done: running ones and pending ones alike."""
+        with self._transaction() as db:
+            db.execute(
+                "UPDATE steps SET status = ?, error = COALESCE(error, ?), finished = COALESCE(finished, ?)"
+                " WHERE run_id = ? AND status IN ('pending', 'running')",
+                (status, json.dumps(error) if error else None, now(), run_id),
+            )
+
+    def recover(self) -> builtins.list[str]:
+        """Mark runs whose driving process is gone as failed (their unfinished steps too); their ids."""
+        with self._transaction(write=False) as db:
+            rows = db.execute(
+                "SELECT id, driver_pid, driver_started FROM runs WHERE status IN ('queued', 'running')"
+                " AND target = 'local'"
+            ).fetchall()
+        dead = [row for row in rows if not _alive(row["driver_pid"], row["driver_started"])]
+        for row in dead:
+            message = f"the process running it (pid {row['driver_pid']}) exited before the run finished"
+            with self._transaction() as db:
+                db.execute(
+                    "UPDATE steps SET status = CASE status WHEN 'running' THEN 'failed' ELSE 'skipped' END,"
+                    " error = CASE status WHEN 'running' THEN ? ELSE error END, finished = ?"
+                    " WHERE run_id = ? AND status IN ('pending', 'running')",
+                    (json.dumps({"message": message}), now(), row["id"]),
+                )
+                db.execute(
+                    "UPDATE runs SET status = 'failed', error = ?, finished = ?"
+                    " WHERE id = ? AND status IN ('queued', 'running')",
+                    (message, now(), row["id"]),
+                )
+        return [row["id"] for row in dead]
+
+    def delete(self, run_id: str) -> bool:
+        with self._transaction() as db:
+            db.execute("DELETE FROM steps WHERE run_id = ?", (run_id,))
+            return db.execute("DELETE FROM runs WHERE id = ?", (run_id,)).rowcount > 0
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        return db
+
+    @contextmanager
+    def _transaction(self, write: bool = True) -> Iterator[sqlite3.Connection]:
+        db = self._connect()
+        try:
+            db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        finally:
+            db.close()
+
+
+def _alive(pid: int | None, started: float | None) -> bool:
+    """Is the process that created the run still the one with that pid (not a reused pid)?"""
+    if pid is None:
+        return False
+    try:
+        process = psutil.Process(pid)
+        return started is None or abs(process.create_time() - started) < 1.0
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def _step_value(key: str, value: Any) -> Any:
+    if key in ("error", "outputs", "metrics") and value is not None:
+        return json.dumps(value)
+    if key == "cache_hit":
+        return int(bool(value))
+    return value
+
+
+def _run_from_row(row: sqlite3.Row, steps: Sequence[sqlite3.Row]) -> RunRecord:
+    return RunRecord(
+        id=row["id"],
+        user=row["user"],
+        path=row["path"],
+        pipeline=row["pipeline"],
+        status=row["status"],
+        target=row["target"],
+        parameters=json.loads(row["parameters"]),
+        store=row["store"],
+        created=row["created"],
+        started=row["started"],
+        finished=row["finished"],
+        error=row["error"],
+        external=row["external"],
+        steps=tuple(_step_from_row(step) for step in steps),
+    )
+
+
+def _step_from_row(row: sqlite3.Row) -> StepRecord:
+    return StepRecord(
+        name=row["name"],
+        status=row["status"],
+        started=row["started"],
+        finished=row["finished"],
+        duration=row["duration"],
+        attempts=row["attempts"],
+        cache_hit=bool(row["cache_hit"]),
+        cache_key=row["cache_key"],
+        error=json.loads(row["error"]) if row["error"] else None,
+        notebook=row["notebook"],
+        outputs=json.loads(row["outputs"] or "{}"),
+        metrics=json.loads(row["metrics"] or "{}"),
+    )

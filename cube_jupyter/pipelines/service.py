@@ -1,0 +1,341 @@
+"""Notebook pipelines as users see them: graphs, runs, their history, cancel, executed notebooks.
+
+REST handlers and the CLI call this. Paths are relative to the Jupyter root dir (the server's
+`root_dir`; the CLI's working directory) and never leave it. Runs belong to the user who started
+them: a user sees and cancels only their own, admins everyone's. Local runs share one pool of
+kernel-warm workers; cluster runs (kubernetes backend) are Argo Workflows followed through an
+informer, recorded in the same history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from cube_jupyter.config import Settings
+from cube_jupyter.errors import Conflict, Forbidden, InvalidInput, NotFound
+from cube_jupyter.pipelines.dag import build_pipeline, load_notebook
+from cube_jupyter.pipelines.executor import LocalExecutor, Observer, RunHandle, RunOptions
+from cube_jupyter.pipelines.history import ACTIVE_RUN, RunHistory, RunRecord, StepRecord, now
+from cube_jupyter.pipelines.model import Pipeline, PipelineError
+from cube_jupyter.pipelines.runner import validate_parameters
+from cube_jupyter.pipelines.workers import KernelSpec, WorkerPool
+from cube_jupyter.storage import ArtifactStore, CubeStorage, open_store
+
+if TYPE_CHECKING:
+    from cube_jupyter.backends.kubernetes.workflows import ClusterPipelineRuns, WorkflowRun
+
+LOG = logging.getLogger(__name__)
+TARGETS = ("local", "cluster")
+MAX_PARALLEL = 64
+CANCEL_WAIT = 30.0  # seconds `cancel` waits for a local run to settle
+
+
+class PipelineService:
+    def __init__(
+        self,
+        settings: Settings,
+        root_dir: str | Path,
+        *,
+        storage: CubeStorage | None = None,
+        history: RunHistory | None = None,
+        pool: WorkerPool | None = None,
+        cluster: ClusterPipelineRuns | None = None,
+        pool_size: int | None = None,
+        shared_host: bool = False,
+    ) -> None:
+        self.settings = settings
+        # A workbench serving many users (trusted-header identity) must not run their code, nor read
+        # their files, on its own machine: there only admins may; users run on the cluster.
+        self.shared_host = shared_host
+        self.root_dir = Path(root_dir).expanduser().resolve()
+        self.storage = storage or CubeStorage(config=settings.workbench.config)
+        self.history = history or RunHistory.in_state_dir(settings.state_dir)
+        recovered = self.history.recover()
+        if recovered:
+            LOG.warning("marked %d pipeline run(s) left running by a dead process as failed", len(recovered))
+        self._pool = pool
+        self._owns_pool = pool is None
+        self.pool_size = pool_size or os.cpu_count() or 1
+        self.cluster = cluster
+        self._runs: dict[str, RunHandle] = {}
+
+    def _require_own_host(self, caller: str, what: str, field: str) -> None:
+        if self.shared_host and not self.settings.is_admin(caller):
+            raise Forbidden(
+                f"this workbench is shared by many users: only admins may {what}; "
+                "run the pipeline on the cluster, or from your own notebook server",
+                field=field,
+            )
+
+    def config(self) -> dict[str, Any]:
+        targets = ["local", "cluster"] if self.cluster is not None else ["local"]
+        return {"backend": self.settings.workbench.backend, "targets": targets}
+
+    # -- notebooks ---------------------------------------------------------------------------------
+
+    def resolve(self, path: object) -> Path:
+        """The notebook file for a root-relative `path`; InvalidInput (field "path") if it escapes."""
+        if not isinstance(path, str) or not path.strip():
+            raise InvalidInput("path must be the notebook's path relative to the Jupyter root", field="path")
+        parts = PurePosixPath(path.replace("\\", "/"))
+        if parts.is_absolute() or ".." in parts.parts or path.startswith("~"):
+            raise InvalidInput(
+                f"path {path!r} must be relative to the Jupyter root, without '..'", field="path"
+            )
+        full = (self.root_dir / parts).resolve()
+        if not full.is_relative_to(self.root_dir):
+            raise InvalidInput(f"path {path!r} leads outside the Jupyter root", field="path")
+        return full
+
+    def load(self, path: object) -> Pipeline:
+        full = self.resolve(path)
+        assert isinstance(path, str)
+        return build_pipeline(load_notebook(full), path)
+
+    def graph(self, caller: str, path: object) -> Pipeline:
+        self._require_own_host(caller, "read notebooks from the workbench's disk", "path")
+        return self.load(path)
+
+    def graph_of_content(self, caller: str, path: object, notebook: object) -> Pipeline:
+        """The pipeline of unsaved notebook content (the Lab panel's view of what is on screen)."""
+        self.resolve(path)
+        assert isinstance(path, str)
+        if not isinstance(notebook, Mapping):
+            raise InvalidInput("notebook must be nbformat JSON (an object)", field="notebook")
+        return build_pipeline(notebook, path)
+
+    # -- runs --------------------------------------------------------------------------------------
+
+    async def start_run(
+        self,
+        caller: str,
+        path: object,
+        parameters: object = None,
+        target: object = "local",
+        store: object = None,
+        parallel: object = None,
+        no_cache: object = False,
+        *,
+        observer: Observer | None = None,
+    ) -> RunRecord:
+        """Validate and start a run; it goes on in the background (local) or on the cluster."""
+        if target not in TARGETS:
+            raise InvalidInput(f"target must be one of {', '.join(TARGETS)}, not {target!r}", field="target")
+        if not isinstance(no_cache, bool):
+            raise InvalidInput("no_cache must be true or false", field="no_cache")
+        if parallel is not None and (
+            isinstance(parallel, bool) or not isinstance(parallel, int) or not 1 <= parallel <= MAX_PARALLEL
+        ):
+            raise InvalidInput(f"parallel must be a whole number from 1 to {MAX_PARALLEL}", field="parallel")
+        if store is not None and not isinstance(store, str):
+            raise InvalidInput("store must be a URL string (a path, file:// or s3://)", field="store")
+        if parameters is None:
+            parameters = {}
+        if not isinstance(parameters, Mapping):
+            raise InvalidInput("parameters must be an object of name: value", field="parameters")
+        if target == "local":
+            self._require_own_host(caller, "run pipelines on the workbench itself", "target")
+        pipeline = self.load(path)
+        if not pipeline.steps:
+            raise PipelineError(
+                f"{pipeline.path}: the notebook has no steps; tag a cell 'step:NAME'", field="path"
+            )
+        values = validate_parameters(pipeline, dict(parameters))
+        if target == "cluster":
+            return await self._start_cluster(caller, pipeline, values, store, parallel)
+        opened = await asyncio.to_thread(open_store, store or None, self.storage)
+        notebook_dir = str(self.resolve(path).parent)
+        pool = await self._pool_for(pipeline, notebook_dir, opened, parallel)
+        record = self._record(caller, pipeline, values, "local", opened.url())
+        options = RunOptions(
+            parallel=parallel or pool.size, no_cache=no_cache, cwd=notebook_dir, storage=self.storage
+        )
+        handle = LocalExecutor(pool, self.history).start(record, pipeline, opened, options, observer)
+        self._runs[record.id] = handle
+        handle.task.add_done_callback(lambda _t: self._runs.pop(record.id, None))
+        return record
+
+    async def _pool_for(
+        self, pipeline: Pipeline, cwd: str, store: ArtifactStore, parallel: int | None
+    ) -> WorkerPool:
+        kernel = KernelSpec(pipeline.kernel_name, cwd, tuple(sorted(store.kernel_env().items())))
+        if self._pool is None:
+            self._pool = WorkerPool(max(parallel or 0, self.pool_size), warm=kernel)
+        self._pool.warm_spec = kernel
+        if parallel and parallel > self._pool.size:
+            await self._pool.grow(parallel)
+        await self._pool.start()
+        return self._pool
+
+    async def _start_cluster(
+        self, caller: str, pipeline: Pipeline, values: dict[str, Any], store: str | None, parallel: int | None
+    ) -> RunRecord:
+        if self.cluster is None:
+            raise InvalidInput(
+                "target 'cluster' needs the kubernetes backend (c.CubeWorkbench.backend = 'kubernetes')",
+                field="target",
+            )
+        run_id = _run_id(pipeline)
+        store_url = store or self.storage.url
+        name = await self.cluster.submit(
+            pipeline, caller, run_id, store_url or None, values, parallel=parallel
+        )
+        return self._record(caller, pipeline, values, "cluster", store_url, run_id=run_id, external=name)
+
+    def _record(
+        self,
+        caller: str,
+        pipeline: Pipeline,
+        values: dict[str, Any],
+        target: str,
+        store_url: str,
+        run_id: str | None = None,
+        external: str | None = None,
+    ) -> RunRecord:
+        """Add a new run, its steps pending, to the history."""
+        run = RunRecord(
+            id=run_id or _run_id(pipeline),
+            user=caller,
+            path=pipeline.path,
+            pipeline=pipeline.name,
+            status="queued",
+            target=target,
+            parameters=values,
+            store=store_url,
+            created=now(),
+            external=external,
+        )
+        return self.history.create(run, [step.name for step in pipeline.steps])
+
+    def list_runs(self, caller: str) -> list[RunRecord]:
+        """The caller's runs, newest first; an admin's lists everyone's."""
+        runs = self.history.list(None if self.settings.is_admin(caller) else caller)
+        return [self._with_cluster_state(run) for run in runs]
+
+    def get_run(self, caller: str, run_id: object) -> RunRecord:
+        if not isinstance(run_id, str) or not run_id:
+            raise InvalidInput("run id must be a string", field="id")
+        try:
+            run = self.history.get(run_id)
+        except NotFound:
+            run = None
+        if run is None or (run.user != caller and not self.settings.is_admin(caller)):
+            raise NotFound(f"user {caller!r} has no pipeline run {run_id!r}", field="id")
+        return self._with_cluster_state(run)
+
+    async def wait(self, caller: str, run_id: str) -> RunRecord:
+        """Until a local run driven here has settled; the final record."""
+        run = self.get_run(caller, run_id)
+        handle = self._runs.get(run.id)
+        if handle is not None:
+            await handle.wait()
+        return self.get_run(caller, run_id)
+
+    async def cancel(self, caller: str, run_id: object) -> RunRecord:
+        """Stop a run: kill its running steps' kernels (local) or terminate its Workflow (cluster)."""
+        run = self.get_run(caller, run_id)
+        if run.status not in ACTIVE_RUN:
+            raise Conflict(f"run {run.id!r} already {run.status}; there is nothing to cancel", field="id")
+        if run.target == "cluster":
+            assert self.cluster is not None
+            await self.cluster.cancel(run.user, run.id)
+            return self.get_run(caller, run.id)
+        handle = self._runs.get(run.id)
+        if handle is None:
+            raise Conflict(
+                f"run {run.id!r} is driven by another process (a CLI or another server); cancel it there",
+                field="id",
+            )
+        handle.cancel()
+        try:
+            await asyncio.wait_for(handle.wait(), CANCEL_WAIT)
+        except TimeoutError:
+            LOG.warning("run %s still settling %.0fs after cancel", run.id, CANCEL_WAIT)
+        return self.get_run(caller, run.id)
+
+    def executed_notebook(self, caller: str, run_id: object, step: object) -> bytes:
+        """The executed step notebook (nbformat JSON bytes) from the run's artifact store."""
+        run = self.get_run(caller, run_id)
+        if not isinstance(step, str):
+            raise InvalidInput("step must be a step name", field="step")
+        record = run.step(step)
+        if not record.notebook:
+            raise NotFound(
+                f"step {step!r} of run {run.id!r} has no executed notebook ({record.status})", field="step"
+            )
+        return open_store(run.store, self.storage).get(record.notebook)
+
+    async def close(self) -> None:
+        """Cancel local runs still going (they are recorded as cancelled) and stop the workers."""
+        for handle in list(self._runs.values()):
+            handle.cancel()
+        for handle in list(self._runs.values()):
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(handle.wait(), CANCEL_WAIT)
+        if self._pool is not None and self._owns_pool:
+            await self._pool.close()
+        if self.cluster is not None:
+            await self.cluster.close()
+
+    # -- cluster runs: their state is the Workflow's, read from the informer cache ----------------
+
+    def _with_cluster_state(self, run: RunRecord) -> RunRecord:
+        if run.target != "cluster" or self.cluster is None:
+            return run
+        try:
+            workflow = self.cluster.get(run.user, run.id)
+        except NotFound:
+            return run
+        return _merge_workflow(run, workflow)
+
+
+def _merge_workflow(run: RunRecord, workflow: WorkflowRun) -> RunRecord:
+    steps = []
+    for step in run.steps:
+        state = workflow.steps.get(step.name)
+        if state is None:
+            steps.append(step)
+            continue
+        steps.append(
+            StepRecord(
+                name=step.name,
+                status=state.status,
+                started=state.started,
+                finished=state.finished,
+                duration=_seconds_between(state.started, state.finished),
+                attempts=state.attempts,
+                error={"message": state.message} if state.message and state.status == "failed" else None,
+                notebook=f"runs/{run.id}/steps/{step.name}.ipynb" if state.finished else None,
+            )
+        )
+    return run.evolve(
+        status=workflow.status,
+        started=workflow.started,
+        finished=workflow.finished,
+        error=workflow.message if workflow.status == "failed" else None,
+        steps=tuple(steps),
+    )
+
+
+def _seconds_between(start: str | None, end: str | None) -> float | None:
+    if not start or not end:
+        return None
+    try:
+        parse = [datetime.fromisoformat(s.replace("Z", "+00:00")) for s in (start, end)]
+    except ValueError:
+        return None
+    return (parse[1] - parse[0]).total_seconds()
+
+
+def _run_id(pipeline: Pipeline) -> str:
+    """Unique, sortable, and a valid Workflow label / store key segment."""
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    return f"{pipeline.name[:40].rstrip('-')}-{stamp}-{secrets.token_hex(3)}"

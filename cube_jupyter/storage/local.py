@@ -1,0 +1,98 @@
+"""A local directory as the artifact store: the default, under the Jupyter data dir.
+
+Writes go to a temporary file first and are renamed into place, so a reader (a parallel step, a
+cache lookup) never sees half an artifact.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+from cube_jupyter.errors import BackendUnavailable, NotFound
+from cube_jupyter.storage.base import validate_key
+
+
+class LocalStore:
+    """Artifacts as files below `root` (created on open)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).expanduser().resolve()
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BackendUnavailable(
+                f"artifact store {self.url()} cannot be created: {exc.strerror or exc}", field="store"
+            ) from None
+
+    def __repr__(self) -> str:
+        return f"LocalStore({str(self.root)!r})"
+
+    def _path(self, key: str) -> Path:
+        return self.root / validate_key(key)
+
+    def put(self, key: str, data: bytes) -> None:
+        self._write(key, lambda out: out.write(data))
+
+    def put_file(self, key: str, path: str | Path) -> None:
+        with open(path, "rb") as src:
+            self._write(key, lambda out: shutil.copyfileobj(src, out, 1 << 20))
+
+    def _write(self, key: str, fill: Callable[[BinaryIO], object]) -> None:
+        target = self._path(key)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    fill(out)
+                os.replace(tmp, target)
+            except BaseException:
+                os.unlink(tmp)
+                raise
+        except (IsADirectoryError, NotADirectoryError):
+            raise BackendUnavailable(
+                f"artifact store {self.url()}: {key!r} clashes with an existing key", field="key"
+            ) from None
+        except PermissionError as exc:
+            raise BackendUnavailable(f"artifact store {self.url()} is not writable: {exc}") from None
+
+    def get(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise NotFound(f"artifact {key!r} not found in store {self.url()}", field="key") from None
+
+    def get_file(self, key: str, path: str | Path) -> None:
+        source = self._path(key)
+        if not source.is_file():
+            raise NotFound(f"artifact {key!r} not found in store {self.url()}", field="key")
+        shutil.copyfile(source, path)
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def list(self, prefix: str = "") -> list[str]:
+        validate_key(prefix, prefix=True)
+        base = self.root / prefix.rsplit("/", 1)[0] if "/" in prefix else self.root
+        if not base.is_dir():
+            return []
+        keys = []
+        for dirpath, _dirs, files in os.walk(base):
+            for name in files:
+                if name.startswith(".") and name.endswith(".tmp"):
+                    continue
+                key = Path(dirpath, name).relative_to(self.root).as_posix()
+                if key.startswith(prefix):
+                    keys.append(key)
+        return sorted(keys)
+
+    def url(self, key: str = "") -> str:
+        return (self._path(key) if key else self.root).as_uri()
+
+    def kernel_env(self) -> dict[str, str]:
+        return {}

@@ -1,0 +1,81 @@
+/**
+ * Typed client of `/cube/api/v1/pipelines`, on top of the workbench's one HTTP client.
+ */
+import { URLExt } from '@jupyterlab/coreutils';
+
+import type { CubeClient } from '../api';
+import type {
+  IPipeline,
+  IPipelineConfig,
+  IRun,
+  IRunList,
+  IStartRun
+} from './types';
+
+export class PipelineClient {
+  constructor(readonly cube: CubeClient) {}
+
+  /** Which run targets this server offers (cluster only on the kubernetes backend). */
+  config(): Promise<IPipelineConfig> {
+    return this.cube.request<IPipelineConfig>('pipelines/config');
+  }
+
+  /**
+   * The pipeline of a notebook. With `notebook` (nbformat JSON) the server parses that
+   * content instead of the saved file, so unsaved tag edits show at once.
+   */
+  graph(path: string, notebook?: unknown): Promise<IPipeline> {
+    const body = notebook === undefined ? { path } : { path, notebook };
+    return this.cube.request<IPipeline>('pipelines/graph', {
+      method: 'POST',
+      body: JSON.stringify(body)
+    });
+  }
+
+  /** The caller's runs, newest first. */
+  listRuns(): Promise<IRunList> {
+    return this.cube.request<IRunList>('pipelines/runs');
+  }
+
+  /** Start a run of the saved notebook at `request.path`. */
+  startRun(request: IStartRun): Promise<IRun> {
+    return this.cube.request<IRun>('pipelines/runs', {
+      method: 'POST',
+      body: JSON.stringify(request)
+    });
+  }
+
+  /** One run with its per-step state. */
+  getRun(id: string): Promise<IRun> {
+    return this.cube.request<IRun>(runPath(id));
+  }
+
+  /** Cancel a run; the answer is the run as it is now. */
+  cancelRun(id: string): Promise<IRun> {
+    return this.cube.request<IRun>(runPath(id), { method: 'DELETE' });
+  }
+
+  /** The executed notebook of one step of a run (nbformat JSON). */
+  stepNotebook(id: string, step: string): Promise<Record<string, unknown>> {
+    return this.cube.request<Record<string, unknown>>(
+      stepNotebookPath(id, step)
+    );
+  }
+
+  /** The address of that notebook, for a download link. */
+  stepNotebookUrl(id: string, step: string): string {
+    return URLExt.join(
+      this.cube.settings.baseUrl,
+      'cube/api/v1',
+      stepNotebookPath(id, step)
+    );
+  }
+}
+
+function runPath(id: string): string {
+  return `pipelines/runs/${encodeURIComponent(id)}`;
+}
+
+function stepNotebookPath(id: string, step: string): string {
+  return `${runPath(id)}/steps/${encodeURIComponent(step)}/notebook`;
+}

@@ -1,0 +1,111 @@
+/**
+ * One run: its status, its steps with state, duration and cache hits, the error that
+ * failed it, and Cancel while it runs. A step with an executed notebook opens it.
+ */
+import { Button } from '@jupyterlab/ui-components';
+import * as React from 'react';
+
+import { ErrorMessage } from '../../components/ErrorMessage';
+import { StatusBadge } from '../../components/StatusBadge';
+import { formatDate } from '../../format';
+import { describeError, formatDuration } from '../format';
+import type { IRun, IRunStep } from '../types';
+
+export interface IRunViewProps {
+  run: IRun;
+  ended: boolean;
+  error: string | null;
+  onCancel: () => void;
+  onOpenStep: (step: IRunStep) => void;
+}
+
+export function RunView(props: IRunViewProps): JSX.Element {
+  const { run } = props;
+  const runError = describeError(run.error);
+  return (
+    <div
+      className="cube-RunView"
+      data-testid="cube-run"
+      data-run={run.id}
+      data-status={run.status}
+    >
+      <div className="cube-RunView-head">
+        <span className="cube-RunView-id" title={`Run ${run.id}`}>
+          {run.id}
+        </span>
+        <span className="cube-RunView-target">{run.target}</span>
+        <StatusBadge status={run.status} testid="cube-run-status" />
+      </div>
+      <div className="cube-RunView-meta" title={formatDate(run.created)}>
+        {formatDate(run.started ?? run.created)}
+        {Object.keys(run.parameters).length > 0 && (
+          <span className="cube-RunView-params">
+            {Object.entries(run.parameters)
+              .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
+              .join(' ')}
+          </span>
+        )}
+      </div>
+      <ErrorMessage message={runError} testid="cube-run-error" />
+      <ul className="cube-RunSteps" data-testid="cube-run-steps">
+        {run.steps.map(step => {
+          const stepError = describeError(step.error);
+          const canOpen = !!step.notebook;
+          return (
+            <li
+              key={step.name}
+              className="cube-RunStep"
+              data-testid="cube-run-step"
+              data-step={step.name}
+              data-status={step.status}
+            >
+              <button
+                type="button"
+                className="cube-RunStep-head"
+                disabled={!canOpen}
+                title={
+                  canOpen
+                    ? `Open the executed notebook of ${step.name}`
+                    : 'No executed notebook yet'
+                }
+                onClick={() => props.onOpenStep(step)}
+              >
+                <span className="cube-RunStep-name">{step.name}</span>
+                <span className="cube-RunStep-info">
+                  {step.cache_hit ? 'cached' : formatDuration(step.duration)}
+                  {step.attempts > 1 ? ` · ${step.attempts} tries` : ''}
+                </span>
+                <StatusBadge
+                  status={step.status}
+                  testid="cube-run-step-status"
+                />
+              </button>
+              {stepError && (
+                <div
+                  className="cube-RunStep-error"
+                  data-testid="cube-run-step-error"
+                >
+                  {stepError}
+                </div>
+              )}
+            </li>
+          );
+        })}
+      </ul>
+      {!props.ended && (
+        <div className="cube-RunView-actions">
+          <Button
+            small
+            minimal
+            className="cube-Button cube-mod-danger"
+            data-testid="cube-run-cancel"
+            onClick={props.onCancel}
+          >
+            Cancel run
+          </Button>
+        </div>
+      )}
+      <ErrorMessage message={props.error} testid="cube-run-action-error" />
+    </div>
+  );
+}

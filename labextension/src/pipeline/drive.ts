@@ -1,0 +1,134 @@
+/**
+ * A read-only contents drive of executed step notebooks, so Lab opens them like any
+ * notebook, in a tab, without writing a file anywhere.
+ *
+ * `cube-runs:{run id}/{step}.ipynb` is fetched from
+ * `GET /cube/api/v1/pipelines/runs/{id}/steps/{step}/notebook`; the model says
+ * `writable: false`, so Lab neither saves nor checkpoints it, and every cell is marked
+ * `editable: false` / `deletable: false` so it reads as the record it is.
+ */
+import type { Contents, ServerConnection } from '@jupyterlab/services';
+import { Signal } from '@lumino/signaling';
+
+import type { PipelineClient } from './client';
+
+export const DRIVE_NAME = 'cube-runs';
+
+/** The path Lab opens for a step's executed notebook. */
+export function stepNotebookPath(runId: string, step: string): string {
+  return `${DRIVE_NAME}:${runId}/${step}.ipynb`;
+}
+
+/** A copy of an nbformat notebook whose cells cannot be edited or deleted in Lab. */
+export function readOnlyCopy(
+  notebook: Record<string, unknown>
+): Record<string, unknown> {
+  const cells = Array.isArray(notebook.cells) ? notebook.cells : [];
+  return {
+    ...notebook,
+    cells: cells.map(cell => {
+      const c = cell as Record<string, unknown>;
+      const meta = (c.metadata ?? {}) as Record<string, unknown>;
+      return { ...c, metadata: { ...meta, editable: false, deletable: false } };
+    })
+  };
+}
+
+function readOnly(path: string): Error {
+  return new Error(
+    `${DRIVE_NAME}:${path} is an executed step notebook: read-only`
+  );
+}
+
+export class StepNotebookDrive implements Contents.IDrive {
+  constructor(
+    private readonly _client: PipelineClient,
+    readonly serverSettings: ServerConnection.ISettings
+  ) {}
+
+  readonly name = DRIVE_NAME;
+  readonly fileChanged: Signal<Contents.IDrive, Contents.IChangedArgs> =
+    new Signal(this);
+
+  get isDisposed(): boolean {
+    return this._isDisposed;
+  }
+
+  dispose(): void {
+    this._isDisposed = true;
+    Signal.clearData(this);
+  }
+
+  async get(
+    localPath: string,
+    options?: Contents.IFetchOptions
+  ): Promise<Contents.IModel> {
+    const match = /^([^/]+)\/([^/]+)\.ipynb$/.exec(localPath);
+    if (!match) {
+      throw new Error(
+        `${DRIVE_NAME}:${localPath} is not {run id}/{step}.ipynb`
+      );
+    }
+    const [, runId, step] = match;
+    const content =
+      options?.content === false
+        ? null
+        : readOnlyCopy(await this._client.stepNotebook(runId, step));
+    return {
+      name: `${step}.ipynb`,
+      path: localPath,
+      type: 'notebook',
+      format: 'json',
+      mimetype: 'application/x-ipynb+json',
+      content,
+      writable: false,
+      created: '',
+      last_modified: ''
+    };
+  }
+
+  async getDownloadUrl(localPath: string): Promise<string> {
+    const [runId, file] = localPath.split('/');
+    return this._client.stepNotebookUrl(runId, file.replace(/\.ipynb$/, ''));
+  }
+
+  async listCheckpoints(): Promise<Contents.ICheckpointModel[]> {
+    return [];
+  }
+
+  async newUntitled(): Promise<Contents.IModel> {
+    throw readOnly('');
+  }
+
+  async delete(localPath: string): Promise<void> {
+    throw readOnly(localPath);
+  }
+
+  async rename(localPath: string): Promise<Contents.IModel> {
+    throw readOnly(localPath);
+  }
+
+  async save(localPath: string): Promise<Contents.IModel> {
+    throw readOnly(localPath);
+  }
+
+  async copy(localPath: string): Promise<Contents.IModel> {
+    throw readOnly(localPath);
+  }
+
+  async createCheckpoint(
+    localPath: string
+  ): Promise<Contents.ICheckpointModel> {
+    throw readOnly(localPath);
+  }
+
+  async restoreCheckpoint(localPath: string): Promise<void> {
+    throw readOnly(localPath);
+  }
+
+  async deleteCheckpoint(localPath: string): Promise<void> {
+    throw readOnly(localPath);
+  }
+
+  private _isDisposed = false;
+}

@@ -1,0 +1,43 @@
+/**
+ * Display formatting of pipeline runs: durations and the errors the server recorded.
+ */
+
+/** `0.4s`, `12s`, `3m 05s`. */
+export function formatDuration(seconds: number | null): string {
+  if (seconds === null || seconds === undefined || Number.isNaN(seconds)) {
+    return '';
+  }
+  if (seconds < 10) {
+    return `${seconds.toFixed(1)}s`;
+  }
+  if (seconds < 60) {
+    return `${Math.round(seconds)}s`;
+  }
+  const minutes = Math.floor(seconds / 60);
+  const rest = Math.round(seconds % 60);
+  return `${minutes}m ${String(rest).padStart(2, '0')}s`;
+}
+
+/**
+ * One line for an error the server recorded: a string as is; a cell error
+ * (`{ename, evalue, cell}`) as `ename: evalue (cell N)`; anything else as JSON.
+ */
+export function describeError(error: unknown): string | null {
+  if (error === null || error === undefined || error === '') {
+    return null;
+  }
+  if (typeof error === 'string') {
+    return error;
+  }
+  if (typeof error === 'object') {
+    const e = error as Record<string, unknown>;
+    if (typeof e.message === 'string' && !e.ename) {
+      return e.message;
+    }
+    if (e.ename || e.evalue) {
+      const where = typeof e.cell === 'number' ? ` (cell ${e.cell})` : '';
+      return `${String(e.ename ?? 'Error')}: ${String(e.evalue ?? '')}${where}`;
+    }
+  }
+  return JSON.stringify(error);
+}

@@ -1,0 +1,472 @@
+/**
+ * State of the Pipeline panel for the active notebook: the server's graph of the
+ * notebook's current (possibly unsaved) content, the parameter values typed, the runs,
+ * and the errors to show where the user acted.
+ *
+ * The graph is asked for again a moment after every edit of the notebook; a run being
+ * watched is polled every second until it ends; the history is fetched when the panel
+ * is shown and after each run.
+ */
+import type { NotebookPanel } from '@jupyterlab/notebook';
+import { VDomModel } from '@jupyterlab/ui-components';
+import { Debouncer, Poll } from '@lumino/polling';
+
+import { CubeApiError, errorMessage } from '../api';
+import { PipelineClient } from './client';
+import type {
+  IParameter,
+  IPipeline,
+  IPipelineConfig,
+  IRun,
+  RunStatus,
+  RunTarget
+} from './types';
+
+/** Wait after the last edit before asking the server for the graph again (ms). */
+export const GRAPH_DEBOUNCE = 400;
+/** Poll interval of a run that has not ended (ms). */
+export const RUN_POLL_INTERVAL = 1000;
+
+const ENDED: ReadonlySet<RunStatus> = new Set<RunStatus>([
+  'succeeded',
+  'failed',
+  'cancelled'
+]);
+
+/** An error the server answered, with the field it names. */
+export interface IFieldError {
+  message: string;
+  field: string | null;
+}
+
+function fieldError(error: unknown): IFieldError {
+  return {
+    message: errorMessage(error),
+    field: error instanceof CubeApiError ? error.field : null
+  };
+}
+
+/** Whether a run has ended. */
+export function isEnded(run: IRun): boolean {
+  return ENDED.has(run.status);
+}
+
+/** The text a parameter's input starts with: strings bare, anything else as JSON. */
+export function parameterText(parameter: IParameter): string {
+  if (typeof parameter.default === 'string') {
+    return parameter.default;
+  }
+  if (parameter.default === null || parameter.default === undefined) {
+    return parameter.default_source;
+  }
+  return JSON.stringify(parameter.default);
+}
+
+export class PipelineModel extends VDomModel {
+  constructor(readonly client: PipelineClient) {
+    super();
+    this._graphDebouncer = new Debouncer(
+      () => this.refreshGraph(),
+      GRAPH_DEBOUNCE
+    );
+    this._runPoll = new Poll({
+      auto: false,
+      factory: () => this._pollRun(),
+      frequency: { interval: RUN_POLL_INTERVAL, backoff: false },
+      name: 'cube-jupyter:pipeline-run',
+      standby: 'never'
+    });
+  }
+
+  /** The notebook the panel shows, if any. */
+  get notebook(): NotebookPanel | null {
+    return this._notebook;
+  }
+
+  /** Its path in the Jupyter root. */
+  get path(): string | null {
+    return this._notebook?.context.path ?? null;
+  }
+
+  get graph(): IPipeline | null {
+    return this._graph;
+  }
+
+  /** Why the graph could not be built (e.g. a cycle), with the field at fault. */
+  get graphError(): IFieldError | null {
+    return this._graphError;
+  }
+
+  get graphLoading(): boolean {
+    return this._graphLoading;
+  }
+
+  get config(): IPipelineConfig | null {
+    return this._config;
+  }
+
+  /** Run targets the server offers; local until it says more. */
+  get targets(): readonly RunTarget[] {
+    return this._config?.targets ?? ['local'];
+  }
+
+  get target(): RunTarget {
+    return this.targets.includes(this._target) ? this._target : 'local';
+  }
+
+  set target(value: RunTarget) {
+    this._target = value;
+    this.stateChanged.emit();
+  }
+
+  get noCache(): boolean {
+    return this._noCache;
+  }
+
+  set noCache(value: boolean) {
+    this._noCache = value;
+    this.stateChanged.emit();
+  }
+
+  /** The caller's runs of this notebook, newest first. */
+  get runs(): readonly IRun[] {
+    const path = this.path;
+    return this._runs.filter(run => run.path === path);
+  }
+
+  get historyError(): string | null {
+    return this._historyError;
+  }
+
+  /** The run whose steps are shown (the one started last, or picked from history). */
+  get selectedRun(): IRun | null {
+    return this._runs.find(run => run.id === this._selectedRunId) ?? null;
+  }
+
+  get starting(): boolean {
+    return this._starting;
+  }
+
+  /** Why the last run could not start (400 naming e.g. `parameters.lr`). */
+  get runError(): IFieldError | null {
+    return this._runError;
+  }
+
+  /** The error of an action on the selected run (cancel, opening a step notebook). */
+  get actionError(): string | null {
+    return this._actionError;
+  }
+
+  /** The text typed for a parameter, or its default. */
+  parameterValue(parameter: IParameter): string {
+    return this._texts().get(parameter.name) ?? parameterText(parameter);
+  }
+
+  setParameterValue(name: string, text: string): void {
+    this._texts().set(name, text);
+    if (this._runError?.field?.startsWith('parameters')) {
+      this._runError = null;
+    }
+    this.stateChanged.emit();
+  }
+
+  /** Follow another notebook (or none). */
+  setNotebook(panel: NotebookPanel | null): void {
+    if (panel === this._notebook) {
+      return;
+    }
+    const old = this._notebook;
+    if (old && !old.isDisposed) {
+      old.context.model.contentChanged.disconnect(this._onContentChanged, this);
+      old.context.pathChanged.disconnect(this._onPathChanged, this);
+      old.disposed.disconnect(this._onNotebookDisposed, this);
+    }
+    this._notebook = panel;
+    this._graph = null;
+    this._graphError = null;
+    this._runError = null;
+    this._actionError = null;
+    this._selectedRunId = this.runs[0]?.id ?? null;
+    if (panel) {
+      panel.context.model.contentChanged.connect(this._onContentChanged, this);
+      panel.context.pathChanged.connect(this._onPathChanged, this);
+      panel.disposed.connect(this._onNotebookDisposed, this);
+      void panel.context.ready.then(() => {
+        if (this._notebook === panel) {
+          void this.refreshGraph();
+        }
+      });
+    }
+    this.stateChanged.emit();
+    this._watchSelectedRun();
+  }
+
+  /** The panel tells the model when it is shown: the history is fetched then. */
+  setVisible(visible: boolean): void {
+    this._visible = visible;
+    if (visible) {
+      void this.loadConfig();
+      void this.refreshHistory();
+      void this.refreshGraph();
+    }
+  }
+
+  async loadConfig(): Promise<void> {
+    if (this._config) {
+      return;
+    }
+    try {
+      this._config = await this.client.config();
+    } catch {
+      // Only local runs are offered until the server answers.
+    }
+    this.stateChanged.emit();
+  }
+
+  /** Ask the server for the graph of the notebook's current content. */
+  async refreshGraph(): Promise<void> {
+    const panel = this._notebook;
+    if (
+      !panel ||
+      panel.isDisposed ||
+      !panel.context.isReady ||
+      !this._visible
+    ) {
+      return; // Asked again when the panel is shown.
+    }
+    const request = ++this._graphRequest;
+    this._graphLoading = true;
+    this.stateChanged.emit();
+    try {
+      const graph = await this.client.graph(
+        panel.context.path,
+        panel.context.model.toJSON()
+      );
+      if (request === this._graphRequest) {
+        this._graph = graph;
+        this._graphError = null;
+      }
+    } catch (error) {
+      if (request === this._graphRequest) {
+        this._graphError = fieldError(error);
+      }
+    } finally {
+      if (request === this._graphRequest) {
+        this._graphLoading = false;
+        this.stateChanged.emit();
+      }
+    }
+  }
+
+  async refreshHistory(): Promise<void> {
+    try {
+      const { runs } = await this.client.listRuns();
+      this._runs = runs;
+      this._historyError = null;
+      if (this._selectedRunId === null) {
+        this._selectedRunId = this.runs[0]?.id ?? null;
+      }
+    } catch (error) {
+      this._historyError = errorMessage(error);
+    }
+    this.stateChanged.emit();
+    this._watchSelectedRun();
+  }
+
+  /** Show this run's steps (and follow it while it runs). */
+  selectRun(id: string): void {
+    this._selectedRunId = id;
+    this._actionError = null;
+    this.stateChanged.emit();
+    this._watchSelectedRun();
+  }
+
+  /**
+   * Save the notebook if it has unsaved changes (a run executes the saved file),
+   * then start a run with the typed parameters. Returns the run, or null (see runError).
+   */
+  async startRun(target: RunTarget = this.target): Promise<IRun | null> {
+    const panel = this._notebook;
+    if (!panel || this._starting) {
+      return null;
+    }
+    this._starting = true;
+    this._runError = null;
+    this._actionError = null;
+    this.stateChanged.emit();
+    try {
+      const parameters = this._parametersToSend();
+      if (panel.context.model.dirty) {
+        await panel.context.save();
+      }
+      const run = await this.client.startRun({
+        path: panel.context.path,
+        parameters,
+        target,
+        no_cache: this._noCache
+      });
+      this._upsert(run);
+      this._selectedRunId = run.id;
+      this._watchSelectedRun();
+      return run;
+    } catch (error) {
+      this._runError = fieldError(error);
+      return null;
+    } finally {
+      this._starting = false;
+      this.stateChanged.emit();
+    }
+  }
+
+  /** Ask the server to cancel the selected run. */
+  async cancelRun(): Promise<void> {
+    const run = this.selectedRun;
+    if (!run) {
+      return;
+    }
+    try {
+      this._upsert(await this.client.cancelRun(run.id));
+    } catch (error) {
+      this._actionError = errorMessage(error);
+    }
+    this.stateChanged.emit();
+  }
+
+  /** Show an error about the selected run (e.g. a step notebook failed to open). */
+  setActionError(message: string | null): void {
+    this._actionError = message;
+    this.stateChanged.emit();
+  }
+
+  /** Tell the panel to draw again (the notebook's cells changed). */
+  notify(): void {
+    this.stateChanged.emit();
+  }
+
+  dispose(): void {
+    if (this.isDisposed) {
+      return;
+    }
+    this.setNotebook(null);
+    this._graphDebouncer.dispose();
+    this._runPoll.dispose();
+    super.dispose();
+  }
+
+  /** Only values changed from their defaults are sent; strings as typed, others as JSON. */
+  private _parametersToSend(): Record<string, unknown> {
+    const parameters: Record<string, unknown> = {};
+    const texts = this._texts();
+    for (const parameter of this._graph?.parameters ?? []) {
+      const text = texts.get(parameter.name);
+      if (text === undefined || text === parameterText(parameter)) {
+        continue;
+      }
+      if (typeof parameter.default === 'string') {
+        parameters[parameter.name] = text;
+        continue;
+      }
+      try {
+        parameters[parameter.name] = JSON.parse(text);
+      } catch {
+        throw new CubeApiError(
+          400,
+          `${parameter.name}: "${text}" is not a JSON value (e.g. 0.1, true, [1, 2] or "text")`,
+          'BadRequest',
+          `parameters.${parameter.name}`
+        );
+      }
+    }
+    return parameters;
+  }
+
+  /** The parameter values typed for this notebook (kept while others are shown). */
+  private _texts(): Map<string, string> {
+    const path = this.path ?? '';
+    let texts = this._parameterTexts.get(path);
+    if (!texts) {
+      texts = new Map();
+      this._parameterTexts.set(path, texts);
+    }
+    return texts;
+  }
+
+  private _upsert(run: IRun): void {
+    const index = this._runs.findIndex(r => r.id === run.id);
+    this._runs =
+      index < 0
+        ? [run, ...this._runs]
+        : this._runs.map((r, i) => (i === index ? run : r));
+  }
+
+  /** Poll the selected run while it has not ended. */
+  private _watchSelectedRun(): void {
+    const run = this.selectedRun;
+    if (run && !isEnded(run)) {
+      if (!this._polling) {
+        this._polling = true;
+        void this._runPoll.start();
+      }
+    } else if (this._polling) {
+      this._polling = false;
+      void this._runPoll.stop();
+    }
+  }
+
+  private async _pollRun(): Promise<void> {
+    const run = this.selectedRun;
+    if (!run || isEnded(run)) {
+      return;
+    }
+    try {
+      this._upsert(await this.client.getRun(run.id));
+      this._actionError = null;
+    } catch (error) {
+      this._actionError = errorMessage(error);
+    }
+    this.stateChanged.emit();
+    const now = this.selectedRun;
+    if (!now || isEnded(now)) {
+      this._polling = false;
+      void this._runPoll.stop();
+      if (this._visible) {
+        void this.refreshHistory();
+      }
+    }
+  }
+
+  private _onContentChanged(): void {
+    this.stateChanged.emit();
+    this._graphDebouncer.invoke().catch(() => undefined);
+  }
+
+  private _onPathChanged(): void {
+    this._selectedRunId = this.runs[0]?.id ?? null;
+    this.stateChanged.emit();
+    void this.refreshGraph();
+  }
+
+  private _onNotebookDisposed(): void {
+    this.setNotebook(null);
+  }
+
+  private _notebook: NotebookPanel | null = null;
+  private _graph: IPipeline | null = null;
+  private _graphError: IFieldError | null = null;
+  private _graphLoading = false;
+  private _graphRequest = 0;
+  private _graphDebouncer: Debouncer;
+  private _config: IPipelineConfig | null = null;
+  private _target: RunTarget = 'local';
+  private _noCache = false;
+  private _parameterTexts = new Map<string, Map<string, string>>();
+  private _runs: IRun[] = [];
+  private _historyError: string | null = null;
+  private _selectedRunId: string | null = null;
+  private _starting = false;
+  private _runError: IFieldError | null = null;
+  private _actionError: string | null = null;
+  private _runPoll: Poll;
+  private _polling = false;
+  private _visible = false;
+}

@@ -1,0 +1,307 @@
+/**
+ * The "Pipeline" sidebar panel for the active notebook: the cells' steps (editable),
+ * the DAG, the parameters form, Run, the run being watched and the run history.
+ * It renders the model and turns clicks into model calls or cell-tag edits.
+ */
+import {
+  HTMLSelect,
+  refreshIcon,
+  ToolbarButtonComponent
+} from '@jupyterlab/ui-components';
+import { Button } from '@jupyterlab/ui-components';
+import * as React from 'react';
+
+import { ErrorMessage } from '../components/ErrorMessage';
+import { pipelineIcon } from '../icons';
+import { VisibleRenderer } from '../visibleRenderer';
+import { CellSteps, ICellInfo } from './components/CellSteps';
+import { DagView } from './components/DagView';
+import { ParametersForm } from './components/ParametersForm';
+import { RunHistory } from './components/RunHistory';
+import { RunView } from './components/RunView';
+import { isEnded, PipelineModel } from './model';
+import { CellRole, readRole, withRole } from './tags';
+import type { IRun, IRunStep, RunTarget, StepStatus } from './types';
+
+/** Opens a step's executed notebook; errors are the caller's to show. */
+export type StepOpener = (run: IRun, step: IRunStep) => Promise<void>;
+
+const TARGET_LABELS: Record<RunTarget, string> = {
+  local: 'This machine',
+  cluster: 'Cluster (Argo)'
+};
+
+export class PipelinePanel extends VisibleRenderer<PipelineModel> {
+  constructor(
+    model: PipelineModel,
+    private readonly _openStep: StepOpener
+  ) {
+    super(model);
+    this.id = 'cube-pipeline';
+    this.addClass('cube-PipelinePanel');
+    this.title.icon = pipelineIcon;
+    this.title.caption = 'Pipeline';
+    this.node.setAttribute('data-testid', 'cube-pipeline');
+  }
+
+  protected render(): JSX.Element {
+    const model = this.model;
+    const notebook = model.notebook;
+    return (
+      <div className="cube-Pipeline">
+        <header className="cube-NotebookServers-header">
+          <h2 className="cube-NotebookServers-title">Pipeline</h2>
+          <ToolbarButtonComponent
+            icon={refreshIcon}
+            tooltip="Build the graph and fetch the runs again"
+            dataset={{ testid: 'cube-pipeline-refresh' }}
+            onClick={() => {
+              void model.refreshGraph();
+              void model.refreshHistory();
+            }}
+          />
+        </header>
+        {notebook ? (
+          this._renderNotebook()
+        ) : (
+          <div
+            className="cube-Pipeline-section cube-Pipeline-empty"
+            data-testid="cube-pipeline-none"
+          >
+            Open a notebook to see it as a pipeline.
+          </div>
+        )}
+      </div>
+    );
+  }
+
+  private _renderNotebook(): JSX.Element {
+    const model = this.model;
+    const graph = model.graph;
+    const run = model.selectedRun;
+    const states = new Map<string, StepStatus>(
+      (run?.steps ?? []).map(s => [s.name, s.status])
+    );
+    const graphError = model.graphError;
+    const cellError = graphError?.field?.match(/^cells\[(\d+)\]/);
+    const runError = model.runError;
+    const running = !!run && !isEnded(run);
+    return (
+      <>
+        <div
+          className="cube-Pipeline-notebook"
+          data-testid="cube-pipeline-path"
+        >
+          {model.path}
+        </div>
+        <section className="cube-Pipeline-section">
+          <h3 className="cube-NotebookServers-subtitle">Cells</h3>
+          <CellSteps
+            cells={this._cells(cellError ? Number(cellError[1]) : null)}
+            onRole={(index, role, step) => this._setRole(index, role, step)}
+            onReveal={index => this._reveal(index)}
+          />
+        </section>
+        <section className="cube-Pipeline-section">
+          <h3 className="cube-NotebookServers-subtitle">
+            Graph
+            {model.graphLoading && (
+              <span className="cube-NotebookServers-user">updating…</span>
+            )}
+          </h3>
+          {graphError && (
+            <ErrorMessage
+              message={graphError.message}
+              testid="cube-graph-error"
+              field={graphError.field ?? ''}
+            />
+          )}
+          {graph && (
+            <div
+              className={`cube-Dag-frame${graphError ? ' cube-mod-stale' : ''}`}
+            >
+              <DagView
+                steps={graph.steps}
+                edges={graph.edges}
+                states={states}
+                onStepClick={name => {
+                  const step = run?.steps.find(s => s.name === name);
+                  if (run && step?.notebook) {
+                    void this._open(run, step);
+                  }
+                }}
+              />
+            </div>
+          )}
+          {graph && graph.warnings.length > 0 && (
+            <ul
+              className="cube-Pipeline-warnings"
+              data-testid="cube-graph-warnings"
+            >
+              {graph.warnings.map(w => (
+                <li key={w}>{w}</li>
+              ))}
+            </ul>
+          )}
+        </section>
+        <section className="cube-Pipeline-section">
+          <h3 className="cube-NotebookServers-subtitle">Parameters</h3>
+          <ParametersForm
+            parameters={graph?.parameters ?? []}
+            value={p => model.parameterValue(p)}
+            errorField={runError?.field ?? null}
+            onChange={(name, text) => model.setParameterValue(name, text)}
+          />
+          <div className="cube-Pipeline-run">
+            {model.targets.length > 1 && (
+              <HTMLSelect
+                aria-label="Where to run"
+                data-testid="cube-run-target"
+                value={model.target}
+                onChange={event => {
+                  model.target = event.target.value as RunTarget;
+                }}
+                options={model.targets.map(t => ({
+                  value: t,
+                  label: TARGET_LABELS[t] ?? t
+                }))}
+              />
+            )}
+            <label
+              className="cube-Pipeline-nocache"
+              title="Run every step again, even unchanged ones"
+            >
+              <input
+                type="checkbox"
+                data-testid="cube-run-nocache"
+                checked={model.noCache}
+                onChange={event => {
+                  model.noCache = event.target.checked;
+                }}
+              />
+              No cache
+            </label>
+            <Button
+              className="cube-Button cube-mod-accept"
+              data-testid="cube-run-start"
+              disabled={model.starting || !graph || running}
+              onClick={() => void model.startRun()}
+            >
+              {model.starting ? 'Starting…' : 'Run'}
+            </Button>
+          </div>
+          {runError && (
+            <ErrorMessage
+              message={runError.message}
+              testid="cube-run-start-error"
+              field={runError.field ?? ''}
+            />
+          )}
+        </section>
+        {run && (
+          <section className="cube-Pipeline-section">
+            <h3 className="cube-NotebookServers-subtitle">Run</h3>
+            <RunView
+              run={run}
+              ended={isEnded(run)}
+              error={model.actionError}
+              onCancel={() => void model.cancelRun()}
+              onOpenStep={step => void this._open(run, step)}
+            />
+          </section>
+        )}
+        <section className="cube-Pipeline-section">
+          <h3 className="cube-NotebookServers-subtitle">History</h3>
+          <ErrorMessage
+            message={model.historyError}
+            testid="cube-history-error"
+          />
+          <RunHistory
+            runs={model.runs}
+            selected={run?.id ?? null}
+            now={Date.now()}
+            onSelect={id => model.selectRun(id)}
+          />
+        </section>
+      </>
+    );
+  }
+
+  /** The notebook's code cells, with the step the server put each in. */
+  private _cells(errorCell: number | null): ICellInfo[] {
+    const notebook = this.model.notebook;
+    const cells = notebook?.content.model?.cells;
+    if (!cells) {
+      return [];
+    }
+    const stepOf = new Map<number, string>();
+    for (const step of this.model.graph?.steps ?? []) {
+      for (const index of step.cells) {
+        stepOf.set(index, step.name);
+      }
+    }
+    const infos: ICellInfo[] = [];
+    for (let index = 0; index < cells.length; index++) {
+      const cell = cells.get(index);
+      if (cell.type !== 'code') {
+        continue;
+      }
+      const tags = cellTags(cell.getMetadata('tags'));
+      const { role, step } = readRole(tags);
+      const source = cell.sharedModel.getSource();
+      infos.push({
+        index,
+        preview: source.split('\n').find(line => line.trim()) ?? '',
+        role,
+        stepTag: step,
+        step: stepOf.get(index) ?? null,
+        error:
+          index === errorCell ? (this.model.graphError?.message ?? null) : null
+      });
+    }
+    return infos;
+  }
+
+  /** Rewrite one cell's tags in the notebook model (the notebook becomes unsaved). */
+  private _setRole(index: number, role: CellRole, step: string): void {
+    const cell = this.model.notebook?.content.model?.cells.get(index);
+    if (!cell) {
+      return;
+    }
+    const tags = withRole(cellTags(cell.getMetadata('tags')), role, step);
+    if (tags.length) {
+      cell.setMetadata('tags', tags);
+    } else {
+      cell.deleteMetadata('tags');
+    }
+  }
+
+  private _reveal(index: number): void {
+    const content = this.model.notebook?.content;
+    if (!content) {
+      return;
+    }
+    content.activeCellIndex = index;
+    const cell = content.widgets[index];
+    if (cell) {
+      void content.scrollToCell(cell);
+    }
+  }
+
+  private async _open(run: IRun, step: IRunStep): Promise<void> {
+    try {
+      this.model.setActionError(null);
+      await this._openStep(run, step);
+    } catch (error) {
+      this.model.setActionError(
+        `Cannot open the notebook of ${step.name}: ${(error as Error).message ?? error}`
+      );
+    }
+  }
+}
+
+function cellTags(value: unknown): string[] {
+  return Array.isArray(value)
+    ? value.filter((t): t is string => typeof t === 'string')
+    : [];
+}

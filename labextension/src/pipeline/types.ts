@@ -1,0 +1,121 @@
+/**
+ * Shapes of the pipeline documents served under `/cube/api/v1/pipelines`. They mirror
+ * the wire format (`Pipeline.to_dict()`, `RunRecord.to_dict()`); every rule behind the
+ * values lives on the server.
+ */
+
+/** Per-step resources and behaviour from `image:`, `cpu:`, `gpu:N`, ... tags. */
+export interface IStepOptions {
+  image: string | null;
+  cpu: string | null;
+  memory: string | null;
+  gpu: number;
+  retries: number;
+  timeout: number | null;
+}
+
+/** One pipeline step: the cells it runs and what flows in and out. */
+export interface IStep {
+  name: string;
+  /** Indices of the notebook's cells (all cells, markdown included). */
+  cells: number[];
+  source: string[];
+  after: string[];
+  inputs: string[];
+  outputs: string[];
+  options: IStepOptions;
+}
+
+/** A dependency between two steps and the variables passed along it. */
+export interface IEdge {
+  upstream: string;
+  downstream: string;
+  variables: string[];
+}
+
+/** A papermill parameter from the `parameters` cell. */
+export interface IParameter {
+  name: string;
+  default: unknown;
+  default_source: string;
+}
+
+/** Body of `POST /pipelines/graph`. */
+export interface IPipeline {
+  name: string;
+  path: string;
+  steps: IStep[];
+  edges: IEdge[];
+  imports: string[];
+  functions: string[];
+  parameters: IParameter[];
+  parameters_source: string;
+  metrics: string[];
+  kernel_name: string;
+  warnings: string[];
+}
+
+/** Where a run executes. */
+export type RunTarget = 'local' | 'cluster';
+
+/** Body of `GET /pipelines/config`. */
+export interface IPipelineConfig {
+  backend: string;
+  targets: RunTarget[];
+}
+
+export type RunStatus =
+  'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
+
+export type StepStatus =
+  | 'pending'
+  | 'running'
+  | 'succeeded'
+  | 'failed'
+  | 'cached'
+  | 'skipped'
+  | 'cancelled';
+
+/** One step of a run. */
+export interface IRunStep {
+  name: string;
+  status: StepStatus;
+  started: string | null;
+  finished: string | null;
+  duration: number | null;
+  attempts: number;
+  cache_hit: boolean;
+  error: unknown;
+  notebook: string | null;
+}
+
+/** One pipeline run, as `GET /pipelines/runs/{id}` returns it. */
+export interface IRun {
+  id: string;
+  user: string;
+  path: string;
+  pipeline: string;
+  status: RunStatus;
+  target: RunTarget;
+  parameters: Record<string, unknown>;
+  store: string | null;
+  created: string;
+  started: string | null;
+  finished: string | null;
+  error: unknown;
+  steps: IRunStep[];
+}
+
+/** Body of `GET /pipelines/runs`. */
+export interface IRunList {
+  user: string;
+  runs: IRun[];
+}
+
+/** What `POST /pipelines/runs` takes. */
+export interface IStartRun {
+  path: string;
+  parameters: Record<string, unknown>;
+  target: RunTarget;
+  no_cache?: boolean;
+}

@@ -1,0 +1,114 @@
+"""Who may do what on the central workbench when the mesh names the caller.
+
+Behind Istio every user of the cluster reaches the same Jupyter server, which runs as the workbench's
+service account. Its own Jupyter API (contents, kernels, terminals, ...) would hand each of them a
+shell there, so `CubeAuthorizer` gives non-admins the workbench's API (`cube`: their notebook servers
+and pipelines) and only the read-only parts of Jupyter that the JupyterLab page needs to load; admins
+(`CubeSpawner.admin_users`) keep everything. With Jupyter's own auth (single user) the authenticated
+caller owns the server and may do anything, as with Jupyter's default authorizer.
+
+    c.ServerApp.authorizer_class = "cube_jupyter_server.authorizer.CubeAuthorizer"
+
+jupyterlab_server's handlers (the `/lab` page, settings, workspaces, listings, translations) never ask
+the Authorizer; `check_unguarded_request` covers their unsafe methods (saving shared settings or
+workspaces) under the resource name `lab`, called by the identity provider on every request.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from jupyter_server.auth.authorizer import Authorizer
+from jupyter_server.auth.identity import User
+from tornado import web
+
+from cube_jupyter.config import Settings
+
+if TYPE_CHECKING:
+    from jupyter_server.base.handlers import JupyterHandler
+    from jupyter_server.serverapp import ServerApp
+
+CUBE_RESOURCE = "cube"
+LAB_RESOURCE = "lab"  # handlers without an auth_resource of their own (jupyterlab_server's)
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+AUTHORIZER_CLASS = "cube_jupyter_server.authorizer.CubeAuthorizer"
+
+# What a non-admin may do beyond `cube`, each needed by the JupyterLab page to start:
+#   api         /api/status, /api/me, /api/spec.yaml
+#   config      /api/config/{section} (frontend config sections); PATCH would change them for all
+#   kernelspecs /api/kernelspecs and their logos: the launcher lists them
+#   lab         the /lab page, settings, themes, translations, listings, workspaces (reads only)
+#   csp         /api/security/csp-report: the browser's CSP violation reports, only logged
+# Everything else (contents, files, kernels, sessions, terminals, nbconvert, events, lsp, server) is
+# refused: each runs code, reads or writes files, or shows other users' activity on this server.
+USER_GRANTS: dict[str, frozenset[str]] = {
+    CUBE_RESOURCE: frozenset({"read", "write", "execute"}),
+    "api": frozenset({"read"}),
+    "config": frozenset({"read"}),
+    "kernelspecs": frozenset({"read"}),
+    LAB_RESOURCE: frozenset({"read"}),
+    "csp": frozenset({"read", "write"}),
+}
+
+
+class CubeAuthorizer(Authorizer):
+    """Admins and the single-user owner may do anything; other header-named users only `USER_GRANTS`."""
+
+    def is_authorized(self, handler: JupyterHandler, user: User, action: str, resource: str) -> bool:
+        from cube_jupyter_server.identity import trusts_header
+
+        if not trusts_header(handler):
+            return True  # Jupyter's own auth: whoever holds the token owns the server
+        if is_admin(handler.settings, user):
+            return True
+        allowed = action in USER_GRANTS.get(resource, frozenset())
+        if not allowed:
+            self.log.warning(
+                "cube-jupyter: refused %s on %r to %r (not in CubeSpawner.admin_users)",
+                action,
+                resource,
+                user.username,
+            )
+        return allowed
+
+
+def is_admin(settings: dict[str, Any], user: User) -> bool:
+    """Whether `user` is a workbench admin; without the workbench's settings nobody is."""
+    cube: Settings | None = settings.get("cube_settings")
+    return cube is not None and cube.is_admin(str(user.username))
+
+
+def check_unguarded_request(handler: web.RequestHandler, user: User) -> None:
+    """Refuse unsafe methods on handlers that never ask the Authorizer (see the module doc).
+
+    Called by the trusted-header identity provider, the one hook every Jupyter request passes.
+    """
+    method = handler.request.method or "GET"
+    if method in SAFE_METHODS or hasattr(handler, "auth_resource"):
+        return
+    authorizer = handler.settings.get("authorizer")
+    if not isinstance(authorizer, Authorizer) or not authorizer.is_authorized(
+        handler,  # type: ignore[arg-type]
+        user,
+        "write",
+        LAB_RESOURCE,
+    ):
+        raise web.HTTPError(403, f"{method} {handler.request.path} is for workbench admins only")
+
+
+def require_cube_authorizer(serverapp: ServerApp) -> None:
+    """The trusted-header identity provider without CubeAuthorizer would give every user of the
+    cluster the whole Jupyter API of this server: refuse to start instead."""
+    from cube_jupyter_server.identity import TrustedHeaderIdentityProvider
+
+    if isinstance(serverapp.identity_provider, TrustedHeaderIdentityProvider) and not isinstance(
+        serverapp.authorizer, CubeAuthorizer
+    ):
+        message = (
+            "cube-jupyter: ServerApp.identity_provider_class is the trusted-header provider, so "
+            f'ServerApp.authorizer_class must be "{AUTHORIZER_CLASS}" (it is '
+            f'"{type(serverapp.authorizer).__module__}.{type(serverapp.authorizer).__name__}"): '
+            "otherwise every user behind the gateway gets terminals and kernels on this server"
+        )
+        serverapp.log.critical(message)
+        raise SystemExit(message)

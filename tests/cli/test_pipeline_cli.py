@@ -1,0 +1,148 @@
+"""`cube-jupyter pipeline graph|run|compile`, run as a user runs it: a subprocess in a folder of notebooks."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from cube_jupyter.pipelines.history import RunHistory
+from tests.pipelines.notebooks import code, notebook, write
+
+pytestmark = pytest.mark.timeout(240)
+CONFIG = """
+c.CubeWorkbench.state_dir = {state!r}
+c.CubeWorkbench.default_user = "alice"
+c.CubeStorage.url = {store!r}
+"""
+GOOD = notebook(
+    code("import math", "imports"),
+    code("rate = 0.5", "parameters"),
+    code("values = [rate * i for i in range(4)]", "step:make"),
+    code("print('total', math.fsum(values))", "step:show"),
+)
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    (tmp_path / "jupyter_server_config.py").write_text(
+        CONFIG.format(state=str(tmp_path / "state"), store=str(tmp_path / "artifacts"))
+    )
+    write(GOOD, tmp_path / "good.ipynb")
+    return tmp_path
+
+
+def cube(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "cube_jupyter.cli", "pipeline", *args]
+    argv += ["--config", str(folder / "jupyter_server_config.py")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env, cwd=folder, check=False)
+
+
+def test_graph_prints_steps_edges_and_variables(folder: Path) -> None:
+    result = cube(folder, "graph", "good.ipynb")
+    assert result.returncode == 0, result.stderr
+    graph = json.loads(result.stdout)
+    assert [s["name"] for s in graph["steps"]] == ["make", "show"]
+    assert graph["edges"] == [{"upstream": "make", "downstream": "show", "variables": ["values"]}]
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("{not json", "is not valid JSON"),
+        (
+            nbformat.writes(notebook(code("a = 1", "step:one", "after:two"), code("b = a", "step:two"))),
+            "cycle",
+        ),
+    ],
+)
+def test_an_invalid_pipeline_exits_2_with_the_reason(folder: Path, content: str, needle: str) -> None:
+    (folder / "bad.ipynb").write_text(content)
+    for action in ("graph", "run"):
+        result = cube(folder, action, "bad.ipynb")
+        assert result.returncode == 2, result.stderr
+        assert needle in result.stderr and "Traceback" not in result.stderr
+    assert cube(folder, "run", "good.ipynb", "-p", "nope", "1").returncode == 2
+
+
+def test_run_writes_step_notebooks_then_reuses_them_from_the_cache(folder: Path) -> None:
+    result = cube(folder, "run", "good.ipynb", "-p", "rate", "2", "--parallel", "2", "--output-dir", "out")
+    assert result.returncode == 0, result.stderr
+    table = result.stdout.splitlines()
+    assert table[0].split() == ["STEP", "STATUS", "ATTEMPTS", "DURATION", "CACHED", "NOTEBOOK"]
+    assert [line.split()[:2] for line in table[1:3]] == [["make", "succeeded"], ["show", "succeeded"]]
+    assert "succeeded in" in table[3]
+    show = nbformat.read(folder / "out" / "show.ipynb", as_version=4)
+    assert "total 12.0" in "".join(o.get("text", "") for c in show.cells for o in c.get("outputs", []))
+    assert (folder / "out" / "make.ipynb").is_file()
+    assert "show  succeeded" in result.stderr  # progress, one line per change off a terminal
+
+    again = cube(folder, "run", "good.ipynb", "-p", "rate", "2")
+    assert again.returncode == 0, again.stderr
+    assert [line.split()[1] for line in again.stdout.splitlines()[1:3]] == ["cached", "cached"]
+    runs = RunHistory.in_state_dir(folder / "state").list("alice")
+    assert [r.status for r in runs] == ["succeeded", "succeeded"]
+
+
+def test_a_failed_step_exits_1_showing_the_step_and_its_traceback(folder: Path) -> None:
+    write(
+        notebook(
+            code("data = [1, 2]", "step:load"),
+            code("ratio = sum(data) / 0", "step:divide"),
+            code("size = len(data)", "step:count"),
+        ),
+        folder / "fails.ipynb",
+    )
+    result = cube(folder, "run", "fails.ipynb")
+    assert result.returncode == 1
+    assert "step 'divide' failed in cell 1" in result.stderr and "ZeroDivisionError" in result.stderr
+    assert "ratio = sum(data) / 0" in result.stderr  # the cell's traceback
+    status = {line.split()[0]: line.split()[1] for line in result.stdout.splitlines()[1:4]}
+    assert status == {"load": "succeeded", "divide": "failed", "count": "succeeded"}
+
+
+def test_ctrl_c_cancels_the_run_and_records_it(folder: Path) -> None:
+    write(
+        notebook(code("import time", "imports"), code("time.sleep(120)", "step:sleepy")),
+        folder / "slow.ipynb",
+    )
+    argv = [sys.executable, "-m", "cube_jupyter.cli", "pipeline", "run", "slow.ipynb"]
+    argv += ["--config", str(folder / "jupyter_server_config.py")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen(
+        argv, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    history = RunHistory.in_state_dir(folder / "state")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        runs = history.list("alice")
+        if runs and runs[0].steps[0].status == "running":
+            break
+        time.sleep(0.1)
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "cancelling" in err and "Traceback" not in err
+    run = history.list("alice")[0]
+    assert run.status == "cancelled" and run.steps[0].status == "cancelled"
+
+
+def test_compile_writes_an_argo_workflow(folder: Path) -> None:
+    result = cube(
+        folder, "compile", "good.ipynb", "--target", "argo", "--store", "s3://ml/runs", "-o", "wf.yaml"
+    )
+    assert result.returncode == 0, result.stderr
+    workflow = yaml.safe_load((folder / "wf.yaml").read_text())
+    assert workflow["kind"] == "Workflow"
+    dag = next(t for t in workflow["spec"]["templates"] if "dag" in t)
+    assert sorted(task["name"] for task in dag["dag"]["tasks"]) == ["make", "show"]

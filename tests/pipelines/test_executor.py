@@ -1,0 +1,233 @@
+"""The local executor with real worker processes, real kernels and a real store: parallel branches,
+caching and resume, retries, timeouts, cancel and a worker that dies under a step.
+
+One pool of two kernel-warm workers serves the whole module (as one serves a whole server), and every
+notebook lives in one folder, so each step finds a kernel already started in the right place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+
+from cube_jupyter.pipelines.dag import build_pipeline, load_notebook
+from cube_jupyter.pipelines.executor import LocalExecutor, RunOptions
+from cube_jupyter.pipelines.history import RunHistory, RunRecord, now
+from cube_jupyter.pipelines.model import Pipeline
+from cube_jupyter.pipelines.workers import KernelSpec, WorkerPool
+from cube_jupyter.storage import ArtifactStore, open_store
+from tests.pipelines.notebooks import code, notebook, write
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@dataclass
+class Env:
+    loop: asyncio.AbstractEventLoop
+    pool: WorkerPool
+    folder: Path
+    history: RunHistory
+    store: ArtifactStore
+    runs: int = 0
+
+    def pipeline(self, name: str, *cells: nbformat.NotebookNode) -> Pipeline:
+        path = write(notebook(*cells), self.folder / f"{name}.ipynb")
+        return build_pipeline(load_notebook(path), str(path))
+
+    def start(self, pipeline: Pipeline, parameters: dict[str, object] | None = None, **options: object):  # type: ignore[no-untyped-def]
+        self.runs += 1
+        run = self.history.create(
+            RunRecord(
+                id=f"{pipeline.name}-{self.runs}",
+                user="alice",
+                path=pipeline.path,
+                pipeline=pipeline.name,
+                status="queued",
+                target="local",
+                parameters=parameters or {},
+                store=self.store.url(),
+                created=now(),
+            ),
+            [s.name for s in pipeline.steps],
+        )
+        opts = RunOptions(parallel=2, cwd=str(self.folder), **options)  # type: ignore[arg-type]
+        return LocalExecutor(self.pool, self.history).start(run, pipeline, self.store, opts)
+
+    def run(
+        self, pipeline: Pipeline, parameters: dict[str, object] | None = None, **options: object
+    ) -> RunRecord:
+        async def go() -> RunRecord:
+            return await self.start(pipeline, parameters, **options).wait()
+
+        return self.loop.run_until_complete(go())
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    folder = tmp_path_factory.mktemp("executor")
+    loop = asyncio.new_event_loop()
+    pool = WorkerPool(2, warm=KernelSpec("python3", str(folder)))
+    loop.run_until_complete(pool.start())
+    store = open_store(str(folder / "store"))
+    yield Env(loop, pool, folder, RunHistory.in_state_dir(folder / "state"), store)
+    loop.run_until_complete(pool.close())
+    loop.close()
+
+
+def notebook_text(store: ArtifactStore, key: str | None) -> str:
+    assert key is not None
+    nb = nbformat.reads(store.get(key).decode(), as_version=4)
+    return "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []) if "text" in o)
+
+
+DIAMOND = (
+    code("import time", "imports"),
+    code("n = 4", "parameters"),
+    code("xs = list(range(n))", "step:load"),
+    code("time.sleep(1)\nleft = sum(xs)", "step:left"),
+    code("time.sleep(1)\nright = max(xs)", "step:right"),
+    code("print('total', left + right)", "step:join"),
+)
+
+
+def test_branches_run_in_parallel_and_an_unchanged_run_is_all_cached(env: Env) -> None:
+    pipeline = env.pipeline("diamond", *DIAMOND)
+    run = env.run(pipeline, {"n": 5})
+    assert run.status == "succeeded", run.error
+    steps = {s.name: s for s in run.steps}
+    assert all(s.status == "succeeded" and s.attempts == 1 and not s.cache_hit for s in run.steps)
+    assert "total 14" in notebook_text(env.store, steps["join"].notebook)  # 0+1+2+3+4 and 4
+    left, right = steps["left"], steps["right"]
+    assert left.started and right.started and left.finished and right.finished
+    assert max(left.started, right.started) < min(left.finished, right.finished), "branches overlapped"
+
+    again = env.run(pipeline, {"n": 5})
+    assert again.status == "succeeded"
+    assert [(s.status, s.cache_hit) for s in again.steps] == [("cached", True)] * 4
+    assert [s.notebook for s in again.steps] == [s.notebook for s in run.steps]  # reused, not re-run
+
+    forced = env.run(pipeline, {"n": 5}, no_cache=True)
+    assert [s.status for s in forced.steps] == ["succeeded"] * 4
+
+    other = env.run(pipeline, {"n": 3})  # a new parameter value changes every step's key
+    assert [s.status for s in other.steps] == ["succeeded"] * 4
+    assert "total 5" in notebook_text(env.store, other.step("join").notebook)
+
+
+def test_a_changed_step_reruns_with_what_depends_on_it(env: Env) -> None:
+    first = env.run(env.pipeline("edit", *DIAMOND))
+    assert first.status == "succeeded", first.error
+    cells = list(DIAMOND)
+    cells[4] = code("time.sleep(1)\nright = min(xs)", "step:right")
+    edited = env.run(env.pipeline("edit", *cells))
+    assert {s.name: s.status for s in edited.steps} == {
+        "load": "cached",
+        "left": "cached",
+        "right": "succeeded",
+        "join": "succeeded",
+    }
+    assert "total 6" in notebook_text(env.store, edited.step("join").notebook)
+
+
+def test_a_failed_step_is_named_its_branch_skipped_the_rest_finishes_and_a_rerun_resumes(env: Env) -> None:
+    cells = [
+        code("data = [1, 2, 3]", "step:load"),
+        code("ratio = sum(data) / 0", "step:bad"),
+        code("print('report', ratio)", "step:report"),
+        code("good = len(data)\nprint('good', good)", "step:good"),
+    ]
+    failed = env.run(env.pipeline("resume", *cells))
+    status = {s.name: s.status for s in failed.steps}
+    assert status == {"load": "succeeded", "bad": "failed", "report": "skipped", "good": "succeeded"}
+    assert failed.status == "failed"
+    assert failed.error is not None and "'bad'" in failed.error and "ZeroDivisionError" in failed.error
+    error = failed.step("bad").error
+    assert error is not None and error["cell"] == 1 and error["ename"] == "ZeroDivisionError"
+    assert "ratio = sum(data) / 0" in error["traceback"]
+    assert failed.step("bad").notebook  # what the failed step did is kept
+    assert failed.step("report").error == {"message": "skipped: upstream step 'bad' failed"}
+
+    cells[1] = code("ratio = sum(data) / 2", "step:bad")
+    resumed = env.run(env.pipeline("resume", *cells))
+    status = {s.name: s.status for s in resumed.steps}
+    assert status == {"load": "cached", "bad": "succeeded", "report": "succeeded", "good": "cached"}
+    assert "report 3.0" in notebook_text(env.store, resumed.step("report").notebook)
+
+
+def test_a_flaky_step_is_retried(env: Env) -> None:
+    marker = env.folder / "flaky-attempts.txt"
+    cells = [
+        code(
+            "import pathlib\np = pathlib.Path('flaky-attempts.txt')\n"
+            "n = int(p.read_text()) if p.exists() else 0\np.write_text(str(n + 1))\n"
+            "assert n >= 1, 'first attempt fails'",
+            "step:flaky",
+            "retries:2",
+        )
+    ]
+    run = env.run(env.pipeline("flaky", *cells))
+    assert run.status == "succeeded", run.error
+    assert run.step("flaky").attempts == 2 and marker.read_text() == "2"
+
+
+def test_a_step_past_its_timeout_is_stopped_while_others_finish(env: Env) -> None:
+    cells = [
+        code("import time", "imports"),
+        code("time.sleep(120)", "step:slow", "timeout:1"),
+        code("fast = 1", "step:fast"),
+    ]
+    started = time.monotonic()
+    run = env.run(env.pipeline("timeout", *cells))
+    assert time.monotonic() - started < 30
+    assert run.status == "failed" and run.step("fast").status == "succeeded"
+    error = run.step("slow").error
+    assert error is not None and error["ename"] == "TimeoutError" and "timeout of 1 s" in error["evalue"]
+
+
+def test_cancel_kills_the_running_kernels_and_records_the_run_cancelled(env: Env) -> None:
+    cells = [
+        code("import time", "imports"),
+        code("time.sleep(120)", "step:sleepy"),
+        code("x = 1", "step:after-it", "after:sleepy"),
+    ]
+    pipeline = env.pipeline("cancel", *cells)
+
+    async def go() -> tuple[RunRecord, int]:
+        handle = env.start(pipeline)
+        while "sleepy" not in handle._tasks or handle._tasks["sleepy"].kernel_pid is None:
+            await asyncio.sleep(0.05)
+        pid = handle._tasks["sleepy"].kernel_pid
+        assert pid is not None and psutil.pid_exists(pid)
+        await asyncio.sleep(0.5)
+        started = time.monotonic()
+        handle.cancel()
+        run = await handle.wait()
+        assert time.monotonic() - started < 15
+        return run, pid
+
+    run, pid = env.loop.run_until_complete(go())
+    assert run.status == "cancelled" and run.error == "cancelled by the user"
+    assert [s.status for s in run.steps] == ["cancelled", "cancelled"]
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert env.history.get(run.id).status == "cancelled"
+
+
+def test_a_worker_that_dies_fails_its_step_and_is_replaced(env: Env) -> None:
+    cells = [
+        code("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)", "step:crash"),
+        code("ok = 1", "step:ok"),
+    ]
+    run = env.run(env.pipeline("crash", *cells))
+    assert run.step("crash").status == "failed" and run.step("ok").status == "succeeded"
+    error = run.step("crash").error
+    assert error is not None and "worker process exited" in error["message"]
+    again = env.run(env.pipeline("after-crash", code("fine = 1", "step:fine")))
+    assert again.status == "succeeded"
+    assert len(env.pool._workers) == 2

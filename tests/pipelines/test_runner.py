@@ -1,0 +1,347 @@
+"""The step runner, end to end: real kernels, papermill, a real store (local and S3 on loopback)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+from jupyter_client.manager import KernelManager
+
+from cube_jupyter.errors import InvalidInput
+from cube_jupyter.pipelines import marshal, runner
+from cube_jupyter.pipelines.dag import build_pipeline, load_notebook
+from cube_jupyter.pipelines.model import Edge, PipelineError
+from cube_jupyter.pipelines.runner import run_step
+from cube_jupyter.storage import ArtifactStore, CubeStorage, open_store
+from tests.pipelines.notebooks import code, markdown, notebook, write
+from tests.pipelines.steps import LINEAR, pipeline, step
+from tests.storage.s3server import ACCESS_KEY, SECRET_KEY, S3Server, s3_server
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> ArtifactStore:
+    return open_store(str(tmp_path / "store"))
+
+
+def executed(store: ArtifactStore, key: str) -> nbformat.NotebookNode:
+    return nbformat.reads(store.get(key).decode(), as_version=4)
+
+
+def text_of(cell: nbformat.NotebookNode) -> str:
+    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+
+
+def test_steps_pass_data_and_store_notebooks_and_hashed_outputs(store: ArtifactStore, tmp_path: Path) -> None:
+    lines: list[str] = []
+    first = run_step(
+        LINEAR, "prepare", "r1", store, {"n": 5, "label": "tuned"}, cwd=tmp_path, log=lines.append
+    )
+    assert first.status == "succeeded", first.error
+    assert set(first.outputs) == {"total", "x"}
+    for name, ref in first.outputs.items():
+        data = store.get(ref.key)
+        assert ref.key == f"runs/r1/outputs/prepare/{name}"
+        assert ref.sha256 == hashlib.sha256(data).hexdigest() and ref.size == len(data)
+    assert first.outputs["x"].kind == "npy"
+    assert np.array_equal(marshal.unpack(store.get("runs/r1/outputs/prepare/x")), np.arange(5))
+    assert "[prepare] total 10 tuned" in lines
+
+    second = run_step(LINEAR, "train", "r1", store, {}, cwd=tmp_path)
+    assert second.status == "succeeded", second.error
+    assert second.metrics == {"score": pytest.approx(20 + 5**0.5)}
+    assert marshal.unpack(store.get(second.outputs["score"].key)) == pytest.approx(20 + 5**0.5)
+
+    nb = executed(store, first.notebook or "")
+    assert first.notebook == "runs/r1/steps/prepare.ipynb"
+    user = [c for c in nb.cells if c.metadata.get("cube_jupyter", {}).get("role") == "cell"]
+    assert [c.source for c in user] == list(LINEAR.step("prepare").source)
+    assert "total 10 tuned" in text_of(user[1])
+    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert "n = 5" in injected[0].source and 'label = "tuned"' in injected[0].source
+    assert nb.metadata["papermill"]["input_path"] == "demo.ipynb"
+
+
+def test_failing_cell_maps_to_the_source_notebook(store: ArtifactStore, tmp_path: Path) -> None:
+    broken = pipeline(step("fit", {7: "a = 1", 9: "print('before')\nb = a / 0"}))
+    result = run_step(broken, "fit", "r2", store, {}, cwd=tmp_path)
+    assert result.status == "failed" and result.error is not None
+    error = result.error
+    assert (error.cell, error.phase, error.ename, error.evalue) == (
+        9,
+        "cell",
+        "ZeroDivisionError",
+        "division by zero",
+    )
+    assert "\x1b[" not in error.traceback and "b = a / 0" in error.traceback
+    assert "cell 9 of demo.ipynb" in error.message
+    assert result.outputs == {}
+    nb = executed(store, result.notebook or "")  # stored even though it failed, as far as it got
+    failed = next(c for c in nb.cells if c.metadata.get("cube_jupyter", {}).get("source_index") == 9)
+    assert "before" in text_of(failed)
+    assert any(o.output_type == "error" for o in failed.outputs)
+
+
+def test_missing_input_fails_in_the_load_cell(store: ArtifactStore, tmp_path: Path) -> None:
+    result = run_step(LINEAR, "train", "never-ran", store, {}, cwd=tmp_path)
+    assert result.status == "failed" and result.error is not None
+    assert (result.error.phase, result.error.cell, result.error.ename) == ("load-inputs", None, "NotFound")
+    assert "runs/never-ran/outputs/prepare" in result.error.evalue
+
+
+def test_unserializable_output_names_variable_and_type(store: ArtifactStore, tmp_path: Path) -> None:
+    locked = pipeline(
+        step("a", {0: "import threading\nlock = threading.Lock()"}, outputs=("lock",)),
+        step("b", {1: "print(lock)"}, inputs=("lock",)),
+        edges=(Edge("a", "b", ("lock",)),),
+    )
+    result = run_step(locked, "a", "r3", store, {}, cwd=tmp_path)
+    assert result.error is not None
+    assert (result.error.phase, result.error.ename) == ("save-outputs", "PipelineError")
+    assert "'lock'" in result.error.evalue and "_thread.lock" in result.error.evalue
+    assert not store.exists("runs/r3/outputs/a/lock")
+
+
+def test_output_never_defined_is_named(store: ArtifactStore, tmp_path: Path) -> None:
+    partial = pipeline(step("a", {0: "if n > 100:\n    big = n"}, outputs=("big",)))
+    result = run_step(partial, "a", "r4", store, {}, cwd=tmp_path)
+    assert result.error is not None and result.error.phase == "save-outputs"
+    assert "'big'" in result.error.evalue
+
+
+def test_timeout_interrupts_the_running_cell(store: ArtifactStore, tmp_path: Path) -> None:
+    slow = pipeline(
+        step("slow", {3: "print('started', flush=True)", 4: "import time\ntime.sleep(60)"}, timeout=1.5)
+    )
+    started = time.monotonic()
+    result = run_step(slow, "slow", "r5", store, {}, cwd=tmp_path)
+    assert time.monotonic() - started < 10
+    assert result.error is not None
+    assert (result.error.ename, result.error.cell) == ("TimeoutError", 4)
+    assert "1.5 s" in result.error.evalue
+    assert "started" in text_of(executed(store, result.notebook or "").cells[4])
+
+
+def test_timeout_kills_a_step_that_ignores_interrupts(
+    store: ArtifactStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runner, "INTERRUPT_GRACE", 1.0)
+    stubborn = pipeline(
+        step(
+            "stubborn",
+            {2: "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)"},
+        )
+    )
+    started = time.monotonic()
+    result = run_step(stubborn, "stubborn", "r6", store, {}, cwd=tmp_path, timeout=1.0)
+    assert time.monotonic() - started < 15
+    assert result.error is not None and result.error.ename == "TimeoutError"
+    assert result.error.cell == 2
+
+
+def test_started_kernel_is_used_and_left_to_the_caller(store: ArtifactStore, tmp_path: Path) -> None:
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(tmp_path), env={**os.environ, **runner.kernel_env(store)})
+    try:
+        pid = km.provisioner.pid  # type: ignore[union-attr]
+        check = pipeline(
+            step(
+                "who",
+                {0: "print('first output')\nimport os\npid = os.getpid()\ncwd = os.getcwd()"},
+                outputs=("cwd", "pid"),
+            )
+        )
+        result = run_step(check, "who", "r7", store, {}, kernel_manager=km)
+        assert result.status == "succeeded", result.error
+        assert marshal.unpack(store.get(result.outputs["pid"].key)) == pid
+        assert marshal.unpack(store.get(result.outputs["cwd"].key)) == str(tmp_path)
+        assert km.is_alive()
+        nb = executed(store, result.notebook or "")
+        first = next(c for c in nb.cells if c.metadata.get("cube_jupyter", {}).get("role") == "cell")
+        assert text_of(first) == "first output\n"  # the client was ready before the first cell ran
+    finally:
+        km.shutdown_kernel(now=True)
+
+
+def test_own_kernel_runs_in_cwd_and_is_shut_down(store: ArtifactStore, tmp_path: Path) -> None:
+    (tmp_path / "data.txt").write_text("42")
+    check = pipeline(
+        step(
+            "read",
+            {0: "import os\nvalue = int(open('data.txt').read())\npid = os.getpid()"},
+            outputs=("pid", "value"),
+        )
+    )
+    result = run_step(check, "read", "r8", store, {}, cwd=tmp_path)
+    assert result.status == "succeeded", result.error
+    assert marshal.unpack(store.get(result.outputs["value"].key)) == 42
+    pid = marshal.unpack(store.get(result.outputs["pid"].key))
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+        time.sleep(0.05)
+    assert not Path(f"/proc/{pid}").exists()
+
+
+def test_kernel_that_cannot_start_is_a_failed_step(store: ArtifactStore, tmp_path: Path) -> None:
+    missing = replace(pipeline(step("a", {0: "pass"})), kernel_name="no-such-kernel")
+    result = run_step(missing, "a", "r10", store, {}, cwd=tmp_path)
+    assert result.status == "failed" and result.error is not None
+    assert (result.error.phase, result.error.ename) == ("kernel", "NoSuchKernel")
+    assert "no-such-kernel" in result.error.message
+    assert result.notebook is not None and store.exists(result.notebook)
+
+
+def test_inputs_can_come_from_an_earlier_run(store: ArtifactStore, tmp_path: Path) -> None:
+    """How the executor reuses cached upstream outputs: explicit input keys."""
+    first = run_step(LINEAR, "prepare", "old", store, {"n": 3}, cwd=tmp_path)
+    assert first.status == "succeeded"
+    keys = {name: ref.key for name, ref in first.outputs.items()}
+    result = run_step(LINEAR, "train", "new", store, {}, cwd=tmp_path, inputs=keys)
+    assert result.status == "succeeded", result.error
+    assert result.metrics["score"] == pytest.approx(6 + 3**0.5)
+    assert store.exists("runs/new/outputs/train/score") and not store.exists("runs/new/outputs/prepare/x")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"step": "nope"}, "step"),
+        ({"parameters": {"undeclared": 1}}, "parameters.undeclared"),
+        ({"parameters": {"n; import os": 1}}, "parameters.n; import os"),
+        ({"parameters": {"n": object()}}, "parameters.n"),
+        ({"run_id": "../up"}, "run_id"),
+        ({"run_id": "a/b"}, "run_id"),
+        ({"store": "ftp://host/x"}, "store"),
+    ],
+)
+def test_bad_arguments_raise_before_anything_runs(
+    kwargs: dict[str, object], field: str, store: ArtifactStore, tmp_path: Path
+) -> None:
+    args: dict[str, object] = {"step": "prepare", "run_id": "r9", "store": store, "parameters": {}}
+    args.update(kwargs)
+    with pytest.raises(InvalidInput) as caught:
+        run_step(LINEAR, args["step"], args["run_id"], args["store"], args["parameters"], cwd=tmp_path)  # type: ignore[arg-type]
+    assert caught.value.field == field
+    assert store.list() == []
+
+
+def test_a_tagged_notebook_runs_and_is_never_modified(store: ArtifactStore, tmp_path: Path) -> None:
+    path = write(
+        notebook(
+            markdown("# Demo"),
+            code("import statistics", "imports"),
+            code("values = 3", "parameters"),
+            code("data = list(range(values))", "step:load"),
+            code("mean = statistics.mean(data)", "step:stats"),
+            code("print('mean is', mean)"),
+            code("report = f'{mean:.1f}'", "step:report"),
+        ),
+        tmp_path / "demo.ipynb",
+    )
+    before = (path.read_bytes(), path.stat().st_mtime_ns)
+    built = build_pipeline(load_notebook(path), str(path))
+    for name in [s.name for s in built.steps]:
+        result = run_step(built, name, "tagged", store, {"values": 5}, cwd=tmp_path)
+        assert result.status == "succeeded", result.error
+    assert marshal.unpack(store.get("runs/tagged/outputs/stats/mean")) == 2
+    stats = executed(store, "runs/tagged/steps/stats.ipynb")
+    printed = next(c for c in stats.cells if c.metadata.get("cube_jupyter", {}).get("source_index") == 5)
+    assert "mean is 2" in text_of(printed)
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    with s3_server() as server:
+        yield server
+
+
+def test_steps_share_data_through_s3(s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Credentials from CubeStorage traits only: the kernel gets them from the runner's kernel env."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "MINIO_ENDPOINT", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    storage = CubeStorage(endpoint=s3.endpoint, access_key=ACCESS_KEY, secret_key=SECRET_KEY)
+    url = f"s3://{s3.new_bucket()}/pipelines"
+    for name in ("prepare", "train"):
+        result = run_step(LINEAR, name, "s3run", url, {}, cwd=tmp_path, storage=storage)
+        assert result.status == "succeeded", result.error
+    store = open_store(url, storage)
+    assert store.list("runs/s3run/") == [
+        "runs/s3run/outputs/prepare/total",
+        "runs/s3run/outputs/prepare/x",
+        "runs/s3run/outputs/train/score",
+        "runs/s3run/steps/prepare.ipynb",
+        "runs/s3run/steps/train.ipynb",
+    ]
+
+
+def _runner_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "cube_jupyter.pipelines.runner", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_cli_entry_point_for_pods(tmp_path: Path) -> None:
+    spec = tmp_path / "pipeline.json"
+    spec.write_text(json.dumps(LINEAR.to_dict()))
+    url = (tmp_path / "store").as_uri()
+    common = ["--pipeline", str(spec), "--run-id", "pod", "--store", url]
+    ok = _runner_cli(*common, "--step", "prepare", "-p", "n", "6", "-p", "label", "pod", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["outputs"]["x"]["key"] == "runs/pod/outputs/prepare/x"
+    assert "[prepare] total 15 pod" in ok.stderr
+    train = _runner_cli(
+        "--pipeline-json",
+        spec.read_text(),
+        "--step",
+        "train",
+        "--run-id",
+        "pod",
+        "--store",
+        url,
+        cwd=tmp_path,
+    )
+    assert train.returncode == 0, train.stderr
+    assert json.loads(train.stdout)["metrics"]["score"] == pytest.approx(30 + 6**0.5)
+
+    broken = replace(
+        LINEAR, steps=(replace(LINEAR.steps[0], source=("x = 1", "raise ValueError('bad data')")),)
+    )
+    spec.write_text(json.dumps(broken.to_dict()))
+    failed = _runner_cli(*common, "--step", "prepare", cwd=tmp_path)
+    assert failed.returncode == 1
+    assert json.loads(failed.stdout)["error"]["cell"] == 3
+    assert "ValueError: bad data" in failed.stderr
+
+    bad = _runner_cli(*common, "--step", "prepare", "-p", "nope", "1", cwd=tmp_path)
+    assert bad.returncode == 2 and "nope" in bad.stderr and "Traceback" not in bad.stderr
+    spec.write_text("{not json")
+    garbled = _runner_cli(*common, "--step", "prepare", cwd=tmp_path)
+    assert garbled.returncode == 2 and "Traceback" not in garbled.stderr
+
+
+def test_pipeline_json_round_trip_and_malformed_documents() -> None:
+    from cube_jupyter.pipelines.model import pipeline_from_dict
+
+    assert pipeline_from_dict(json.loads(json.dumps(LINEAR.to_dict()))) == LINEAR
+    with pytest.raises(PipelineError) as caught:
+        pipeline_from_dict({"name": "x"})
+    assert caught.value.field == "pipeline"

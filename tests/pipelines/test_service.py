@@ -1,0 +1,171 @@
+"""PipelineService as the REST API and the CLI use it: paths confined to the Jupyter root, runs kept
+per user, history that a restarted service reads back, cancel, and executed step notebooks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+from traitlets.config import Config
+
+from cube_jupyter.config import load_settings
+from cube_jupyter.errors import Conflict, Forbidden, InvalidInput, NotFound
+from cube_jupyter.pipelines.model import PipelineError
+from cube_jupyter.pipelines.service import PipelineService
+from tests.pipelines.notebooks import code, notebook, write
+
+pytestmark = pytest.mark.timeout(180)
+
+PIPELINE = notebook(
+    code("import time", "imports"),
+    code("rate = 0.5\nlabel = 'base'", "parameters"),
+    code("values = [rate * i for i in range(4)]", "step:make"),
+    code("print(label, sum(values))", "step:show"),
+)
+
+
+@dataclass
+class Env:
+    loop: asyncio.AbstractEventLoop
+    root: Path
+    service: PipelineService
+
+    def run(self, caller: str, path: str, parameters: dict[str, object] | None = None, **kwargs: object):  # type: ignore[no-untyped-def]
+        async def go():  # type: ignore[no-untyped-def]
+            run = await self.service.start_run(caller, path, parameters, **kwargs)  # type: ignore[arg-type]
+            assert run.status == "queued" and run.user == caller
+            return await self.service.wait(caller, run.id)
+
+        return self.loop.run_until_complete(go())
+
+
+def settings_for(root: Path):  # type: ignore[no-untyped-def]
+    return load_settings(
+        Config(
+            {
+                "CubeWorkbench": {"state_dir": str(root / "state"), "default_user": "alice"},
+                "CubeSpawner": {"admin_users": ["boss"]},
+                "CubeStorage": {"url": str(root / "artifacts")},
+            }
+        )
+    )
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    root = tmp_path_factory.mktemp("root")
+    (root / "work").mkdir()
+    write(PIPELINE, root / "work" / "calc.ipynb")
+    loop = asyncio.new_event_loop()
+    service = PipelineService(settings_for(root), root, pool_size=2)
+    yield Env(loop, root, service)
+    loop.run_until_complete(service.close())
+    loop.close()
+
+
+def test_graph_and_paths_stay_inside_the_root(env: Env) -> None:
+    pipeline = env.service.graph("alice", "work/calc.ipynb")
+    assert [s.name for s in pipeline.steps] == ["make", "show"]
+    assert pipeline.edges[0].variables == ("values",)
+    for bad in ("../etc/passwd.ipynb", "/etc/x.ipynb", "work/../../x.ipynb", "", None):
+        with pytest.raises(InvalidInput) as caught:
+            env.service.graph("alice", bad)
+        assert caught.value.field == "path"
+    with pytest.raises(PipelineError, match="does not exist"):
+        env.service.graph("alice", "work/missing.ipynb")
+    unsaved = json.loads(json.dumps(notebook(code("a = 1", "step:one"), code("print(a)", "step:two"))))
+    assert [s.name for s in env.service.graph_of_content("alice", "work/calc.ipynb", unsaved).steps] == [
+        "one",
+        "two",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"parameters": {"nope": 1}}, "parameters.nope"),
+        ({"parameters": [1]}, "parameters"),
+        ({"target": "mars"}, "target"),
+        ({"target": "cluster"}, "target"),  # the local backend has no cluster
+        ({"parallel": 0}, "parallel"),
+        ({"no_cache": "yes"}, "no_cache"),
+        ({"store": "ftp://host/x"}, "store"),
+    ],
+)
+def test_bad_run_requests_name_the_field_and_leave_no_run(
+    env: Env, kwargs: dict[str, object], field: str
+) -> None:
+    before = len(env.service.list_runs("alice"))
+    with pytest.raises(InvalidInput) as caught:
+        env.loop.run_until_complete(env.service.start_run("alice", "work/calc.ipynb", **kwargs))  # type: ignore[arg-type]
+    assert caught.value.field == field
+    assert len(env.service.list_runs("alice")) == before
+
+
+def test_runs_are_per_user_and_survive_a_restart(env: Env) -> None:
+    run = env.run("alice", "work/calc.ipynb", {"rate": 2, "label": "tuned"}, no_cache=True)
+    assert run.status == "succeeded", run.error
+    assert run.parameters == {"rate": 2, "label": "tuned"} and run.path == "work/calc.ipynb"
+    shown = nbformat.reads(env.service.executed_notebook("alice", run.id, "show").decode(), as_version=4)
+    texts = [o.get("text", "") for c in shown.cells for o in c.get("outputs", [])]
+    assert any("tuned 12" in t for t in texts), texts
+
+    assert run.id in [r.id for r in env.service.list_runs("alice")]
+    assert run.id not in [r.id for r in env.service.list_runs("bob")]
+    with pytest.raises(NotFound):
+        env.service.get_run("bob", run.id)
+    with pytest.raises(NotFound):
+        env.service.executed_notebook("bob", run.id, "show")
+    assert env.service.get_run("boss", run.id).user == "alice"  # admins see everyone's
+    with pytest.raises(NotFound, match="no step named 'ghost'"):
+        env.service.executed_notebook("alice", run.id, "ghost")
+    with pytest.raises(Conflict, match="already succeeded"):
+        env.loop.run_until_complete(env.service.cancel("alice", run.id))
+
+    restarted = PipelineService(settings_for(env.root), env.root)
+    again = restarted.get_run("alice", run.id)
+    assert again.to_dict() == run.to_dict()
+    body = again.to_dict()
+    assert {s["name"]: s["status"] for s in body["steps"]} == {"make": "succeeded", "show": "succeeded"}
+    assert body["store"].startswith("file://") and body["target"] == "local"
+
+
+def test_cancel_through_the_service(env: Env) -> None:
+    write(
+        notebook(code("import time", "imports"), code("time.sleep(120)", "step:long")),
+        env.root / "work" / "long.ipynb",
+    )
+
+    async def go():  # type: ignore[no-untyped-def]
+        run = await env.service.start_run("alice", "work/long.ipynb")
+        while env.service.get_run("alice", run.id).step("long").status != "running":
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        with pytest.raises(NotFound):
+            await env.service.cancel("bob", run.id)
+        return await env.service.cancel("alice", run.id)
+
+    cancelled = env.loop.run_until_complete(go())
+    assert cancelled.status == "cancelled" and cancelled.step("long").status == "cancelled"
+
+
+def test_a_shared_workbench_runs_no_user_code_on_itself(env: Env) -> None:
+    """Behind the mesh on a cluster, users may not read the workbench's disk nor run code on it."""
+    shared = PipelineService(settings_for(env.root), env.root, pool_size=1, shared_host=True)
+    for attempt in (
+        lambda: shared.graph("alice", "work/calc.ipynb"),
+        lambda: env.loop.run_until_complete(shared.start_run("alice", "work/calc.ipynb", target="local")),
+    ):
+        with pytest.raises(Forbidden) as caught:
+            attempt()
+        assert "only admins" in caught.value.message
+    assert caught.value.field == "target"
+    assert [s.name for s in shared.graph("boss", "work/calc.ipynb").steps] == ["make", "show"]
+    content = json.loads((env.root / "work" / "calc.ipynb").read_text())
+    assert shared.graph_of_content("alice", "work/calc.ipynb", content).steps  # no disk read, no code
+    env.loop.run_until_complete(shared.close())

@@ -1,0 +1,202 @@
+"""Cell tags → layout: roles, aliases, continuation, step options, and every bad-tag error."""
+
+from __future__ import annotations
+
+import pytest
+from nbformat import NotebookNode
+
+from cube_jupyter.pipelines.model import PipelineError, StepOptions
+from cube_jupyter.pipelines.tags import Layout, parse_cell_tags, parse_duration, split_cells
+from tests.pipelines.notebooks import code, markdown, notebook
+
+
+def layout_of(*cells: NotebookNode) -> Layout:
+    return split_cells(notebook(*cells).cells)
+
+
+def test_untagged_cells_continue_the_step_above_and_markdown_is_ignored() -> None:
+    layout = layout_of(
+        code("import os", "imports"),
+        code("import sys"),
+        markdown("# notes"),
+        code("a = 1", "step:first"),
+        code("b = a"),
+        markdown("more notes"),
+        code("c = b"),
+        code("d = 1", "step:second"),
+    )
+    assert [(s.name, s.cells) for s in layout.steps] == [("first", [3, 4, 6]), ("second", [7])]
+    assert layout.steps[0].source == ["a = 1", "b = a", "c = b"]
+    assert layout.imports == [(0, "import os"), (1, "import sys")]
+
+
+def test_kale_aliases_are_read_as_the_native_tags() -> None:
+    layout = layout_of(
+        code("x = 1", "pipeline-parameters"),
+        code("y = x", "block:load_data"),
+        code("z = y", "block:train", "prev:load_data"),
+        code("z", "pipeline-metrics"),
+    )
+    assert [s.name for s in layout.steps] == ["load-data", "train"]
+    assert layout.steps[1].after == ["load-data"]
+    assert layout.parameters == [(0, "x = 1")]
+    assert layout.metrics == [(3, "z")]
+
+
+def test_tagging_the_current_step_again_continues_it_even_across_shared_cells() -> None:
+    layout = layout_of(
+        code("a = 1", "block:load"),
+        code("b = 2", "block:load"),
+        code("def f(): pass", "functions"),
+        code("c = 3", "step:load"),
+    )
+    assert [(s.name, s.cells) for s in layout.steps] == [("load", [0, 1, 3])]
+    assert layout.functions == [(2, "def f(): pass")]
+
+
+def test_skip_drops_the_cell_and_the_untagged_cells_after_it() -> None:
+    layout = layout_of(
+        code("a = 1", "step:one"),
+        code("plot(a)", "skip"),
+        code("plot(a * 2)"),
+        code("b = a", "step:two"),
+    )
+    assert layout.skipped == [1, 2]
+    assert [(s.name, s.cells) for s in layout.steps] == [("one", [0]), ("two", [3])]
+
+
+def test_code_before_the_first_tag_asks_for_a_tag_but_empty_cells_are_fine() -> None:
+    layout = layout_of(code("   \n"), code("a = 1", "step:one"))
+    assert layout.steps[0].cells == [1]
+    with pytest.raises(PipelineError) as err:
+        layout_of(code("x = 1"), code("a = 1", "step:one"))
+    assert err.value.field == "cells[0].tags"
+    assert "step:NAME" in err.value.message
+
+
+def test_a_notebook_without_steps_is_an_error() -> None:
+    with pytest.raises(PipelineError, match="no steps") as err:
+        layout_of(code("import os", "imports"), markdown("text"))
+    assert err.value.field == "cells"
+
+
+def test_duplicate_step_names_name_both_cells() -> None:
+    with pytest.raises(PipelineError, match="duplicate step name 'a'") as err:
+        layout_of(code("x = 1", "step:a"), code("y = 1", "step:b"), code("z = 1", "step:a"))
+    assert err.value.field == "cells[2].tags"
+    assert "after cell 0" in err.value.message
+
+
+def test_kale_underscore_names_collide_with_their_dashed_spelling() -> None:
+    with pytest.raises(PipelineError, match="duplicate step name 'load-data'"):
+        layout_of(code("x = 1", "block:load_data"), code("y = 1", "step:b"), code("z = 1", "step:load-data"))
+
+
+@pytest.mark.parametrize("name", ["Train", "train!", "-train", "a" * 64, "tr ain"])
+def test_invalid_step_names_are_rejected_naming_the_cell(name: str) -> None:
+    with pytest.raises(PipelineError, match=r"DNS-1123|characters long|not a valid") as err:
+        layout_of(code("x = 1", f"step:{name}"))
+    assert err.value.field == "cells[0].tags"
+
+
+def test_step_options_from_tags_on_any_cell_of_the_step() -> None:
+    layout = layout_of(
+        code("x = 1", "step:train", "image:registry.example.com/ml/torch:2.3", "cpu:2", "memory:4Gi"),
+        code("y = x", "gpu:1", "retries:3", "timeout:10m"),
+    )
+    assert layout.steps[0].step_options() == StepOptions(
+        image="registry.example.com/ml/torch:2.3", cpu="2", memory="4Gi", gpu=1, retries=3, timeout=600.0
+    )
+
+
+def test_kale_limit_tags_set_gpu_cpu_and_memory_and_unknown_limits_warn() -> None:
+    layout = layout_of(
+        code(
+            "x = 1",
+            "block:train",
+            "limit:nvidia.com/gpu:2",
+            "limit:memory:1Gi",
+            "limit:cpu:500m",
+            "limit:ephemeral-storage:1Gi",
+            "annotation:team:ml",
+        )
+    )
+    options = layout.steps[0].step_options()
+    assert (options.gpu, options.memory, options.cpu) == (2, "1Gi", "500m")
+    assert any("limit:ephemeral-storage:1Gi" in w for w in layout.warnings)
+    assert any("annotation:team:ml" in w for w in layout.warnings)
+
+
+@pytest.mark.parametrize(
+    "tag, message",
+    [
+        ("gpu:x", "whole number"),
+        ("gpu:-1", "whole number"),
+        ("retries:two", "whole number"),
+        ("retries:1000", "up to 100"),
+        ("timeout:0", "positive duration"),
+        ("timeout:soon", "positive duration"),
+        ("timeout:-5", "positive duration"),
+        ("cpu:lots", "Kubernetes quantity"),
+        ("cpu:0", "more than zero"),
+        ("memory:4 GB", "Kubernetes quantity"),
+        ("image:my image", "image reference"),
+        ("image:$(rm -rf /)", "image reference"),
+        ("step:", "empty value"),
+        ("after", "needs a value"),
+    ],
+)
+def test_bad_tag_values_name_the_cell(tag: str, message: str) -> None:
+    with pytest.raises(PipelineError, match=message) as err:
+        layout_of(code("a = 1", "step:one"), code("x = 1", "step:two", tag))
+    assert err.value.field == "cells[1].tags"
+
+
+def test_conflicting_options_in_one_step_are_an_error() -> None:
+    with pytest.raises(PipelineError, match="sets gpu twice") as err:
+        layout_of(code("x = 1", "step:train", "gpu:1"), code("y = 2", "gpu:2"))
+    assert err.value.field == "cells[1].tags"
+    assert "cells 0 and 1" in err.value.message
+    # the same value twice is fine
+    assert layout_of(code("x = 1", "step:t", "gpu:1"), code("y = 2", "gpu:1")).steps[0].options["gpu"] == 1
+
+
+@pytest.mark.parametrize(
+    "tags, message",
+    [
+        (["step:a", "step:b"], "tagged a, b"),
+        (["step:a", "imports"], "one role"),
+        (["parameters", "skip"], "one role"),
+        (["imports", "after:a"], "belong on a step's cell"),
+        (["functions", "gpu:1"], "belong on a step's cell"),
+    ],
+)
+def test_conflicting_roles_and_misplaced_step_tags(tags: list[str], message: str) -> None:
+    with pytest.raises(PipelineError, match=message):
+        layout_of(code("a = 1", "step:a"), code("x = 1", *tags))
+
+
+def test_tags_must_be_a_list_of_strings() -> None:
+    with pytest.raises(PipelineError, match="list of strings") as err:
+        parse_cell_tags("step:a", 4)
+    assert err.value.field == "cells[4].tags"
+    with pytest.raises(PipelineError, match="list of strings"):
+        parse_cell_tags(["step:a", 3], 0)
+
+
+def test_unknown_tags_are_ignored_and_keys_are_case_insensitive() -> None:
+    tags = parse_cell_tags(["hide-input", "injected-parameters", "STEP:train_a", " after:x "], 2)
+    assert (tags.role, tags.step, tags.after) == ("step", "train-a", ("x",))
+    assert parse_cell_tags(["PARAMETERS"], 0).role == "parameters"
+
+
+def test_several_after_tags_are_kept_in_order_without_repeats() -> None:
+    tags = parse_cell_tags(["step:c", "after:a", "prev:b", "after:a"], 0)
+    assert tags.after == ("a", "b")
+
+
+@pytest.mark.parametrize(
+    "text, seconds", [("30", 30.0), ("1.5", 1.5), ("90s", 90.0), ("10m", 600.0), ("2h", 7200.0)]
+)
+def test_timeouts_accept_seconds_and_suffixes(text: str, seconds: float) -> None:
+    assert parse_duration(text, "cells[0].tags") == seconds

@@ -1,0 +1,112 @@
+"""A cluster API that is down when the workbench starts: the server keeps running, answers 503 naming
+the failure (not empty lists), retries in the background, serves once the API is back, and stops
+cleanly either way. Real HTTP: the kubernetes backend, a kubeconfig, and KMock coming up late."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import kmock as kmock_lib
+import pytest
+import yaml
+from tornado.httpclient import HTTPClientError
+
+from tests.kubernetes.conftest import make_emulator
+from tests.server.conftest import Fetch
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def api_port() -> int:
+    return _free_port()
+
+
+@pytest.fixture
+def cube_config(
+    cube_config: dict[str, Any], tmp_path: Path, api_port: int, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
+    """The kubernetes backend, its kubeconfig naming a port where nothing listens yet."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{api_port}"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    cube_config["CubeWorkbench"]["backend"] = "kubernetes"
+    return cube_config
+
+
+@pytest.fixture
+def cube_app(jp_serverapp: Any, jp_asyncio_loop: asyncio.AbstractEventLoop) -> Any:
+    """Started as the conftest does, with the backends' first-sync wait cut from 30 s to 1 s."""
+    (app,) = jp_serverapp.extension_manager.extension_apps["cube_jupyter_server"]
+    app.notebook_service.backend.sync_timeout = 1.0
+    if app.pipeline_service.cluster is not None:
+        app.pipeline_service.cluster.sync_timeout = 1.0
+    jp_asyncio_loop.run_until_complete(jp_serverapp.extension_manager.start_all_extensions())
+    return jp_serverapp
+
+
+async def test_unreachable_api_is_503_until_it_answers(
+    cube_app: Any, api: Any, api_port: int, jp_fetch: Fetch
+) -> None:
+    status, body = await api("GET", "notebooks")
+    assert status == 503, body
+    assert body["reason"] == "BackendUnavailable" and f"127.0.0.1:{api_port}" in body["message"], body
+    status, body = await api("GET", "notebooks", as_user="root-admin", all="1")
+    assert status == 503, body
+    assert (await api("GET", "profiles"))[0] == 200  # the offer does not need the cluster
+
+    emulator = make_emulator()
+    server = kmock_lib.Server(emulator, port=api_port)
+    await emulator.__aenter__()
+    await server.__aenter__()
+    try:
+        deadline = time.monotonic() + 60
+        while status != 200 and time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+            status, body = await api("GET", "notebooks")
+        assert status == 200, body
+        assert body["notebooks"] == []
+        # Cluster servers are reached through Istio: the local path router has nothing to offer.
+        try:
+            routed = await jp_fetch(
+                "cube", "notebook", "alice", "nb1", "api", headers={"kubeflow-userid": "alice"}
+            )
+        except HTTPClientError as exc:
+            routed = exc.response
+        assert routed is not None and routed.code == 404
+        assert "local backend only" in json.loads(routed.body)["message"]
+    finally:
+        # The informers' watches hold connections open: stop them before the API server.
+        await asyncio.wait_for(cube_app.extension_manager.stop_all_extensions(), 30)
+        await server.__aexit__(None, None, None)
+        await emulator.__aexit__(None, None, None)
+
+
+async def test_stopping_while_retrying_completes(cube_app: Any, api: Any) -> None:
+    status, _ = await api("GET", "notebooks")
+    assert status == 503
+    (app,) = cube_app.extension_manager.extension_apps["cube_jupyter_server"]
+    await asyncio.wait_for(cube_app.extension_manager.stop_all_extensions(), 30)
+    assert app.backend_starter._retrying is None and not app.backend_starter.ready

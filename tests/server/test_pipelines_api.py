@@ -1,0 +1,260 @@
+"""REST API of notebook pipelines on a real Jupyter server (local backend), checked against openapi.yaml.
+
+Notebooks are written into the server's root dir; runs execute for real (papermill, kernels) and are
+followed by polling, as the Lab panel does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from tests.pipelines.notebooks import FANOUT_ML, code, notebook, write
+from tests.server.openapi import assert_response_matches
+
+pytestmark = pytest.mark.timeout(180)
+
+LINEAR = notebook(
+    code("import math", "imports"),
+    code("base = 2", "parameters"),
+    code("x = base * 10", "step:make"),
+    code("y = math.sqrt(x)\nprint('y =', y)", "step:use"),
+)
+CYCLE = notebook(
+    code("a = 1", "step:first", "after:second"),
+    code("b = a + 1", "step:second"),
+)
+SLOW = notebook(code("import time\ntime.sleep(60)", "step:sleepy"))
+
+
+@pytest.fixture
+def root(jp_root_dir: Path) -> Path:
+    write(LINEAR, jp_root_dir / "linear.ipynb")
+    shutil.copy(FANOUT_ML, jp_root_dir / "fanout_ml.ipynb")
+    return jp_root_dir
+
+
+async def call(api: Any, method: str, path: str, spec_path: str, **kwargs: Any) -> tuple[int, Any]:
+    """One API call whose answer must match the published contract."""
+    status, body = await api(method, path, **kwargs)
+    assert_response_matches(spec_path, method, status, body)
+    return status, body
+
+
+async def wait_for_end(api: Any, run_id: str, timeout: float = 120.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status, run = await call(api, "GET", f"pipelines/runs/{run_id}", "/pipelines/runs/{id}")
+        assert status == 200
+        if run["status"] in ("succeeded", "failed", "cancelled"):
+            return run
+        await asyncio.sleep(0.25)
+    raise AssertionError(f"run {run_id} did not end within {timeout}s: {run}")
+
+
+async def test_config_offers_local_runs_on_the_local_backend(api: Any) -> None:
+    status, body = await call(api, "GET", "pipelines/config", "/pipelines/config")
+    assert status == 200
+    assert body == {"backend": "local", "targets": ["local"]}
+
+
+async def test_graph_of_a_saved_notebook(api: Any, root: Path) -> None:
+    status, graph = await call(
+        api, "POST", "pipelines/graph", "/pipelines/graph", body={"path": "fanout_ml.ipynb"}
+    )
+    assert status == 200
+    names = [s["name"] for s in graph["steps"]]
+    assert names[0] == "load" and names[-1] == "evaluate"
+    assert set(names) == {"load", "numeric-features", "city-features", "train", "evaluate"}
+    edges = {(e["upstream"], e["downstream"]): e["variables"] for e in graph["edges"]}
+    assert "raw" in edges[("load", "numeric-features")]
+    assert "raw" in edges[("load", "city-features")]
+    assert {("numeric-features", "train"), ("city-features", "train"), ("train", "evaluate")} <= set(edges)
+    assert [p["name"] for p in graph["parameters"]] == ["n_samples", "test_size", "C", "seed"]
+    assert graph["parameters"][0]["default"] == 600
+    load = graph["steps"][0]
+    assert load["cells"] == [5, 6]  # the untagged cell joins the step above
+
+
+async def test_graph_of_unsaved_content_leaves_the_file_alone(api: Any, root: Path) -> None:
+    saved = (root / "fanout_ml.ipynb").read_bytes()
+    content = json.loads(saved)
+    content["cells"][12]["metadata"]["tags"] = []  # `evaluate` now continues `train`
+    status, graph = await call(
+        api,
+        "POST",
+        "pipelines/graph",
+        "/pipelines/graph",
+        body={"path": "fanout_ml.ipynb", "notebook": content},
+    )
+    assert status == 200
+    assert "evaluate" not in [s["name"] for s in graph["steps"]]
+    train = next(s for s in graph["steps"] if s["name"] == "train")
+    assert train["cells"] == [11, 12]
+    assert (root / "fanout_ml.ipynb").read_bytes() == saved
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "path"),
+        ({"path": ""}, "path"),
+        ({"path": 3}, "path"),
+        ({"path": "../outside.ipynb"}, "path"),
+        ({"path": "sub/../../outside.ipynb"}, "path"),
+        ({"path": "/etc/passwd"}, "path"),
+        ({"path": "missing.ipynb"}, "path"),
+        ({"path": "broken.ipynb"}, "path"),
+        ({"path": "cycle.ipynb"}, "steps.second.after"),
+        ({"path": "linear.ipynb", "notebook": "not a notebook"}, "notebook"),
+        ({"path": "linear.ipynb", "extra": 1}, "extra"),
+        ("[1, 2]", "body"),
+        ("{not json", "body"),
+    ],
+)
+async def test_bad_graph_request_names_the_field(api: Any, root: Path, body: Any, field: str) -> None:
+    (root / "broken.ipynb").write_text('{"cells": [')
+    write(CYCLE, root / "cycle.ipynb")
+    status, error = await call(api, "POST", "pipelines/graph", "/pipelines/graph", body=body)
+    assert status == 400, error
+    assert error["field"] == field, error
+    assert error["message"]
+
+
+async def test_cycle_error_names_the_cycle(api: Any, root: Path) -> None:
+    write(CYCLE, root / "cycle.ipynb")
+    status, error = await api("POST", "pipelines/graph", body={"path": "cycle.ipynb"})
+    assert status == 400
+    assert "first -> second -> first" in error["message"] or "second -> first -> second" in error["message"]
+    # The same cycle in unsaved content is the same 400.
+    content = nbformat.writes(CYCLE)
+    status, error = await api(
+        "POST", "pipelines/graph", body={"path": "x.ipynb", "notebook": json.loads(content)}
+    )
+    assert status == 400 and error["field"].endswith(".after")
+
+
+async def test_run_a_pipeline_to_the_end(api: Any, root: Path) -> None:
+    saved = (root / "linear.ipynb").read_bytes()
+    status, run = await call(
+        api,
+        "POST",
+        "pipelines/runs",
+        "/pipelines/runs",
+        body={"path": "linear.ipynb", "parameters": {"base": 8}, "target": "local"},
+    )
+    assert status == 201, run
+    assert run["user"] == "alice" and run["path"] == "linear.ipynb" and run["target"] == "local"
+    assert run["parameters"] == {"base": 8}
+    assert [s["name"] for s in run["steps"]] == ["make", "use"]
+
+    done = await wait_for_end(api, run["id"])
+    assert done["status"] == "succeeded", done
+    assert [s["status"] for s in done["steps"]] == ["succeeded", "succeeded"]
+    assert all(s["notebook"] and s["duration"] is not None for s in done["steps"])
+
+    status, listing = await call(api, "GET", "pipelines/runs", "/pipelines/runs")
+    assert status == 200 and listing["user"] == "alice"
+    assert [r["id"] for r in listing["runs"]] == [run["id"]]
+
+    spec = "/pipelines/runs/{id}/steps/{step}/notebook"
+    status, executed = await call(api, "GET", f"pipelines/runs/{run['id']}/steps/use/notebook", spec)
+    assert status == 200
+    outputs = [o for c in executed["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
+    printed = "".join("".join(o.get("text", "")) for o in outputs)
+    assert "y = 8.94" in printed, outputs
+    assert (root / "linear.ipynb").read_bytes() == saved  # the user's notebook is never modified
+
+    # Ended runs cannot be cancelled.
+    status, error = await call(api, "DELETE", f"pipelines/runs/{run['id']}", "/pipelines/runs/{id}")
+    assert status == 409 and error["field"] == "id"
+
+
+async def test_runs_are_private_to_their_user(api: Any, root: Path) -> None:
+    status, run = await api("POST", "pipelines/runs", body={"path": "linear.ipynb"})
+    assert status == 201
+    await wait_for_end(api, run["id"])
+    for method, path in (
+        ("GET", f"pipelines/runs/{run['id']}"),
+        ("DELETE", f"pipelines/runs/{run['id']}"),
+        ("GET", f"pipelines/runs/{run['id']}/steps/make/notebook"),
+    ):
+        status, error = await api(method, path, as_user="bob")
+        assert status == 404 and error["field"] == "id", (method, path, error)
+    status, listing = await api("GET", "pipelines/runs", as_user="bob")
+    assert listing == {"user": "bob", "runs": []}
+    status, listing = await api("GET", "pipelines/runs", as_user="root-admin")
+    assert [r["id"] for r in listing["runs"]] == [run["id"]]
+    status, error = await call(
+        api,
+        "GET",
+        f"pipelines/runs/{run['id']}/steps/nope/notebook",
+        "/pipelines/runs/{id}/steps/{step}/notebook",
+    )
+    assert status == 404 and error["field"] == "step"
+    status, error = await call(api, "GET", "pipelines/runs/no-such-run", "/pipelines/runs/{id}")
+    assert status == 404 and error["field"] == "id"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "path"),
+        ({"path": "../linear.ipynb"}, "path"),
+        ({"path": "linear.ipynb", "target": "mars"}, "target"),
+        ({"path": "linear.ipynb", "target": "cluster"}, "target"),
+        ({"path": "linear.ipynb", "parameters": [1]}, "parameters"),
+        ({"path": "linear.ipynb", "parameters": {"nope": 1}}, "parameters.nope"),
+        ({"path": "linear.ipynb", "parallel": 0}, "parallel"),
+        ({"path": "linear.ipynb", "no_cache": "yes"}, "no_cache"),
+        ({"path": "linear.ipynb", "store": 5}, "store"),
+        ({"path": "linear.ipynb", "colour": "red"}, "colour"),
+        ({"path": "cycle.ipynb"}, "steps.second.after"),
+        ({"path": "empty.ipynb"}, "cells"),
+    ],
+)
+async def test_bad_run_request_names_the_field_and_starts_nothing(
+    api: Any, root: Path, body: dict[str, Any], field: str
+) -> None:
+    write(CYCLE, root / "cycle.ipynb")
+    write(notebook(code("import os", "imports")), root / "empty.ipynb")
+    status, error = await call(api, "POST", "pipelines/runs", "/pipelines/runs", body=body)
+    assert status == 400, error
+    assert error["field"] == field, error
+    _, listing = await api("GET", "pipelines/runs")
+    assert listing["runs"] == []
+
+
+async def test_cancel_a_running_pipeline(api: Any, root: Path) -> None:
+    write(SLOW, root / "slow.ipynb")
+    status, run = await api("POST", "pipelines/runs", body={"path": "slow.ipynb"})
+    assert status == 201
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait until the step is really running
+        _, now = await api("GET", f"pipelines/runs/{run['id']}")
+        if now["steps"][0]["status"] == "running":
+            break
+        await asyncio.sleep(0.2)
+    started = time.monotonic()
+    status, cancelled = await call(api, "DELETE", f"pipelines/runs/{run['id']}", "/pipelines/runs/{id}")
+    assert status == 200
+    assert time.monotonic() - started < 30
+    assert cancelled["status"] == "cancelled", cancelled
+    assert cancelled["steps"][0]["status"] == "cancelled"
+
+
+async def test_pipeline_api_needs_identity_and_xsrf(api: Any, root: Path) -> None:
+    for method, path in (("GET", "pipelines/runs"), ("POST", "pipelines/graph"), ("GET", "pipelines/config")):
+        status, _ = await api(
+            method, path, as_user="", body={"path": "linear.ipynb"} if method == "POST" else None
+        )
+        assert status == 403, (method, path)
+    status, _ = await api("POST", "pipelines/runs", body={"path": "linear.ipynb"}, xsrf=False)
+    assert status == 403
