@@ -21,16 +21,19 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import yaml
 from tqdm import tqdm
 
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import InvalidInput
-from cube_jupyter.pipelines.history import DONE_STEP, RunRecord, StepRecord
+from cube_jupyter.pipelines.history import ACTIVE_RUN, DONE_STEP, RunRecord, StepRecord
 from cube_jupyter.pipelines.model import Pipeline
 from cube_jupyter.pipelines.service import PipelineService
+
+if TYPE_CHECKING:
+    from cube_jupyter.backends.kubernetes.workflows import ClusterPipelineRuns
 
 INVALID = 2
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -55,6 +58,12 @@ def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.Argument
     run.add_argument("--no-cache", action="store_true", help="run every step even if it is unchanged")
     run.add_argument("--output-dir", metavar="DIR", help="write executed step notebooks to DIR/STEP.ipynb")
     run.add_argument("--user", help="whose run it is in the history (default: CubeWorkbench.default_user)")
+    run.add_argument(
+        "--target",
+        choices=["local", "cluster"],
+        default="local",
+        help="where steps run: worker processes here, or an Argo Workflow (kubernetes backend)",
+    )
     run.set_defaults(run=_run)
 
     compile_ = action("compile", "print the pipeline as an Argo Workflow (YAML)")
@@ -150,7 +159,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 async def _run_async(args: argparse.Namespace, settings: Settings) -> int:
     root, path = _locate(args.notebook)
     parallel = args.parallel or os.cpu_count() or 1
-    service = PipelineService(settings, root, pool_size=parallel)
+    cluster = await _cluster_runs(settings) if args.target == "cluster" else None
+    service = PipelineService(settings, root, pool_size=parallel, cluster=cluster)
     user = args.user or settings.workbench.default_user
     try:
         try:
@@ -169,6 +179,7 @@ async def _run_async(args: argparse.Namespace, settings: Settings) -> int:
                 store=args.store,
                 parallel=parallel,
                 no_cache=args.no_cache,
+                target=args.target,
                 observer=display.update,
             )
         except InvalidInput as exc:
@@ -176,19 +187,54 @@ async def _run_async(args: argparse.Namespace, settings: Settings) -> int:
             return _invalid(exc)
         interrupted = _cancel_on_ctrl_c(service, user, run.id)
         try:
-            run = await service.wait(user, run.id)
+            if args.target == "cluster":
+                run = await _follow_cluster_run(service, user, run.id, display)
+            else:
+                run = await service.wait(user, run.id)
         finally:
             asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
             display.close()
         elapsed = time.perf_counter() - started
     finally:
         await service.close()
+        if cluster is not None:
+            await cluster.close()
     _print_summary(run, elapsed)
     if args.output_dir:
         _write_notebooks(service, user, run, Path(args.output_dir))
     if interrupted.is_set() or run.status == "cancelled":
         return 130
     return 0 if run.status == "succeeded" else 1
+
+
+async def _cluster_runs(settings: Settings) -> ClusterPipelineRuns:
+    """Argo runs for `--target cluster`: the kubernetes backend's cluster, followed by an informer."""
+    if settings.workbench.backend != "kubernetes":
+        raise InvalidInput(
+            "--target cluster needs the kubernetes backend (c.CubeWorkbench.backend = 'kubernetes')",
+            field="target",
+        )
+    from cube_jupyter.backends.kubernetes.workflows import ClusterPipelineRuns
+
+    cluster = ClusterPipelineRuns(settings)
+    await cluster.start()
+    return cluster
+
+
+async def _follow_cluster_run(
+    service: PipelineService, user: str, run_id: str, display: StepDisplay, interval: float = 1.0
+) -> RunRecord:
+    """Show each step's state as Argo reports it, until the Workflow has finished."""
+    shown: dict[str, tuple[str, int]] = {}
+    while True:
+        run = service.get_run(user, run_id)
+        for step in run.steps:
+            if shown.get(step.name) != (step.status, step.attempts):
+                shown[step.name] = (step.status, step.attempts)
+                display.update(step)
+        if run.status not in ACTIVE_RUN:
+            return run
+        await asyncio.sleep(interval)
 
 
 def _cancel_on_ctrl_c(service: PipelineService, user: str, run_id: str) -> asyncio.Event:
