@@ -343,7 +343,11 @@ class LocalNotebookBackend:
         child = self._children.get(record.key)
         if child is None or child.pid != record.pid:
             return None
-        return child.poll()
+        try:
+            # An exiting process loses its argv a moment before the kernel reports its exit code.
+            return child.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:
+            return None
 
     async def _stop(
         self, record: ServerRecord, reason: str | None, final: ServerStatus = ServerStatus.STOPPED
