@@ -321,7 +321,7 @@ class LocalNotebookBackend:
             await asyncio.sleep(0.1)
 
     def _mark_exited(self, record: ServerRecord) -> None:
-        code = self._exit_code(record)
+        code = self._exit_code(record, wait=0.5)
         if code is not None:
             self._children.pop(record.key, None)
         reason = "process exited" if code is None else f"process exited with code {code}"
@@ -339,13 +339,14 @@ class LocalNotebookBackend:
             token=None,
         )
 
-    def _exit_code(self, record: ServerRecord) -> int | None:
+    def _exit_code(self, record: ServerRecord, wait: float = 0.0) -> int | None:
+        """The child's exit code if we started it and it has exited; `wait` covers an exiting process,
+        which loses its argv a moment before the kernel reports its exit code."""
         child = self._children.get(record.key)
         if child is None or child.pid != record.pid:
             return None
         try:
-            # An exiting process loses its argv a moment before the kernel reports its exit code.
-            return child.wait(timeout=0.5)
+            return child.wait(timeout=wait) if wait else child.poll()
         except subprocess.TimeoutExpired:
             return None
 
