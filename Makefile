@@ -67,4 +67,4 @@ bench: setup-test
 	$(BIN)/python -m tests.benchmarks
 
 clean:
-	rm -rf $(VENV) node_modules lib cube_jupyter/labextension tsconfig.tsbuildinfo
+	rm -rf $(VENV) node_modules lib cube_jupyter/labextension
