@@ -323,6 +323,8 @@ def _print_summary(run: RunRecord, elapsed: float) -> None:
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
     print(f"run {run.id} {run.status} in {elapsed:.2f}s (store {run.store})")
+    for name, value in run.metrics.items():  # Katib's StdOut collector reads `name=value` lines
+        print(f"{name}={value}")
     for step in run.steps:
         if step.status == "failed" and step.error:
             print(f"\n{step.error.get('message') or f'step {step.name!r} failed'}", file=sys.stderr)

@@ -144,6 +144,14 @@ class RunRecord:
     def evolve(self, **changes: Any) -> RunRecord:
         return replace(self, **changes)
 
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """The notebook's `metrics` names as the run computed them; a later step's value wins."""
+        merged: dict[str, Any] = {}
+        for step in self.steps:
+            merged.update(step.metrics)
+        return merged
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -158,6 +166,7 @@ class RunRecord:
             "started": self.started,
             "finished": self.finished,
             "error": self.error,
+            "metrics": self.metrics,
             "steps": [step.to_dict() for step in self.steps],
         }
 

@@ -124,6 +124,7 @@ def test_tag_run_and_open_a_step_notebook(lab: Lab, page: Page) -> None:
         len(STEPS)
     )
     expect(run).to_contain_text("n_samples=300")
+    expect(run.get_by_test_id("cube-run-metrics")).to_contain_text("accuracy=")  # the metrics cell
     # The run executed the saved file: the panel saved the tag edit first.
     saved = json.loads((lab.root / "work" / NOTEBOOK).read_text())
     assert saved["cells"][EVALUATE_CELL]["metadata"]["tags"] == ["step:evaluate"]

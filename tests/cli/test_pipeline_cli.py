@@ -146,3 +146,21 @@ def test_compile_writes_an_argo_workflow(folder: Path) -> None:
     assert workflow["kind"] == "Workflow"
     dag = next(t for t in workflow["spec"]["templates"] if "dag" in t)
     assert sorted(task["name"] for task in dag["dag"]["tasks"]) == ["make", "show"]
+
+
+def test_metrics_are_printed_in_katibs_stdout_format(folder: Path) -> None:
+    write(
+        notebook(
+            code("scale = 3", "parameters"),
+            code("values = [1, 2, 3]", "step:make"),
+            code("score = sum(values) * scale\nnoise = 0.5", "step:score"),
+            code("score\nnoise", "metrics"),
+        ),
+        folder / "scored.ipynb",
+    )
+    result = cube(folder, "run", "scored.ipynb", "-p", "scale", "2")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "score=12" in lines and "noise=0.5" in lines
+    run = RunHistory.in_state_dir(folder / "state").list("alice")[0]
+    assert run.to_dict()["metrics"] == {"score": 12, "noise": 0.5}

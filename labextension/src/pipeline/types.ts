@@ -103,6 +103,7 @@ export interface IRun {
   started: string | null;
   finished: string | null;
   error: unknown;
+  metrics: Record<string, unknown>;
   steps: IRunStep[];
 }
 

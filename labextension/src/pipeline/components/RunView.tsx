@@ -46,6 +46,13 @@ export function RunView(props: IRunViewProps): JSX.Element {
           </span>
         )}
       </div>
+      {Object.keys(run.metrics).length > 0 && (
+        <div className="cube-RunView-metrics" data-testid="cube-run-metrics">
+          {Object.entries(run.metrics)
+            .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
+            .join('  ')}
+        </div>
+      )}
       <ErrorMessage message={runError} testid="cube-run-error" />
       <ul className="cube-RunSteps" data-testid="cube-run-steps">
         {run.steps.map(step => {
