@@ -13,8 +13,8 @@ import builtins
 import json
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +22,7 @@ from typing import Any
 
 import psutil
 
+from cube_jupyter import sqlite
 from cube_jupyter.errors import Conflict, NotFound
 
 RUN_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
@@ -319,23 +320,10 @@ class RunHistory:
             return db.execute("DELETE FROM runs WHERE id = ?", (run_id,)).rowcount > 0
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
-        db.row_factory = sqlite3.Row
-        return db
+        return sqlite.connect(self.path)
 
-    @contextmanager
-    def _transaction(self, write: bool = True) -> Iterator[sqlite3.Connection]:
-        db = self._connect()
-        try:
-            db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-        finally:
-            db.close()
+    def _transaction(self, write: bool = True) -> AbstractContextManager[sqlite3.Connection]:
+        return sqlite.transaction(self.path, write)
 
 
 def _alive(pid: int | None, started: float | None) -> bool:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from cube_jupyter import sqlite
 from cube_jupyter.backends.local.files import PRIVATE_FILE, private_dir, private_file
 from cube_jupyter.notebooks.spec import NotebookServer, Resources, ServerStatus, server_exists
 
@@ -186,25 +186,10 @@ class StateStore:
             return db.execute("DELETE FROM servers WHERE user = ? AND name = ?", (user, name)).rowcount > 0
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
-        db.row_factory = sqlite3.Row
-        return db
+        return sqlite.connect(self.path)
 
-    @contextmanager
-    def _transaction(self, write: bool = True) -> Iterator[sqlite3.Connection]:
-        """One transaction on its own connection; writers take the lock up front (no upgrade
-        deadlocks between processes), readers do not block anyone under WAL."""
-        db = self._connect()
-        try:
-            db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-        finally:
-            db.close()
+    def _transaction(self, write: bool = True) -> AbstractContextManager[sqlite3.Connection]:
+        return sqlite.transaction(self.path, write)
 
 
 def _to_row(record: ServerRecord) -> dict[str, Any]:
