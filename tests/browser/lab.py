@@ -187,3 +187,16 @@ class Lab:
             return self.log_path.read_text(errors="replace")[-chars:]
         except OSError:
             return ""
+
+
+class LapTimer:
+    """Seconds spent on each named part of a browser flow, printed at the end (figures, no asserts)."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self._mark = time.monotonic()
+
+    def __call__(self, name: str) -> None:
+        now = time.monotonic()
+        self.timings[name] = round(now - self._mark, 2)
+        self._mark = now

@@ -9,14 +9,13 @@ Screenshots land in tests/browser/artifacts/ for a person to look at.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from playwright.sync_api import Locator, Page, expect
 
 from tests.browser.conftest import ARTIFACTS
-from tests.browser.lab import PROFILES, USER, Lab
+from tests.browser.lab import PROFILES, USER, Lab, LapTimer
 
 PANEL_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="cube-notebook-servers"]'
 PANEL = "#cube-notebook-servers"
@@ -70,14 +69,7 @@ def shot(page: Page, name: str, panel: str = PANEL) -> None:
 
 
 def test_create_connect_run_stop_delete(lab: Lab, page: Page) -> None:
-    timings: dict[str, float] = {}
-    mark = time.monotonic()
-
-    def lap(name: str) -> None:
-        nonlocal mark
-        now = time.monotonic()
-        timings[name] = round(now - mark, 2)
-        mark = now
+    lap = LapTimer()
 
     open_lab(page, lab)
     open_panel(page)
@@ -155,7 +147,7 @@ def test_create_connect_run_stop_delete(lab: Lab, page: Page) -> None:
     status, body = lab.request("GET", "cube/api/v1/notebooks")
     assert (status, body["notebooks"]) == (200, [])
     lap("delete")
-    print(f"browser flow timings (s): {timings}")
+    print(f"browser flow timings (s): {lap.timings}")
 
 
 def test_bad_name_shows_the_servers_message_by_the_form(lab: Lab, page: Page) -> None:

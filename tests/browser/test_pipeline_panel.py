@@ -11,12 +11,11 @@ Screenshots land in tests/browser/artifacts/ for a person to look at.
 from __future__ import annotations
 
 import json
-import time
 
 from playwright.sync_api import Locator, Page, expect
 
 from tests.browser.conftest import ARTIFACTS
-from tests.browser.lab import Lab
+from tests.browser.lab import Lab, LapTimer
 from tests.browser.test_notebook_servers_panel import dark_theme, open_lab
 from tests.browser.test_notebook_servers_panel import shot as shot_panel
 from tests.pipelines.notebooks import FANOUT_ML
@@ -55,14 +54,7 @@ def shot(page: Page, name: str) -> None:
 
 
 def test_tag_run_and_open_a_step_notebook(lab: Lab, page: Page) -> None:
-    timings: dict[str, float] = {}
-    mark = time.monotonic()
-
-    def lap(name: str) -> None:
-        nonlocal mark
-        now = time.monotonic()
-        timings[name] = round(now - mark, 2)
-        mark = now
+    lap = LapTimer()
 
     write_notebook(lab)
     open_lab(page, lab)
@@ -168,4 +160,4 @@ def test_tag_run_and_open_a_step_notebook(lab: Lab, page: Page) -> None:
     panel.locator(f'[data-testid="cube-history-row"][data-run="{run_id}"]').click()
     expect(run).to_have_attribute("data-run", str(run_id))
     expect(steps.first).to_have_attribute("data-status", "succeeded")
-    print(f"pipeline panel timings (s): {timings}")
+    print(f"pipeline panel timings (s): {lap.timings}")

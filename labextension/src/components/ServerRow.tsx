@@ -24,6 +24,28 @@ export interface IServerRowProps {
   onDelete: (server: IServer) => void;
 }
 
+/** The buttons after Connect, in the order the server's `actions` may offer them. */
+const LIFECYCLE_ACTIONS: ReadonlyArray<{
+  name: 'stop' | 'start' | 'delete';
+  label: string;
+  className: string;
+  handler: 'onStop' | 'onStart' | 'onDelete';
+}> = [
+  { name: 'stop', label: 'Stop', className: 'cube-Button', handler: 'onStop' },
+  {
+    name: 'start',
+    label: 'Start',
+    className: 'cube-Button',
+    handler: 'onStart'
+  },
+  {
+    name: 'delete',
+    label: 'Delete',
+    className: 'cube-Button cube-mod-danger',
+    handler: 'onDelete'
+  }
+];
+
 export function ServerRow(props: IServerRowProps): JSX.Element {
   const { server, busy } = props;
   const status = server.status;
@@ -34,9 +56,6 @@ export function ServerRow(props: IServerRowProps): JSX.Element {
   // The server decides what may be done (no business rules here): show exactly its actions.
   const actions = new Set(server.actions ?? []);
   const canConnect = actions.has('connect') && !!server.url;
-  const canStop = actions.has('stop');
-  const canStart = actions.has('start');
-  const canDelete = actions.has('delete');
   return (
     <li
       className="cube-ServerRow"
@@ -94,41 +113,20 @@ export function ServerRow(props: IServerRowProps): JSX.Element {
             Connect
           </Button>
         )}
-        {canStop && (
-          <Button
-            small
-            minimal
-            className="cube-Button"
-            data-testid="cube-server-stop"
-            disabled={busy}
-            onClick={() => props.onStop(server)}
-          >
-            Stop
-          </Button>
-        )}
-        {canStart && (
-          <Button
-            small
-            minimal
-            className="cube-Button"
-            data-testid="cube-server-start"
-            disabled={busy}
-            onClick={() => props.onStart(server)}
-          >
-            Start
-          </Button>
-        )}
-        {canDelete && (
-          <Button
-            small
-            minimal
-            className="cube-Button cube-mod-danger"
-            data-testid="cube-server-delete"
-            disabled={busy}
-            onClick={() => props.onDelete(server)}
-          >
-            Delete
-          </Button>
+        {LIFECYCLE_ACTIONS.filter(action => actions.has(action.name)).map(
+          action => (
+            <Button
+              key={action.name}
+              small
+              minimal
+              className={action.className}
+              data-testid={`cube-server-${action.name}`}
+              disabled={busy}
+              onClick={() => props[action.handler](server)}
+            >
+              {action.label}
+            </Button>
+          )
         )}
       </div>
       <ErrorMessage message={props.error} testid="cube-server-error" />
