@@ -41,11 +41,15 @@ $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 	HATCH_BUILD_NO_HOOKS=true $(BIN)/pip install -q --no-build-isolation -e ".[test]"
 	touch $@
 
-# Debian packages the tests drive for real: Chromium for the browser tests.
+# Debian packages the tests drive for real: Chromium for the browser tests, Prometheus for the
+# DCGM metrics path.
+SYSTEM_TEST_PACKAGES := chromium prometheus
 system-test-deps:
-	@command -v chromium >/dev/null || { \
-	  echo "installing Debian's chromium for the browser tests"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@missing=""; for pkg in $(SYSTEM_TEST_PACKAGES); do command -v $$pkg >/dev/null || missing="$$missing $$pkg"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages for the tests:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
 
 lab: setup
 	$(BIN)/jupyter lab $(ALLOW_ROOT) --no-browser --ServerApp.port=$(LAB_PORT)

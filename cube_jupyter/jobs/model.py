@@ -1,0 +1,92 @@
+"""What a job is once submitted, on either backend: the record the REST API, CLI and Jobs panel show.
+
+A job is a training run (TFJob/PyTorchJob/XGBoostJob/MPIJob, or replica processes locally), a tuning
+experiment (Katib Experiment, or Optuna trials locally) or a served model (KServe InferenceService, or
+a local model server). Names are DNS-1123 labels, unique per user across the three kinds, and are the
+job's id in `/cube/api/v1/jobs/{name}`. Status follows the Kubeflow operators' conditions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+JobKind = Literal["training", "tuning", "serving"]
+# The last true condition, as the Training Operator reports it; serving adds Ready.
+JobPhase = Literal["Created", "Running", "Restarting", "Succeeded", "Failed", "Ready", "Deleting"]
+ReplicaState = Literal["Pending", "Running", "Succeeded", "Failed"]
+FINISHED_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One operator condition (type Created/Running/Succeeded/Failed/Ready), latest last."""
+
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str
+    message: str
+    last_transition_time: float  # unix seconds
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One replica process or pod: `role` is the operator's replica type (Master, Worker, Chief, PS,
+    Evaluator, Launcher, Trial, Predictor), `index` its ordinal within the role."""
+
+    role: str
+    index: int
+    state: ReplicaState
+    gpus: int = 0
+    exit_code: int | None = None
+    pod: str | None = None  # the pod name on the cluster
+    pid: int | None = None  # the process id locally
+    message: str | None = None
+
+    @property
+    def name(self) -> str:
+        """`worker-1`: the key of its log stream."""
+        return f"{self.role.lower()}-{self.index}"
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One tuning trial: its parameter assignment and the objective it reported."""
+
+    name: str
+    parameters: dict[str, Any]
+    state: Literal["Pending", "Running", "Succeeded", "Failed", "Pruned"]
+    metrics: dict[str, float] = field(default_factory=dict)
+    objective: float | None = None
+
+
+@dataclass(frozen=True)
+class Job:
+    """A submitted job and its live status."""
+
+    name: str
+    kind: JobKind
+    user: str
+    phase: JobPhase
+    created: float  # unix seconds
+    framework: str | None = None  # training: pytorch|tensorflow|xgboost|mpi; serving: model format
+    backend: Literal["local", "kubernetes"] = "local"
+    conditions: tuple[Condition, ...] = ()
+    replicas: tuple[Replica, ...] = ()
+    gpus: int = 0  # GPUs the job holds in total, for the quota and the panel
+    message: str | None = None  # why it failed (with the failed replica's log tail), or is pending
+    spec: dict[str, Any] = field(default_factory=dict)  # the normalized spec it was submitted with
+    trials: tuple[Trial, ...] = ()  # tuning
+    best_trial: str | None = None  # tuning
+    endpoint: str | None = None  # serving: the URL predictions go to
+    completed: float | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in FINISHED_PHASES
+
+    def to_dict(self) -> dict[str, Any]:
+        body = asdict(self)
+        body["finished"] = self.finished
+        body["replicas"] = [dict(r, name=f"{r['role'].lower()}-{r['index']}") for r in body["replicas"]]
+        return body
