@@ -1,0 +1,159 @@
+"""Render a TrainingSpec as the Training Operator's kubeflow.org/v1 job: PyTorchJob, TFJob, XGBoostJob
+or MPIJob, one replicaSpec per role.
+
+Container names are the ones each operator looks for (`pytorch`, `tensorflow`, `xgboost`, `mpi`), and
+each gets the port the operator wires into MASTER_PORT / TF_CONFIG. MPI's Launcher runs the code under
+`mpirun`; its Workers keep the image's command (the operator keeps them alive for mpirun to reach).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cube_jupyter.config import Settings
+from cube_jupyter.jobs.config import JobSettings
+from cube_jupyter.jobs.render.pods import (
+    ShippedCode,
+    container_resources,
+    env_list,
+    job_metadata,
+    namespace_of,
+    pod_labels,
+    pod_spec,
+    volumes,
+)
+from cube_jupyter.jobs.training_spec import RoleSpec, TrainingSpec
+from cube_jupyter.notebooks.render import HOME
+
+API_VERSION = "kubeflow.org/v1"
+
+
+@dataclass(frozen=True)
+class OperatorKind:
+    """How one framework's job looks to its operator."""
+
+    kind: str
+    replica_specs: str  # the spec key holding the replicaSpecs
+    container: str  # the container name the operator requires
+    port_name: str | None
+    port: int | None
+
+
+OPERATOR_KINDS: dict[str, OperatorKind] = {
+    "pytorch": OperatorKind("PyTorchJob", "pytorchReplicaSpecs", "pytorch", "pytorchjob-port", 23456),
+    "tensorflow": OperatorKind("TFJob", "tfReplicaSpecs", "tensorflow", "tfjob-port", 2222),
+    "xgboost": OperatorKind("XGBoostJob", "xgbReplicaSpecs", "xgboost", "xgboostjob-port", 9999),
+    "mpi": OperatorKind("MPIJob", "mpiReplicaSpecs", "mpi", None, None),
+}
+# The role whose pod Katib reads metrics from, and whose success ends the job.
+PRIMARY_ROLES: dict[str, tuple[str, ...]] = {
+    "pytorch": ("Master", "Worker"),
+    "tensorflow": ("Chief", "Worker"),
+    "xgboost": ("Master",),
+    "mpi": ("Launcher",),
+}
+MPIRUN = ["mpirun", "--allow-run-as-root", "-bind-to", "none", "-map-by", "slot"]
+REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+
+
+def render_training(
+    spec: TrainingSpec, config: JobSettings, settings: Settings, *, workspace_claim: str | None = None
+) -> list[dict[str, Any]]:
+    """The one object the kubernetes backend creates for `spec`."""
+    obj = training_object(spec, config, settings, workspace_claim=workspace_claim)
+    obj["metadata"] = job_metadata(
+        "training", spec.name, spec.user, namespace_of(spec.user, config, settings)
+    )
+    return [obj]
+
+
+def training_object(
+    spec: TrainingSpec, config: JobSettings, settings: Settings, *, workspace_claim: str | None = None
+) -> dict[str, Any]:
+    """apiVersion, kind and spec of the job, without metadata: also a Katib trial's template."""
+    operator = OPERATOR_KINDS[spec.framework]
+    run_policy: dict[str, Any] = {"cleanPodPolicy": spec.clean_pod_policy}
+    ttl = spec.ttl_seconds_after_finished
+    if ttl is None:
+        ttl = config.jobs.ttl_seconds_after_finished
+    if ttl is not None:
+        run_policy["ttlSecondsAfterFinished"] = ttl
+    if spec.backoff_limit is not None:
+        run_policy["backoffLimit"] = spec.backoff_limit
+    if spec.active_deadline_seconds is not None:
+        run_policy["activeDeadlineSeconds"] = spec.active_deadline_seconds
+    body: dict[str, Any] = {
+        operator.replica_specs: {
+            role.role: _replica_spec(spec, role, operator, config, workspace_claim) for role in spec.roles
+        },
+        "runPolicy": run_policy,
+    }
+    if spec.framework == "mpi":
+        body["slotsPerWorker"] = spec.slots_per_worker
+        body["mainContainer"] = operator.container
+    return {"apiVersion": API_VERSION, "kind": operator.kind, "spec": body}
+
+
+def primary_role(spec: TrainingSpec) -> RoleSpec:
+    """The replica whose pod reports the job's metrics: Master, Chief or Launcher, else worker 0."""
+    for name in PRIMARY_ROLES[spec.framework]:
+        role = spec.role(name)
+        if role is not None:
+            return role
+    return spec.roles[0]
+
+
+def primary_pod_labels(spec: TrainingSpec) -> dict[str, str]:
+    """The labels the operator puts on the primary replica's pod (lower-case replica type, index 0)."""
+    return {REPLICA_TYPE_LABEL: primary_role(spec).role.lower(), REPLICA_INDEX_LABEL: "0"}
+
+
+def container_name(spec: TrainingSpec) -> str:
+    return OPERATOR_KINDS[spec.framework].container
+
+
+def _replica_spec(
+    spec: TrainingSpec,
+    role: RoleSpec,
+    operator: OperatorKind,
+    config: JobSettings,
+    workspace_claim: str | None,
+) -> dict[str, Any]:
+    shipped = ShippedCode(spec.code, config)
+    pod_volumes, mounts = volumes(spec.volumes, spec.workspace, spec.user, config)
+    if workspace_claim is not None and spec.workspace:
+        pod_volumes[0]["persistentVolumeClaim"]["claimName"] = workspace_claim
+    container: dict[str, Any] = {
+        "name": operator.container,
+        "image": role.image or spec.image or config.image_for(spec.framework),
+    }
+    command = _command(spec, role, shipped.command)
+    if command is not None:
+        container["command"] = command
+    if spec.workspace:
+        container["workingDir"] = HOME
+    container["env"] = [*env_list(spec.env, role.env), *shipped.env]
+    container["resources"] = container_resources(role.resources, config)
+    if operator.port is not None:
+        container["ports"] = [{"name": operator.port_name, "containerPort": operator.port, "protocol": "TCP"}]
+    if mounts or shipped.mounts:
+        container["volumeMounts"] = [*mounts, *shipped.mounts]
+    template = {
+        "metadata": {"labels": pod_labels(spec.name, spec.user)},
+        "spec": pod_spec(container, [*pod_volumes, *shipped.volumes], role.resources.gpu, config),
+    }
+    return {"replicas": role.replicas, "restartPolicy": spec.restart_policy, "template": template}
+
+
+def _command(spec: TrainingSpec, role: RoleSpec, code_command: list[str]) -> list[str] | None:
+    """The role's own command, else the code's; MPI workers keep the image's (None)."""
+    if role.command is not None:
+        return list(role.command)
+    if spec.framework != "mpi":
+        return code_command
+    if role.role != "Launcher":
+        return None
+    processes = spec.replicas_of("Worker") * (spec.slots_per_worker or 1)
+    return [*MPIRUN, "-np", str(processes), *code_command]

@@ -1,0 +1,167 @@
+"""Render a TuningSpec as a Katib kubeflow.org/v1beta1 `Experiment`.
+
+Each trial is either the rendered training job (its code gets `--NAME=${trialParameters.NAME}`
+arguments) or a batch/v1 Job running the notebook with papermill (`-p NAME ${trialParameters.NAME}`)
+through the job entrypoint. Metrics come from the primary container's output in Katib's StdOut format
+(`name=value` lines).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cube_jupyter.config import Settings
+from cube_jupyter.jobs.config import JobSettings
+from cube_jupyter.jobs.render.pods import (
+    ShippedCode,
+    container_resources,
+    env_list,
+    job_metadata,
+    namespace_of,
+    pod_labels,
+    pod_spec,
+    volumes,
+)
+from cube_jupyter.jobs.render.training import container_name, primary_pod_labels, training_object
+from cube_jupyter.jobs.training_spec import CodeSpec
+from cube_jupyter.jobs.tuning_spec import ParameterSpec, TuningSpec
+from cube_jupyter.notebooks.render import HOME
+
+API_VERSION = "kubeflow.org/v1beta1"
+NOTEBOOK_TRIAL_CONTAINER = "trial"
+# gjson paths Katib evaluates on the trial object's status.
+SUCCEEDED = {"Job": "Complete", "training": "Succeeded"}
+CONDITION = 'status.conditions.#(type=="{type}")#|#(status=="True")#'
+
+
+def placeholder(name: str) -> str:
+    """What Katib replaces with a trial's value of parameter `name`."""
+    return "${trialParameters." + name + "}"
+
+
+def render_tuning(
+    spec: TuningSpec, config: JobSettings, settings: Settings, *, workspace_claim: str | None = None
+) -> list[dict[str, Any]]:
+    """The one Experiment the kubernetes backend creates for `spec`."""
+    body: dict[str, Any] = {
+        "objective": _objective(spec),
+        "algorithm": _algorithm(spec.algorithm.name, spec.algorithm.settings),
+        "parallelTrialCount": spec.parallel_trials,
+        "maxTrialCount": spec.max_trials,
+        "maxFailedTrialCount": spec.max_failed_trials,
+        "resumePolicy": config.jobs.katib_resume_policy,
+        "metricsCollectorSpec": {
+            "collector": {"kind": "StdOut"},
+            "source": {"filter": {"metricsFormat": [config.jobs.katib_metrics_format]}},
+        },
+        "parameters": [_parameter(p) for p in spec.parameters],
+        "trialTemplate": _trial_template(spec, config, settings, workspace_claim),
+    }
+    if spec.early_stopping is not None:
+        body["earlyStopping"] = _algorithm(spec.early_stopping.algorithm, spec.early_stopping.settings)
+    metadata = job_metadata("tuning", spec.name, spec.user, namespace_of(spec.user, config, settings))
+    return [{"apiVersion": API_VERSION, "kind": "Experiment", "metadata": metadata, "spec": body}]
+
+
+def _algorithm(name: str, settings: dict[str, str]) -> dict[str, Any]:
+    """Katib's AlgorithmSpec / EarlyStoppingSpec: a name and `{name, value}` string settings."""
+    body: dict[str, Any] = {"algorithmName": name}
+    if settings:
+        body["algorithmSettings"] = [{"name": k, "value": v} for k, v in settings.items()]
+    return body
+
+
+def _objective(spec: TuningSpec) -> dict[str, Any]:
+    objective: dict[str, Any] = {"type": spec.objective.type, "objectiveMetricName": spec.objective.metric}
+    if spec.objective.goal is not None:
+        objective["goal"] = spec.objective.goal
+    if spec.objective.additional_metrics:
+        objective["additionalMetricNames"] = list(spec.objective.additional_metrics)
+    return objective
+
+
+def _parameter(parameter: ParameterSpec) -> dict[str, Any]:
+    """Katib keeps every bound as a string: ints without a decimal point, lists as strings."""
+    space: dict[str, Any] = {}
+    if parameter.values:
+        space["list"] = [_text(v) for v in parameter.values]
+    else:
+        number = (lambda v: str(int(v))) if parameter.type == "int" else _text
+        space["min"], space["max"] = number(parameter.min), number(parameter.max)
+        if parameter.step is not None:
+            space["step"] = number(parameter.step)
+        if parameter.log:
+            space["distribution"] = "logUniform"
+    return {"name": parameter.name, "parameterType": parameter.type, "feasibleSpace": space}
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _trial_template(
+    spec: TuningSpec, config: JobSettings, settings: Settings, workspace_claim: str | None
+) -> dict[str, Any]:
+    values = {p.name: placeholder(p.name) for p in spec.parameters}
+    template: dict[str, Any] = {
+        "trialParameters": [
+            {"name": p.name, "description": f"{p.type} parameter {p.name}", "reference": p.name}
+            for p in spec.parameters
+        ],
+    }
+    if spec.trial_training is not None:
+        training = spec.trial_training_with(values)
+        trial_spec = training_object(training, config, settings, workspace_claim=workspace_claim)
+        template["primaryContainerName"] = container_name(training)
+        template["primaryPodLabels"] = primary_pod_labels(training)
+        succeeded = SUCCEEDED["training"]
+    else:
+        trial_spec = _notebook_job(spec, values, config, workspace_claim)
+        template["primaryContainerName"] = NOTEBOOK_TRIAL_CONTAINER
+        succeeded = SUCCEEDED["Job"]
+    template["trialSpec"] = trial_spec
+    template["successCondition"] = CONDITION.format(type=succeeded)
+    template["failureCondition"] = CONDITION.format(type="Failed")
+    return template
+
+
+def _notebook_job(
+    spec: TuningSpec, values: dict[str, str], config: JobSettings, workspace_claim: str | None
+) -> dict[str, Any]:
+    """A batch/v1 Job that runs the notebook once with the trial's parameters (papermill `-p`)."""
+    papermill_args: list[str] = []
+    for p in spec.parameters:
+        papermill_args += ["-p", p.name, values[p.name]]
+    code = CodeSpec(
+        kind="notebook",
+        path=spec.trial_notebook,
+        package_uri=spec.trial_package_uri,
+        args=tuple(papermill_args),
+    )
+    shipped = ShippedCode(code, config, field="trial.package")
+    pod_volumes, mounts = volumes((), spec.trial_workspace, spec.user, config)
+    if workspace_claim is not None and spec.trial_workspace:
+        pod_volumes[0]["persistentVolumeClaim"]["claimName"] = workspace_claim
+    container: dict[str, Any] = {
+        "name": NOTEBOOK_TRIAL_CONTAINER,
+        "image": spec.trial_image or config.default_image,
+        "command": shipped.command,
+    }
+    if spec.trial_workspace:
+        container["workingDir"] = HOME
+    container["env"] = [*env_list(spec.trial_env), *shipped.env]
+    container["resources"] = container_resources(spec.trial_resources, config)
+    if mounts or shipped.mounts:
+        container["volumeMounts"] = [*mounts, *shipped.mounts]
+    pod = pod_spec(container, [*pod_volumes, *shipped.volumes], spec.trial_resources.gpu, config)
+    pod["restartPolicy"] = "Never"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "spec": {
+            "backoffLimit": 0,
+            "template": {"metadata": {"labels": pod_labels(spec.name, spec.user)}, "spec": pod},
+        },
+    }

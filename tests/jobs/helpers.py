@@ -1,0 +1,27 @@
+"""Settings for renderer tests, built from a traitlets Config the way an admin's file sets them."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from traitlets.config import Config
+
+from cube_jupyter.config import Settings, load_settings
+from cube_jupyter.jobs.config import JobSettings, jobs_config
+
+
+def make_config(**sections: dict[str, Any]) -> tuple[Settings, JobSettings]:
+    config = Config()
+    for section, values in sections.items():
+        for key, value in values.items():
+            setattr(config[section], key, value)
+    settings = load_settings(config)
+    return settings, jobs_config(settings)
+
+
+def substitute_trial_parameters(obj: dict[str, Any], value: str = "1") -> dict[str, Any]:
+    """A trial template as Katib would create it: every `${trialParameters.X}` replaced by a value."""
+    result: dict[str, Any] = json.loads(re.sub(r"\$\{trialParameters\.\w+\}", value, json.dumps(obj)))
+    return result
