@@ -1,0 +1,140 @@
+"""The package's IPython extension: the workbench's magics in every kernel started from the
+"Python 3 (cube-jupyter)" kernelspec (`--ext=cube_jupyter.ipython`), or after
+`%load_ext cube_jupyter.ipython`.
+
+A magic is one function decorated with `@magic("line"|"cell", name)`; `load_ipython_extension` registers
+them all. Arguments are parsed with argparse, and a mistake is an IPython `UsageError`: the usage text,
+not a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from collections.abc import Callable
+from typing import Any, Literal, NoReturn
+
+from IPython.core.error import UsageError
+
+from cube_jupyter.errors import CubeError
+
+MagicKind = Literal["line", "cell"]
+_MAGICS: list[tuple[MagicKind, str, Callable[..., Any]]] = []
+
+
+def magic(kind: MagicKind, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register `fn(line)` (line magic) or `fn(line, cell)` (cell magic) as `%name` / `%%name`."""
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        _MAGICS.append((kind, name, fn))
+        return fn
+
+    return register
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    for kind, name, fn in _MAGICS:
+        ipython.register_magic_function(fn, magic_kind=kind, magic_name=name)
+
+
+class _HelpShown(Exception):
+    """`--help` printed the help; the magic has nothing more to do."""
+
+
+class MagicArgumentParser(argparse.ArgumentParser):
+    """argparse that reports a bad argument as a UsageError instead of exiting the kernel."""
+
+    def error(self, message: str) -> NoReturn:
+        name = self.prog if self.prog.startswith("%") else f"%{self.prog}"  # prog "%gpu" or "gpu"
+        raise UsageError(f"{self.format_usage().strip()}\n{name}: {message}")
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            print(message)
+        raise _HelpShown()
+
+    def parse_line(self, line: str) -> argparse.Namespace | None:
+        """The parsed magic line, or None when `--help` was asked for (and printed)."""
+        try:
+            words = shlex.split(line)
+        except ValueError as bad:
+            self.error(str(bad))
+        try:
+            return self.parse_args(words)
+        except _HelpShown:
+            return None
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0 seconds")
+    return value
+
+
+def _samples(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of samples") from None
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 2 samples")
+    return value
+
+
+GPU_PARSER = MagicArgumentParser(
+    prog="%gpu",
+    description="Show this kernel's GPUs live (utilization, memory, temperature, power, SM clock, "
+    "and which notebooks hold their memory).",
+    epilog="`%gpu stop` stops the running monitor; `%gpu --once` prints a table and returns.",
+)
+GPU_PARSER.add_argument("action", nargs="?", choices=("show", "stop"), default="show", help="default: show")
+GPU_PARSER.add_argument("--interval", type=_positive_seconds, default=1.0, help="seconds between updates")
+GPU_PARSER.add_argument("--history", type=_samples, default=60, help="samples kept for the sparkline")
+GPU_PARSER.add_argument("--once", action="store_true", help="print the readings once as text")
+
+
+@magic("line", "gpu")
+def gpu_magic(line: str) -> None:
+    """%gpu [--interval S] [--history N] | %gpu --once | %gpu stop"""
+    args = GPU_PARSER.parse_line(line)
+    if args is None:
+        return
+    if args.action == "stop":
+        if args.once:
+            GPU_PARSER.error("--once cannot be combined with stop")
+        from cube_jupyter.gpu.widget import stop_current
+
+        stopped = stop_current()
+        print("GPU monitor stopped." if stopped is not None else "No GPU monitor is running.")
+        return
+    if args.once:
+        print(gpu_text())
+        return
+    from cube_jupyter.gpu.widget import monitor
+
+    try:
+        monitor(interval=args.interval, history=args.history)
+    except CubeError as bad:
+        raise UsageError(bad.message) from None
+
+
+def gpu_text() -> str:
+    """The GPUs as a text table with the processes on each; a sentence when none can be read."""
+    from cube_jupyter.gpu import describe
+    from cube_jupyter.gpu.attribution import attribute, discover_kernels
+    from cube_jupyter.gpu.sources import NoGpuVisible
+
+    try:
+        from cube_jupyter.gpu.nvml import NvmlSource
+
+        devices = NvmlSource().read()
+        devices, _ = attribute(devices, discover_kernels())
+    except NoGpuVisible as gone:
+        return describe.no_gpu(gone.message)
+    except Exception as failure:  # a failing driver is shown, not raised into the user's kernel
+        return f"Reading the GPUs failed: {type(failure).__name__}: {failure}"
+    return describe.devices_table(devices, describe.own_pids(), describe.own_kernel_id())
