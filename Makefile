@@ -41,11 +41,12 @@ $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 	HATCH_BUILD_NO_HOOKS=true $(BIN)/pip install -q --no-build-isolation -e ".[test]"
 	touch $@
 
-# Debian packages the tests drive for real: Chromium for the browser tests, Prometheus for the
-# DCGM metrics path.
-SYSTEM_TEST_PACKAGES := chromium prometheus
+# Debian packages the tests drive for real, as package:command pairs: Chromium for the browser
+# tests, Prometheus for the DCGM metrics path, Open MPI's mpirun for MPI jobs.
+SYSTEM_TEST_PACKAGES := chromium:chromium prometheus:prometheus openmpi-bin:mpirun
 system-test-deps:
-	@missing=""; for pkg in $(SYSTEM_TEST_PACKAGES); do command -v $$pkg >/dev/null || missing="$$missing $$pkg"; done; \
+	@missing=""; for pair in $(SYSTEM_TEST_PACKAGES); do \
+	  command -v $${pair#*:} >/dev/null || missing="$$missing $${pair%%:*}"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages for the tests:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \

@@ -1,0 +1,1 @@
+"""The local backend of jobs: training replicas, tuning trials and model servers as processes here."""

@@ -1,0 +1,725 @@
+"""Training jobs on this machine: one process per replica, with the env the operator would set.
+
+`LocalTrainingRunner` is the synchronous core: `start(spec)` ships the code (when it is not shipped
+yet), writes the job's record and starts every replica as `python -m cube_jupyter.jobs.entry ...` (or
+the spec's command) in its own process group, in a per-job work directory, with stdout and stderr in
+a per-replica log. `refresh` is the operator's reconcile loop: it reaps replicas, restarts failed
+ones while the restart policy and backoff limit allow, marks the job Succeeded or Failed (the failed
+replica's name, exit code and log tail in the message), stops the others by `clean_pod_policy`
+(SIGTERM to the process group, SIGKILL after a grace period), enforces `active_deadline_seconds`,
+and deletes finished jobs after `ttl_seconds_after_finished`.
+
+The process that starts a job supervises it (`owner` in the record). A job whose owner died while
+it ran — the workbench restarted — is marked Failed ("the workbench restarted while it ran") and its
+leftover replicas are killed: their exit codes cannot be known by a process that is not their parent,
+so re-attaching would report guesses. `AsyncLocalTraining` is the small facade the server uses: it
+runs `refresh_all` in a thread every `poll` seconds and never blocks the event loop.
+
+Not enforced locally: the image (the workbench's Python runs the code), CPU and memory (recorded),
+volumes and the workspace PVC (the work directory stands in). GPUs are handed out by
+`CUDA_VISIBLE_DEVICES`, never more than this machine has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+
+import psutil
+
+from cube_jupyter.backends.local import files, process
+from cube_jupyter.errors import BackendUnavailable, InvalidInput, NotFound
+from cube_jupyter.jobs import package as packaging
+from cube_jupyter.jobs.local import conditions as ops
+from cube_jupyter.jobs.local import processes, rendezvous
+from cube_jupyter.jobs.local.state import JobRecord, ReplicaRecord, TrainingState
+from cube_jupyter.jobs.model import Condition, Job, Replica
+from cube_jupyter.jobs.training_spec import RoleSpec, TrainingSpec
+from cube_jupyter.names import user_slug
+from cube_jupyter.storage import ArtifactStore, open_store
+
+log = logging.getLogger(__name__)
+
+ENTRY_MODULE = "cube_jupyter.jobs.entry"
+MPI_MODULE = "cube_jupyter.jobs.local.mpi"
+RESTARTED_MESSAGE = "the workbench restarted while it ran"
+TAIL_LINES = 20
+# The workbench's own secrets never reach a replica.
+DROPPED_ENV = ("JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE", process.CHILD_MARKER_ENV)
+PYTHON_NAMES = ("python", "python3", f"python3.{sys.version_info.minor}")
+
+
+class LocalTrainingRunner:
+    """Runs training specs as local processes; state under `state_dir/training/`."""
+
+    def __init__(
+        self,
+        state_dir: str | Path,
+        *,
+        store: ArtifactStore | None = None,
+        python: str = sys.executable,
+        mpirun: str | None = None,
+        stop_grace_seconds: float = 10.0,
+    ) -> None:
+        self.root = files.private_dir(Path(state_dir) / "training")
+        self.state = TrainingState(self.root / "training.sqlite")
+        self._store = store
+        self.python = python
+        # None: Open MPI's mpirun when installed; "": start MPI ranks directly (see local.mpi).
+        self.mpirun = (shutil.which("mpirun") or "") if mpirun is None else mpirun
+        self.stop_grace_seconds = stop_grace_seconds
+        self.owner = processes.this_process_id()
+        self._procs: dict[tuple[str, str, str], subprocess.Popen[bytes]] = {}
+        self._lock = threading.RLock()
+
+    @property
+    def store(self) -> ArtifactStore:
+        if self._store is None:
+            self._store = open_store(None)
+        return self._store
+
+    # -- paths ---------------------------------------------------------------------------------------
+
+    def work_dir(self, user: str, name: str) -> Path:
+        return self.root / "work" / user_slug(user) / name
+
+    def log_dir(self, user: str, name: str) -> Path:
+        return self.root / "logs" / user_slug(user) / name
+
+    # -- start ---------------------------------------------------------------------------------------
+
+    def start(self, spec: TrainingSpec, *, code_dir: str | Path | None = None) -> Job:
+        """Ship the code (from `code_dir`, default the working directory, unless the spec names a
+        package), record the job and start its replicas. Conflict for a duplicate name; when a
+        replica cannot be started, nothing of the job is left."""
+        package_uri = self._ship(spec, Path(code_dir or os.getcwd()))
+        record = self._plan(spec, package_uri)
+        with self._lock:
+            self.state.insert(record, self.owner)
+            try:
+                files.private_dir(Path(record.work_dir))
+                files.private_dir(Path(record.log_dir))
+                if spec.framework == "mpi":
+                    self._write_hostfile(spec, Path(record.work_dir))
+                now = time.time()
+                kind = ops.kind_name(spec.framework)
+                record.conditions = ops.add_condition(
+                    [], "Created", f"{kind}Created", f"{kind} {spec.name} is created.", now
+                )
+                for replica in record.replicas:
+                    if not replica.virtual:
+                        self._spawn(record, replica)
+                self._reconcile(record)
+                self.state.save(record, self.owner)
+            except BaseException:
+                self._kill_all(record)
+                self.state.delete(record.user, record.name)
+                self._remove_files(record)
+                raise
+            return self._job(record)
+
+    def _ship(self, spec: TrainingSpec, code_dir: Path) -> str | None:
+        code = spec.code
+        if code.kind == "command":
+            return None
+        if code.package_uri:
+            return code.package_uri
+        if code.kind == "function":
+            return packaging.package_module_function(code.target, self.store, base_dir=code_dir).uri
+        path = Path(code.target)
+        return packaging.package_file(path if path.is_absolute() else code_dir / path, self.store).uri
+
+    def _plan(self, spec: TrainingSpec, package_uri: str | None) -> JobRecord:
+        """Every replica's argv and env, before anything starts."""
+        roles = [(role.role, role.replicas) for role in spec.roles]
+        rdv = rendezvous.plan(spec.framework, roles)
+        work_dir = self.work_dir(spec.user, spec.name)
+        hostfile = str(work_dir / rendezvous.MPI_HOSTFILE)
+        gpu_ids = self._gpu_plan(spec)
+        replicas = []
+        for slot in rendezvous.slots(roles):
+            role = spec.role(slot.role)
+            assert role is not None
+            env = {**spec.env, **role.env}
+            env.update(rendezvous.replica_env(spec.framework, roles, slot, rdv, hostfile=hostfile))
+            ids = gpu_ids.pop(slot.name, [])
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
+            env["CUBE_JOB_NAME"] = spec.name
+            env["CUBE_REPLICA"] = slot.name
+            virtual = spec.framework == "mpi" and slot.role == "Worker"
+            if (
+                spec.framework == "mpi"
+                and slot.role == "Launcher"
+                and hasattr(os, "geteuid")
+                and os.geteuid() == 0
+            ):
+                env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+            argv = [] if virtual else self._argv(spec, role, package_uri, hostfile)
+            replicas.append(
+                ReplicaRecord(
+                    role=slot.role,
+                    index=slot.index,
+                    argv=argv,
+                    env=env,
+                    gpus=role.resources.gpu,
+                    gpu_ids=ids,
+                    virtual=virtual,
+                )
+            )
+        return JobRecord(
+            user=spec.user,
+            name=spec.name,
+            framework=spec.framework,
+            spec=spec.to_dict(),
+            created=time.time(),
+            work_dir=str(work_dir),
+            log_dir=str(self.log_dir(spec.user, spec.name)),
+            replicas=replicas,
+            restart_policy=spec.restart_policy,
+            backoff_limit=spec.backoff_limit,
+            clean_pod_policy=spec.clean_pod_policy,
+            ttl_seconds_after_finished=spec.ttl_seconds_after_finished,
+            active_deadline_seconds=spec.active_deadline_seconds,
+            package_uri=package_uri,
+        )
+
+    def _gpu_plan(self, spec: TrainingSpec) -> dict[str, list[str]]:
+        """Distinct GPU ids per replica; InvalidInput naming the role when this machine has too few."""
+        wanted = [(role, role.resources.gpu) for role in spec.roles for _ in range(role.replicas)]
+        total = sum(count for _, count in wanted)
+        if not total:
+            return {}
+        available = process.visible_gpu_ids()
+        if total > len(available):
+            role = next(role for role, count in wanted if count)
+            raise InvalidInput(
+                f"replicas.{role.role.lower()}.resources.gpu: the job asks for {total} GPUs in all and this "
+                f"machine has {len(available)}",
+                field=f"replicas.{role.role.lower()}.resources.gpu",
+            )
+        plan: dict[str, list[str]] = {}
+        for role in spec.roles:
+            for index in range(role.replicas):
+                plan[f"{role.role.lower()}-{index}"] = [available.pop(0) for _ in range(role.resources.gpu)]
+        return plan
+
+    def _command(self, command: Sequence[str]) -> list[str]:
+        """A command as given, with a leading `python` meaning the workbench's interpreter (the
+        image's Python, locally)."""
+        argv = list(command)
+        if argv and argv[0] in PYTHON_NAMES:
+            argv[0] = self.python
+        return argv
+
+    def _entry_argv(self, spec: TrainingSpec, package_uri: str | None) -> list[str]:
+        code = spec.code
+        if code.kind == "command":
+            return self._command([*(code.command or ()), *code.args])
+        argv = [self.python, "-m", ENTRY_MODULE]
+        if package_uri:
+            argv += ["--package", package_uri]
+        return [*argv, "--kind", code.kind, "--target", code.target, "--", *code.args]
+
+    def _argv(self, spec: TrainingSpec, role: RoleSpec, package_uri: str | None, hostfile: str) -> list[str]:
+        if role.command is not None:
+            return self._command(role.command)
+        if spec.framework == "mpi" and role.role == "Launcher" and spec.code.kind != "command":
+            ranks = spec.replicas_of("Worker") * (spec.slots_per_worker or 1)
+            launcher = [self.python, "-m", MPI_MODULE, "--hostfile", hostfile, "--np", str(ranks)]
+            if self.mpirun:
+                launcher += ["--mpirun", self.mpirun]
+            return [*launcher, "--", *self._entry_argv(spec, package_uri)]
+        return self._entry_argv(spec, package_uri)
+
+    def _write_hostfile(self, spec: TrainingSpec, work_dir: Path) -> None:
+        text = rendezvous.mpi_hostfile(spec.replicas_of("Worker"), spec.slots_per_worker or 1)
+        (work_dir / rendezvous.MPI_HOSTFILE).write_text(text)
+
+    def _log_path(self, record: JobRecord, replica: ReplicaRecord) -> Path:
+        return Path(record.log_dir) / f"{replica.name}.log"
+
+    def _spawn(self, record: JobRecord, replica: ReplicaRecord) -> None:
+        env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
+        env.update(replica.env)
+        header = f"{record.name} {replica.name} (attempt {replica.restarts + 1})"
+        try:
+            proc = process.spawn(
+                replica.argv, env, Path(record.work_dir), self._log_path(record, replica), header
+            )
+        except OSError as exc:
+            raise BackendUnavailable(
+                f"replica {replica.name} of {record.name!r} could not be started: {exc.strerror or exc}",
+                field="command",
+            ) from None
+        self._procs[(record.user, record.name, replica.name)] = proc
+        replica.pid = proc.pid
+        try:
+            replica.started = psutil.Process(proc.pid).create_time()
+        except psutil.NoSuchProcess:
+            replica.started = None  # already gone: the next poll reaps it
+        replica.state = "Running"
+        replica.exit_code = None
+        replica.message = None
+
+    # -- reconcile -----------------------------------------------------------------------------------
+
+    def refresh(self, user: str, name: str) -> Job:
+        """Reconcile one job (when this process supervises it) and return its status."""
+        with self._lock:
+            found = self.state.get(user, name)
+            if found is None:
+                self._forget(user, name)
+                raise NotFound(f"training job {name!r} not found", field="name")
+            record, owner = found
+            record = self._reconcile_owned(record, owner)
+            return self._job(record)
+
+    def refresh_all(self) -> None:
+        """Reconcile every job: ours, orphans of a dead owner, and finished ones past their TTL."""
+        with self._lock:
+            for record, owner in self.state.list():
+                try:
+                    record = self._reconcile_owned(record, owner)
+                    if self._expired(record):
+                        self._delete_record(record)
+                except Exception:
+                    log.exception("reconciling training job %s/%s failed", record.user, record.name)
+
+    def _reconcile_owned(self, record: JobRecord, owner: str) -> JobRecord:
+        if owner != self.owner:
+            if processes.owner_alive(owner):
+                return record  # another live process (the server, a CLI run) supervises it
+            if record.completed is None or self._has_live_replicas(record):
+                self._orphaned(record)
+            return record
+        before = record.to_json()
+        self._reconcile(record)
+        if record.to_json() != before and not self.state.save(record, self.owner):
+            self._kill_all(record)  # deleted meanwhile (another process): leave nothing running
+            self._forget(record.user, record.name)
+        return record
+
+    def _orphaned(self, record: JobRecord) -> None:
+        """The job's supervisor died: kill what is left and, if it was still running, fail it."""
+        self._kill_all(record)
+        now = time.time()
+        for replica in record.replicas:
+            if replica.state in ("Pending", "Running"):
+                replica.state = "Failed"
+                replica.message = RESTARTED_MESSAGE
+        if not record.completed:
+            kind = ops.kind_name(record.framework)
+            record.conditions = ops.add_condition(
+                record.conditions,
+                "Failed",
+                "WorkbenchRestarted",
+                f"{kind} {record.name}: {RESTARTED_MESSAGE}",
+                now,
+            )
+            record.message = f"{kind} {record.name} failed: {RESTARTED_MESSAGE}"
+            record.completed = now
+        self.state.save(record, self.owner)
+
+    def _poll(self, record: JobRecord) -> None:
+        """Reap replicas that exited: state, exit status. What a replica left running in its process
+        group goes with it, as a container's processes do when its main process exits."""
+        for replica in record.replicas:
+            if replica.virtual or replica.state != "Running":
+                continue
+            proc = self._procs.get((record.user, record.name, replica.name))
+            if proc is None or not processes.exited(proc):
+                continue
+            processes.kill_group(
+                proc.pid
+            )  # the leader is a zombie until reaped: its group id is still its own
+            code = proc.wait()
+            self._procs.pop((record.user, record.name, replica.name), None)
+            replica.exit_code = ops.exit_status(code)
+            replica.state = "Succeeded" if code == 0 else "Failed"
+
+    def _reconcile(self, record: JobRecord) -> None:
+        """One pass of the operator's loop over a job this process supervises."""
+        self._poll(record)
+        if record.completed is None:
+            now = time.time()
+            kind = ops.kind_name(record.framework)
+            failed = [r for r in record.replicas if r.state == "Failed" and not r.virtual]
+            for replica in failed:
+                if record.completed is not None:
+                    break
+                code = replica.exit_code or 0
+                if ops.should_restart(record.restart_policy, code):
+                    if ops.within_backoff(record.restarts, record.backoff_limit):
+                        self._restart(record, replica, kind, now)
+                        continue
+                    self._fail(
+                        record,
+                        replica,
+                        "BackoffLimitExceeded",
+                        f"{kind} {record.name} has reached the specified backoff limit "
+                        f"({record.backoff_limit} restarts)",
+                        now,
+                    )
+                else:
+                    self._fail(record, replica, f"{kind}Failed", f"{kind} {record.name} has failed", now)
+            if record.completed is None:
+                states = [(r.role, r.state) for r in record.replicas if not r.virtual]
+                if ops.succeeded(record.framework, states):
+                    record.conditions = ops.add_condition(
+                        record.conditions,
+                        "Succeeded",
+                        f"{kind}Succeeded",
+                        f"{kind} {record.name} is successfully completed.",
+                        now,
+                    )
+                    record.completed = now
+                    self._clean_up(record)
+                elif self._past_deadline(record, now):
+                    record.conditions = ops.add_condition(
+                        record.conditions,
+                        "Failed",
+                        "DeadlineExceeded",
+                        f"{kind} {record.name} was active longer than specified deadline "
+                        f"({record.active_deadline_seconds}s)",
+                        now,
+                    )
+                    record.message = record.conditions[-1]["message"]
+                    record.completed = now
+                    self._stop_running(record)
+                elif ops.phase(record.conditions) in ("Created", "Restarting") and all(
+                    r.state == "Running" for r in record.replicas if not r.virtual
+                ):
+                    record.conditions = ops.add_condition(
+                        record.conditions,
+                        "Running",
+                        f"{kind}Running",
+                        f"{kind} {record.name} is running.",
+                        now,
+                    )
+        self._mirror_virtual(record)
+
+    def _past_deadline(self, record: JobRecord, now: float) -> bool:
+        deadline = record.active_deadline_seconds
+        return deadline is not None and now - record.created >= deadline
+
+    def _restart(self, record: JobRecord, replica: ReplicaRecord, kind: str, now: float) -> None:
+        record.restarts += 1
+        replica.restarts += 1
+        record.conditions = ops.add_condition(
+            record.conditions,
+            "Restarting",
+            f"{kind}Restarting",
+            f"{kind} {record.name} is restarting because replica {replica.name} exited with code "
+            f"{replica.exit_code} (restart {record.restarts}"
+            + (f" of {record.backoff_limit})." if record.backoff_limit is not None else ")."),
+            now,
+        )
+        self._spawn(record, replica)
+
+    def _fail(self, record: JobRecord, replica: ReplicaRecord, reason: str, summary: str, now: float) -> None:
+        tail = process.log_tail(self._log_path(record, replica), TAIL_LINES)
+        message = f"{summary}: replica {replica.name} exited with code {replica.exit_code}"
+        message += f"; last lines of its log:\n{tail}" if tail else " (its log is empty)"
+        replica.message = message
+        record.message = message
+        record.conditions = ops.add_condition(record.conditions, "Failed", reason, message, now)
+        record.completed = now
+        self._clean_up(record)
+
+    def _clean_up(self, record: JobRecord) -> None:
+        """cleanPodPolicy once the job finished: Running and All stop the replicas still running
+        (All also removes the finished replicas' logs, as deleting their pods does); None leaves
+        them running until the job is deleted."""
+        if record.clean_pod_policy == "None":
+            return
+        self._stop_running(record)
+        if record.clean_pod_policy == "All":
+            shutil.rmtree(record.log_dir, ignore_errors=True)
+
+    def _stop_running(self, record: JobRecord) -> None:
+        running = [r for r in record.replicas if r.state == "Running" and not r.virtual]
+        self._terminate(record, running)
+        for replica in running:
+            self._poll_one(record, replica)
+            if replica.state == "Running":  # ours were reaped above; this one was not our child
+                replica.state = "Failed"
+            replica.message = replica.message or f"stopped: the job {ops.phase(record.conditions).lower()}"
+
+    def _poll_one(self, record: JobRecord, replica: ReplicaRecord) -> None:
+        proc = self._procs.pop((record.user, record.name, replica.name), None)
+        if proc is not None:
+            code = proc.wait()
+            replica.exit_code = ops.exit_status(code)
+            replica.state = "Succeeded" if code == 0 else "Failed"
+
+    def _terminate(self, record: JobRecord, replicas: Sequence[ReplicaRecord]) -> None:
+        """SIGTERM each replica's process group, wait up to the grace period, SIGKILL the group (what
+        the replica started goes with it: data loaders, ranks). Our own children are reaped by the
+        caller, after the kill, so their group id cannot be reused meanwhile."""
+        groups: list[tuple[int, subprocess.Popen[bytes] | psutil.Process]] = []
+        for replica in replicas:
+            ours = self._procs.get((record.user, record.name, replica.name))
+            proc = ours if ours is not None else processes.live_process(replica.pid, replica.started)
+            if proc is None:
+                continue
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            groups.append((proc.pid, proc))
+        deadline = time.monotonic() + self.stop_grace_seconds
+        for pid, proc in groups:
+            while time.monotonic() < deadline:
+                if processes.exited(proc) if isinstance(proc, subprocess.Popen) else processes.finished(proc):
+                    break
+                time.sleep(0.02)
+            processes.kill_group(pid)
+
+    def _kill_all(self, record: JobRecord) -> None:
+        live = [r for r in record.replicas if not r.virtual and (r.state == "Running" or r.pid)]
+        self._terminate(record, live)
+        for replica in live:
+            self._poll_one(record, replica)
+
+    def _has_live_replicas(self, record: JobRecord) -> bool:
+        return any(processes.live_process(r.pid, r.started) for r in record.replicas if not r.virtual)
+
+    def _mirror_virtual(self, record: JobRecord) -> None:
+        """MPI workers are ranks under the launcher: they are in the launcher's state."""
+        launcher = next((r for r in record.replicas if r.role == "Launcher"), None)
+        for replica in record.replicas:
+            if replica.virtual and launcher is not None:
+                replica.state = launcher.state
+                replica.exit_code = launcher.exit_code
+                replica.message = "its ranks run under launcher-0"
+
+    def _forget(self, user: str, name: str) -> None:
+        for key in [k for k in self._procs if k[:2] == (user, name)]:
+            self._procs.pop(key, None)
+
+    def _expired(self, record: JobRecord) -> bool:
+        ttl = record.ttl_seconds_after_finished
+        return ttl is not None and record.completed is not None and time.time() - record.completed >= ttl
+
+    # -- reading -------------------------------------------------------------------------------------
+
+    def status(self, user: str, name: str) -> Job:
+        """The job's status, reconciled first when this process supervises it."""
+        return self.refresh(user, name)
+
+    def get(self, user: str, name: str) -> Job | None:
+        """The recorded status, without reconciling (never waits on a process)."""
+        found = self.state.get(user, name)
+        return self._job(found[0]) if found else None
+
+    def list(self, user: str | None = None) -> list[Job]:
+        return [self._job(record) for record, _ in self.state.list(user)]
+
+    def wait(self, user: str, name: str, timeout: float, poll: float = 0.1) -> Job:
+        """Reconcile until the job has finished or `timeout` seconds passed; the last status."""
+        deadline = time.monotonic() + timeout
+        job = self.status(user, name)
+        while not job.finished and time.monotonic() < deadline:
+            time.sleep(poll)
+            job = self.status(user, name)
+        return job
+
+    def _require(self, user: str, name: str) -> JobRecord:
+        found = self.state.get(user, name)
+        if found is None:
+            raise NotFound(f"training job {name!r} not found", field="name")
+        return found[0]
+
+    def _replica(self, record: JobRecord, replica: str | None) -> ReplicaRecord:
+        if replica is None:
+            real = [r for r in record.replicas if not r.virtual]
+            return real[0]
+        found = record.replica(replica)
+        if found is None:
+            names = ", ".join(r.name for r in record.replicas)
+            raise NotFound(
+                f"job {record.name!r} has no replica {replica!r} (it has {names})", field="replica"
+            )
+        return found
+
+    def _log_source(self, record: JobRecord, replica: ReplicaRecord) -> tuple[Path, tuple[bytes, ...]]:
+        """The file a replica's log is in, and for an MPI worker the rank tags that are its lines."""
+        if not replica.virtual:
+            return self._log_path(record, replica), ()
+        launcher = next(r for r in record.replicas if r.role == "Launcher")
+        slots = int(record.spec.get("slots_per_worker") or 1)
+        ranks = range(replica.index * slots, (replica.index + 1) * slots)
+        return self._log_path(record, launcher), tuple(f"[1,{rank}]<".encode() for rank in ranks)
+
+    def logs(self, user: str, name: str, replica: str | None = None, tail: int | None = None) -> str:
+        """One replica's log (all attempts), or its last `tail` lines."""
+        record = self._require(user, name)
+        path, tags = self._log_source(record, self._replica(record, replica))
+        return processes.select_lines(processes.read_log(path), tags, tail).decode("utf-8", "replace")
+
+    def follow(
+        self, user: str, name: str, replica: str | None = None, *, tail: int | None = None, poll: float = 0.2
+    ) -> Iterator[str]:
+        """A replica's log as it grows: first what is there (or its last `tail` lines), then new
+        lines until the replica has finished and all is read, or the job is gone. Reconciles the
+        job while it waits when this process supervises it."""
+        record = self._require(user, name)
+        chosen = self._replica(record, replica)
+        path, tags = self._log_source(record, chosen)
+        data = processes.read_log(path)
+        offset = len(data)
+        complete, _, pending = data.rpartition(b"\n")
+        first = processes.select_lines(complete + b"\n" if complete else b"", tags, tail)
+        if first:
+            yield first.decode("utf-8", "replace")
+        while True:
+            try:
+                job = self.refresh(user, name)
+            except NotFound:
+                return
+            state = next((r.state for r in job.replicas if r.name == chosen.name), "Failed")
+            done = state not in ("Pending", "Running")
+            data = processes.read_log(path, offset)
+            offset += len(data)
+            pending += data
+            complete, _, pending = pending.rpartition(b"\n")
+            chunk = processes.select_lines(complete + b"\n" if complete else b"", tags, None)
+            if chunk:
+                yield chunk.decode("utf-8", "replace")
+            if done and not data:
+                rest = processes.select_lines(pending, tags, None)
+                if rest:
+                    yield rest.decode("utf-8", "replace")
+                return
+            time.sleep(poll)
+
+    # -- delete --------------------------------------------------------------------------------------
+
+    def delete(self, user: str, name: str) -> None:
+        """Stop every replica (process groups), forget the job, remove its logs and work directory."""
+        with self._lock:
+            self._delete_record(self._require(user, name))
+
+    def _delete_record(self, record: JobRecord) -> None:
+        self._kill_all(record)
+        self.state.delete(record.user, record.name)
+        self._forget(record.user, record.name)
+        self._remove_files(record)
+
+    def _remove_files(self, record: JobRecord) -> None:
+        shutil.rmtree(record.log_dir, ignore_errors=True)
+        shutil.rmtree(record.work_dir, ignore_errors=True)
+
+    # -- the record as the API shows it --------------------------------------------------------------
+
+    def _job(self, record: JobRecord) -> Job:
+        replicas = tuple(
+            Replica(
+                role=r.role,
+                index=r.index,
+                state=r.state,  # type: ignore[arg-type]
+                gpus=r.gpus,
+                exit_code=r.exit_code,
+                pid=r.pid,
+                message=r.message,
+            )
+            for r in record.replicas
+        )
+        return Job(
+            name=record.name,
+            kind="training",
+            user=record.user,
+            phase=ops.phase(record.conditions),  # type: ignore[arg-type]
+            created=record.created,
+            framework=record.framework,
+            backend="local",
+            conditions=tuple(
+                Condition(
+                    type=c["type"],
+                    status=c["status"],
+                    reason=c["reason"],
+                    message=c["message"],
+                    last_transition_time=c["last_transition_time"],
+                )
+                for c in record.conditions
+            ),
+            replicas=replicas,
+            gpus=sum(r.gpus for r in record.replicas),
+            message=record.message,
+            spec=record.spec,
+            completed=record.completed,
+        )
+
+
+class AsyncLocalTraining:
+    """The runner for an asyncio server: reconciles in a thread every `poll` seconds; reads never
+    wait on a process, and anything that may (start, delete) runs in a thread."""
+
+    def __init__(self, runner: LocalTrainingRunner, poll: float = 0.5) -> None:
+        self.runner = runner
+        self.poll = poll
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Reconcile once (orphans of a previous workbench are failed now), then keep reconciling."""
+        await asyncio.to_thread(self.runner.refresh_all)
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._supervise(), name="cube-local-training")
+
+    async def close(self) -> None:
+        """Stop reconciling; running replicas keep running until this process exits."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _supervise(self) -> None:
+        while True:
+            try:
+                await asyncio.to_thread(self.runner.refresh_all)
+            except Exception:
+                log.exception("local training supervisor pass failed")
+            await asyncio.sleep(self.poll)
+
+    async def submit(self, spec: TrainingSpec, *, code_dir: str | Path | None = None) -> Job:
+        return await asyncio.to_thread(self.runner.start, spec, code_dir=code_dir)
+
+    def list(self, user: str | None = None) -> list[Job]:
+        return self.runner.list(user)
+
+    def get(self, user: str, name: str) -> Job | None:
+        return self.runner.get(user, name)
+
+    async def delete(self, user: str, name: str) -> None:
+        await asyncio.to_thread(self.runner.delete, user, name)
+
+    async def logs(
+        self,
+        user: str,
+        name: str,
+        replica: str | None = None,
+        *,
+        follow: bool = False,
+        tail: int | None = None,
+    ) -> AsyncIterator[str]:
+        """Log chunks of one replica; with `follow`, until it has finished."""
+        if not follow:
+            text = await asyncio.to_thread(self.runner.logs, user, name, replica, tail)
+            if text:
+                yield text
+            return
+        chunks = self.runner.follow(user, name, replica, tail=tail)
+        done = object()
+        while True:
+            chunk = await asyncio.to_thread(next, chunks, done)
+            if chunk is done:
+                return
+            yield chunk  # type: ignore[misc]

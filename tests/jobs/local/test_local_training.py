@@ -1,0 +1,483 @@
+"""Real distributed runs on this machine's CPU: one process per replica with the operator's env.
+
+DDP over gloo, XGBoost through its tracker and collective, a TF_CONFIG cluster spec, a function
+shipped with its local modules, and the faults: a dying replica, restarts with a backoff limit, a
+deadline, delete, and a workbench that died while its job ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+import xgboost
+
+from cube_jupyter.errors import Conflict, InvalidInput, NotFound
+from cube_jupyter.jobs.local.training import RESTARTED_MESSAGE, LocalTrainingRunner
+from cube_jupyter.jobs.package import package_function
+from cube_jupyter.storage.local import LocalStore
+from tests.jobs.local.conftest import REPLICAS_DIR, USER, training
+
+TIMEOUT = 180.0
+RANKS_SCRIPT = (
+    "import os\nprint('rank', os.environ['OMPI_COMM_WORLD_RANK'], 'of', os.environ['OMPI_COMM_WORLD_SIZE'])\n"
+)
+PY = sys.executable
+
+
+def gone(pid: int | None) -> bool:
+    """True when `pid` no longer runs (a zombie is gone too: it is only waiting to be reaped)."""
+    try:
+        return pid is None or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def reports(out: Path) -> dict[str, dict[str, object]]:
+    return {p.stem: json.loads(p.read_text()) for p in sorted(out.glob("*.json"))}
+
+
+def test_pytorch_ddp_two_workers_end_with_identical_parameters(
+    runner: LocalTrainingRunner, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    spec = training(
+        {
+            "name": "ddp",
+            "framework": "pytorch",
+            "replicas": {"master": 1, "worker": 1},
+            "script": "ddp_train.py",
+            "args": ["--out", str(out), "--steps", "15"],
+        }
+    )
+    started = runner.start(spec, code_dir=REPLICAS_DIR)
+    assert started.phase in ("Created", "Running")
+    assert [r.name for r in started.replicas] == ["master-0", "worker-0"]
+    job = runner.wait(USER, "ddp", TIMEOUT)
+    assert job.phase == "Succeeded", job.message
+    assert [c.type for c in job.conditions] == ["Created", "Running", "Succeeded"]
+    assert job.conditions[-1].reason == "PyTorchJobSucceeded"
+    ranks = reports(out)
+    assert sorted(ranks) == ["rank-0", "rank-1"]
+    zero, one = ranks["rank-0"], ranks["rank-1"]
+    assert (zero["env_rank"], one["env_rank"], zero["world_size"]) == (0, 1, 2)
+    assert zero["initial"] != one["initial"]  # each rank started from its own weights...
+    assert zero["final"] == one["final"]  # ...and DDP left them identical
+    assert zero["final"] != zero["initial"]
+    assert float(zero["last_loss"]) < float(zero["first_loss"])  # type: ignore[arg-type]
+    assert "MASTER_ADDR" not in runner.logs(USER, "ddp", "worker-0")  # the header never dumps env
+
+
+def test_xgboost_two_workers_train_one_model_through_the_tracker(
+    runner: LocalTrainingRunner, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    spec = training(
+        {
+            "name": "xgb",
+            "framework": "xgboost",
+            "replicas": {"master": 1, "worker": 1},
+            "script": "xgb_train.py",
+            "args": ["--out", str(out)],
+        }
+    )
+    runner.start(spec, code_dir=REPLICAS_DIR)
+    job = runner.wait(USER, "xgb", TIMEOUT)
+    assert job.phase == "Succeeded", job.message
+    models = {name: (out / f"{name}.json").read_bytes() for name in ("rank-0", "rank-1")}
+    assert models["rank-0"] == models["rank-1"]
+    # Trained on both shards: not the model rank 0's shard gives alone.
+    shard = np.load(out / "shard-0.npz")
+    alone = xgboost.train(
+        {"tree_method": "hist", "max_depth": 3, "nthread": 1, "seed": 0},
+        xgboost.DMatrix(shard["x"], shard["y"]),
+        num_boost_round=5,
+    )
+    assert bytes(alone.save_raw("json")) != models["rank-0"]
+
+
+def test_tensorflow_replicas_see_their_tf_config(runner: LocalTrainingRunner, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    spec = training(
+        {
+            "name": "tfcfg",
+            "framework": "tensorflow",
+            "replicas": {"chief": 1, "ps": 1, "worker": 2, "evaluator": 1},
+            "script": "tf_config_check.py",
+            "args": ["--out", str(out), "--expect", "5"],
+        }
+    )
+    runner.start(spec, code_dir=REPLICAS_DIR)
+    job = runner.wait(USER, "tfcfg", TIMEOUT)
+    assert job.phase == "Succeeded", job.message
+    seen = reports(out)
+    assert sorted(seen) == ["chief-0", "evaluator-0", "ps-0", "worker-0", "worker-1"]
+    cluster = seen["chief-0"]["tf_config"]["cluster"]  # type: ignore[index]
+    assert sorted(cluster) == ["chief", "ps", "worker"]
+    assert [len(cluster[k]) for k in ("chief", "ps", "worker")] == [1, 1, 2]
+    hosts = [h for k in ("chief", "ps", "worker") for h in cluster[k]]
+    assert all(h.startswith("127.0.0.1:") for h in hosts) and len(set(hosts)) == 4
+    for name, report in seen.items():
+        config = report["tf_config"]
+        role, index = name.split("-")
+        assert config["cluster"] == cluster  # type: ignore[index]
+        assert config["task"] == {"type": role, "index": int(index)}  # type: ignore[index]
+        assert config["environment"] == "cloud"  # type: ignore[index]
+        assert report["replica"] == name
+
+
+def shipped_train(out: str) -> None:
+    """Defined in this test module, shipped by value; imports a helper from the user's work dir."""
+    import cube_train_helper
+
+    replica = os.environ["CUBE_REPLICA"]
+    Path(out, f"{replica}.txt").write_text(cube_train_helper.describe(replica, int(os.environ["PET_NNODES"])))
+
+
+def test_a_function_shipped_with_its_local_module_runs_in_two_replicas(
+    runner: LocalTrainingRunner, store: LocalStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "cube_train_helper.py").write_text(
+        "def describe(rank, world):\n    return f'{rank} of {world}'\n"
+    )
+    monkeypatch.chdir(work)
+    monkeypatch.syspath_prepend(str(work))
+    out = tmp_path / "out"
+    out.mkdir()
+    shipped = package_function(shipped_train, store)
+    assert "cube_train_helper.py" in shipped.files
+    spec = training(
+        {
+            "name": "fn",
+            "framework": "pytorch",
+            "replicas": {"worker": 2},  # no master: the job succeeds when both workers have
+            "function": shipped.target,
+            "package": shipped.uri,
+            "args": [str(out)],
+        }
+    )
+    runner.start(spec, code_dir=tmp_path / "elsewhere")  # the package has everything
+    job = runner.wait(USER, "fn", TIMEOUT)
+    assert job.phase == "Succeeded", job.message
+    assert (out / "worker-0.txt").read_text() == "worker-0 of 2"
+    assert (out / "worker-1.txt").read_text() == "worker-1 of 2"
+
+
+def sleeper_and_failer(name: str, **extra: object) -> dict[str, object]:
+    return {
+        "name": name,
+        "framework": "pytorch",
+        "replicas": {
+            "master": {"command": [PY, "-c", "import time; print('master up', flush=True); time.sleep(120)"]},
+            "worker": {"command": [PY, "-c", "print('boom: the data is bad'); raise SystemExit(3)"]},
+        },
+        "command": [PY, "-c", "pass"],
+        **extra,
+    }
+
+
+def test_a_dying_replica_fails_the_job_with_its_log_tail_and_stops_the_others(
+    runner: LocalTrainingRunner,
+) -> None:
+    started = runner.start(training(sleeper_and_failer("dies")))
+    master_pid = next(r.pid for r in started.replicas if r.name == "master-0")
+    job = runner.wait(USER, "dies", TIMEOUT)
+    assert job.phase == "Failed"
+    assert job.conditions[-1].reason == "PyTorchJobFailed"
+    assert job.message is not None
+    assert "worker-0" in job.message and "code 3" in job.message and "boom: the data is bad" in job.message
+    master = next(r for r in job.replicas if r.name == "master-0")
+    assert master.state == "Failed" and master.message and "stopped" in master.message
+    assert gone(master_pid)
+    assert "master up" in runner.logs(USER, "dies", "master-0")
+
+
+def test_clean_pod_policy_none_leaves_the_others_running_until_delete(runner: LocalTrainingRunner) -> None:
+    started = runner.start(training(sleeper_and_failer("keep", clean_pod_policy="None")))
+    master_pid = next(r.pid for r in started.replicas if r.name == "master-0")
+    job = runner.wait(USER, "keep", TIMEOUT)
+    assert job.phase == "Failed"
+    assert not gone(master_pid)
+    assert next(r for r in job.replicas if r.name == "master-0").state == "Running"
+    runner.delete(USER, "keep")
+    assert gone(master_pid)
+
+
+def flaky(name: str, marker: Path, fail_times: int, policy: str, backoff: int) -> dict[str, object]:
+    """A worker that fails its first `fail_times` attempts (counted in `marker`), then succeeds."""
+    script = textwrap.dedent(
+        f"""
+        import pathlib, sys
+        marker = pathlib.Path({str(marker)!r})
+        attempts = int(marker.read_text()) if marker.exists() else 0
+        marker.write_text(str(attempts + 1))
+        print('attempt', attempts + 1, flush=True)
+        sys.exit(1 if attempts < {fail_times} else 0)
+        """
+    )
+    return {
+        "name": name,
+        "framework": "pytorch",
+        "replicas": {"worker": 1},
+        "command": [PY, "-c", script],
+        "restart_policy": policy,
+        "backoff_limit": backoff,
+    }
+
+
+def test_on_failure_restarts_a_replica_until_it_succeeds(runner: LocalTrainingRunner, tmp_path: Path) -> None:
+    runner.start(training(flaky("flaky", tmp_path / "n", 2, "OnFailure", 3)))
+    job = runner.wait(USER, "flaky", TIMEOUT)
+    assert job.phase == "Succeeded", job.message
+    assert "Restarting" in [c.type for c in job.conditions]
+    assert (tmp_path / "n").read_text() == "3"
+    log = runner.logs(USER, "flaky", "worker-0")
+    assert log.count("==== cube-jupyter: starting") == 3 and "attempt 3" in log
+
+
+def test_restarts_stop_at_the_backoff_limit(runner: LocalTrainingRunner, tmp_path: Path) -> None:
+    runner.start(training(flaky("backoff", tmp_path / "n", 99, "OnFailure", 2)))
+    job = runner.wait(USER, "backoff", TIMEOUT)
+    assert job.phase == "Failed"
+    assert job.conditions[-1].reason == "BackoffLimitExceeded"
+    assert (tmp_path / "n").read_text() == "3"  # the first run and two restarts
+    assert job.message and "worker-0" in job.message and "attempt 3" in job.message
+
+
+def test_exit_code_policy_does_not_retry_a_permanent_error(
+    runner: LocalTrainingRunner, tmp_path: Path
+) -> None:
+    runner.start(training(flaky("permanent", tmp_path / "n", 99, "ExitCode", 5)))
+    job = runner.wait(USER, "permanent", TIMEOUT)
+    assert job.phase == "Failed" and job.conditions[-1].reason == "PyTorchJobFailed"
+    assert (tmp_path / "n").read_text() == "1"
+
+
+def test_active_deadline_fails_the_job_and_stops_its_replicas(runner: LocalTrainingRunner) -> None:
+    spec = {
+        "name": "slow",
+        "framework": "pytorch",
+        "replicas": {"master": 1, "worker": 1},
+        "command": [PY, "-c", "import time; time.sleep(120)"],
+        "active_deadline_seconds": 1,
+    }
+    started = runner.start(training(spec))
+    job = runner.wait(USER, "slow", TIMEOUT)
+    assert job.phase == "Failed" and job.conditions[-1].reason == "DeadlineExceeded"
+    assert all(gone(r.pid) for r in started.replicas)
+
+
+def test_delete_kills_the_process_groups_and_removes_files(runner: LocalTrainingRunner) -> None:
+    # Each replica starts a grandchild: delete must take the whole process group.
+    sleeper = (
+        "import subprocess, sys, time\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    started = runner.start(
+        training(
+            {
+                "name": "gone",
+                "framework": "pytorch",
+                "replicas": {"master": 1, "worker": 1},
+                "command": [PY, "-c", sleeper],
+            }
+        )
+    )
+    deadline = time.monotonic() + 60
+    while "ready" not in runner.logs(USER, "gone", "worker-0") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    family = [psutil.Process(r.pid) for r in started.replicas if r.pid]
+    family += [child for proc in family for child in proc.children(recursive=True)]
+    assert len(family) == 4
+    runner.delete(USER, "gone")
+    assert all(gone(p.pid) for p in family)
+    assert not runner.work_dir(USER, "gone").exists() and not runner.log_dir(USER, "gone").exists()
+    with pytest.raises(NotFound):
+        runner.status(USER, "gone")
+
+
+def test_duplicate_and_impossible_jobs_leave_nothing_behind(runner: LocalTrainingRunner) -> None:
+    spec = {"name": "dup", "framework": "pytorch", "replicas": {"worker": 1}, "command": [PY, "-c", "pass"]}
+    runner.start(training(spec))
+    with pytest.raises(Conflict):
+        runner.start(training(spec))
+    with pytest.raises(InvalidInput) as err:
+        runner.start(
+            training(
+                {**spec, "name": "gpus", "replicas": {"worker": {"replicas": 1, "resources": {"gpu": 64}}}}
+            )
+        )
+    assert err.value.field == "replicas.worker.resources.gpu"
+    assert runner.get(USER, "gpus") is None
+    assert [job.name for job in runner.list(USER)] == ["dup"]
+
+
+def test_mpi_launcher_starts_the_ranks_with_their_env(runner: LocalTrainingRunner, tmp_path: Path) -> None:
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "ranks.py").write_text(RANKS_SCRIPT)
+    spec = {"name": "mpi", "framework": "mpi", "replicas": {"launcher": 1, "worker": 2}, "script": "ranks.py"}
+    runner.start(training(spec), code_dir=tmp_path / "code")
+    job = runner.wait(USER, "mpi", TIMEOUT)
+    assert job.phase == "Succeeded", job.message
+    assert [(r.name, r.state) for r in job.replicas] == [
+        ("launcher-0", "Succeeded"),
+        ("worker-0", "Succeeded"),
+        ("worker-1", "Succeeded"),
+    ]
+    assert (runner.work_dir(USER, "mpi") / "hostfile").read_text() == "localhost slots=2\n"
+    assert runner.logs(USER, "mpi", "worker-1").strip() == "[1,1]<stdout>:rank 1 of 2"
+
+
+@pytest.mark.skipif(not __import__("shutil").which("mpirun"), reason="Open MPI's mpirun is not installed")
+def test_mpi_launcher_uses_mpirun_when_installed(tmp_path: Path, store: LocalStore) -> None:
+    runner = LocalTrainingRunner(tmp_path / "state", store=store, stop_grace_seconds=3.0)
+    assert runner.mpirun
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "ranks.py").write_text(RANKS_SCRIPT)
+    spec = {
+        "name": "mpirun",
+        "framework": "mpi",
+        "replicas": {"launcher": 1, "worker": 2},
+        "script": "ranks.py",
+        "slots_per_worker": 2,
+    }
+    try:
+        runner.start(training(spec), code_dir=tmp_path / "code")
+        job = runner.wait(USER, "mpirun", TIMEOUT)
+        assert job.phase == "Succeeded", job.message
+        lines = sorted(
+            line for line in runner.logs(USER, "mpirun", "launcher-0").splitlines() if "rank" in line
+        )
+        assert lines == [f"[1,{r}]<stdout>:rank {r} of 4" for r in range(4)]
+        assert runner.logs(USER, "mpirun", "worker-1").count("<stdout>:rank") == 2  # ranks 2 and 3
+    finally:
+        for job in runner.list():
+            runner.delete(job.user, job.name)
+
+
+def test_follow_streams_a_replica_log_until_it_finishes(runner: LocalTrainingRunner) -> None:
+    code = "import time\nfor i in range(3):\n    print('line', i, flush=True)\n    time.sleep(0.3)\n"
+    runner.start(
+        training(
+            {"name": "stream", "framework": "pytorch", "replicas": {"master": 1}, "command": [PY, "-c", code]}
+        )
+    )
+    chunks = list(runner.follow(USER, "stream", "master-0", poll=0.05))
+    text = "".join(chunks)
+    assert [line for line in text.splitlines() if line.startswith("line")] == ["line 0", "line 1", "line 2"]
+    assert len(chunks) >= 2  # it streamed, not one read at the end
+    assert runner.status(USER, "stream").phase == "Succeeded"
+
+
+def test_a_job_whose_workbench_died_is_failed_and_its_replicas_killed(tmp_path: Path) -> None:
+    """The supervising process is killed mid-run; the next runner fails the job, kills leftovers."""
+    state = tmp_path / "state"
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        from cube_jupyter.jobs.local.training import LocalTrainingRunner
+        from cube_jupyter.jobs.training_spec import TrainingSpec
+        from cube_jupyter.storage.local import LocalStore
+        runner = LocalTrainingRunner({str(state)!r}, store=LocalStore({str(tmp_path / "store")!r}))
+        spec = TrainingSpec.from_dict({{"name": "orphan", "framework": "pytorch", "replicas": {{"worker": 2}},
+            "command": [sys.executable, "-c", "import time; time.sleep(120)"]}}, user={USER!r})
+        job = runner.start(spec)
+        print(" ".join(str(r.pid) for r in job.replicas), flush=True)
+        time.sleep(120)
+        """
+    )
+    workbench = subprocess.Popen([PY, "-c", script], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    assert workbench.stdout is not None
+    pids = [int(p) for p in workbench.stdout.readline().split()]
+    assert len(pids) == 2 and not any(gone(p) for p in pids)
+    workbench.send_signal(signal.SIGKILL)
+    workbench.wait()
+
+    runner = LocalTrainingRunner(state, store=LocalStore(tmp_path / "store"), stop_grace_seconds=3.0)
+    assert runner.get(USER, "orphan").phase == "Running"  # type: ignore[union-attr]
+    runner.refresh_all()
+    job = runner.status(USER, "orphan")
+    assert job.phase == "Failed" and job.conditions[-1].reason == "WorkbenchRestarted"
+    assert job.message and RESTARTED_MESSAGE in job.message
+    assert all(gone(p) for p in pids)
+    runner.delete(USER, "orphan")
+
+
+def test_ttl_after_finished_deletes_the_job(runner: LocalTrainingRunner) -> None:
+    spec = {
+        "name": "ttl",
+        "framework": "pytorch",
+        "replicas": {"worker": 1},
+        "command": [PY, "-c", "pass"],
+        "ttl_seconds_after_finished": 0,
+    }
+    runner.start(training(spec))
+    assert runner.wait(USER, "ttl", TIMEOUT).phase == "Succeeded"
+    runner.refresh_all()
+    assert runner.get(USER, "ttl") is None and not runner.log_dir(USER, "ttl").exists()
+
+
+def test_async_facade_supervises_in_the_background_and_streams_logs(runner: LocalTrainingRunner) -> None:
+    from cube_jupyter.jobs.local.training import AsyncLocalTraining
+
+    code = "import time\nfor i in range(3):\n    print('tick', i, flush=True)\n    time.sleep(0.2)\n"
+    spec = training(
+        {"name": "bg", "framework": "pytorch", "replicas": {"master": 1}, "command": [PY, "-c", code]}
+    )
+
+    async def scenario() -> tuple[list[str], str]:
+        facade = AsyncLocalTraining(runner, poll=0.05)
+        await facade.start()
+        try:
+            await facade.submit(spec)
+            chunks = [chunk async for chunk in facade.logs(USER, "bg", "master-0", follow=True)]
+            for _ in range(200):  # the supervisor, not this coroutine, finishes the job
+                job = facade.get(USER, "bg")
+                if job is not None and job.finished:
+                    break
+                await asyncio.sleep(0.05)
+            return chunks, job.phase if job else "missing"
+        finally:
+            await facade.close()
+
+    chunks, phase = asyncio.run(scenario())
+    assert phase == "Succeeded"
+    assert [line for line in "".join(chunks).splitlines() if line.startswith("tick")] == [
+        "tick 0",
+        "tick 1",
+        "tick 2",
+    ]
+
+
+def test_what_a_finished_replica_left_running_in_its_group_is_killed(
+    runner: LocalTrainingRunner, tmp_path: Path
+) -> None:
+    code = (
+        "import subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        f"open({str(tmp_path / 'child')!r}, 'w').write(str(child.pid))\n"
+    )
+    runner.start(
+        training(
+            {"name": "leak", "framework": "pytorch", "replicas": {"worker": 1}, "command": [PY, "-c", code]}
+        )
+    )
+    assert runner.wait(USER, "leak", TIMEOUT).phase == "Succeeded"
+    assert gone(int((tmp_path / "child").read_text()))
