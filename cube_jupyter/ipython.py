@@ -138,3 +138,11 @@ def gpu_text() -> str:
     except Exception as failure:  # a failing driver is shown, not raised into the user's kernel
         return f"Reading the GPUs failed: {type(failure).__name__}: {failure}"
     return describe.devices_table(devices, describe.own_pids(), describe.own_kernel_id())
+
+
+@magic("cell", "cube_train")
+def cube_train_magic(line: str, cell: str) -> Any:
+    """%%cube_train --framework pytorch --workers 2 [--name N]: the cell as a distributed training job."""
+    from cube_jupyter.jobs.magic import cube_train  # imported on use: kernels start without the jobs code
+
+    return cube_train(line, cell)

@@ -28,6 +28,10 @@ PACKAGE_KEY = "package.tar.gz"
 CLUSTER_PACKAGE_SCHEMES = ("s3", "configmap")
 
 
+# The normalized spec a job object was rendered from, as JSON (set by the job service).
+SPEC_ANNOTATION = "cube-jupyter/spec"
+
+
 def job_metadata(kind: str, name: str, user: str, namespace: str) -> dict[str, Any]:
     """Metadata of a job object; the raw user name is an annotation (label values cannot hold '@')."""
     return {

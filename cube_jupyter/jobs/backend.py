@@ -1,0 +1,75 @@
+"""The one interface both backends implement for training, tuning and serving jobs.
+
+`JobService` parses, authorizes and checks quotas, then calls exactly one of these methods; a backend
+only starts processes (local) or creates objects (kubernetes). User names are raw (not escaped), and a
+job's name is unique per user across the three kinds, so `(user, name)` finds any job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+from cube_jupyter.config import Settings
+from cube_jupyter.jobs.model import Job, JobKind
+
+
+class JobSpec(Protocol):
+    """What every parsed spec (`TrainingSpec`, `TuningSpec`, `ServingSpec`) offers a backend."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def user(self) -> str: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class JobBackend(Protocol):
+    """Submits, lists, reads, deletes and streams the logs of jobs."""
+
+    async def start(self) -> None:
+        """Begin background work: informers (kubernetes), re-attaching to running replicas (local)."""
+
+    async def close(self) -> None:
+        """Stop background work."""
+
+    async def submit(self, kind: JobKind, spec: Any) -> Job:
+        """Start the job; Conflict if the user has a job of that name. On failure nothing is left."""
+        ...
+
+    async def roll_out(self, spec: Any) -> Job:
+        """A new revision of an existing served model (`canary_traffic_percent` of the traffic when
+        set, else all of it); the previous revision serves until the new one is ready."""
+        ...
+
+    def list(self, user: str | None) -> list[Job]:
+        """The jobs of `user`, or of every user when None: from local state or the informer caches,
+        never a cluster list per call."""
+        ...
+
+    def get(self, user: str, name: str) -> Job | None: ...
+
+    async def delete(self, user: str, name: str) -> None:
+        """Stop every replica and remove the job; NotFound if there is none."""
+        ...
+
+    def logs(
+        self, user: str, name: str, replica: str | None, *, follow: bool = False, tail: int | None = None
+    ) -> AsyncIterator[str]:
+        """Text chunks of one replica's log (`worker-0`; None: the first replica). With `follow`, the
+        stream goes on as lines arrive and ends when the replica has finished."""
+        ...
+
+
+def make_job_backend(settings: Settings, root_dir: str | None = None) -> JobBackend:
+    """The job backend `c.CubeWorkbench.backend` names, imported only when chosen. Local jobs find
+    the scripts and notebooks their specs name under `root_dir` (default: the working directory)."""
+    if settings.workbench.backend == "kubernetes":
+        from cube_jupyter.backends.kubernetes.jobs import KubernetesJobBackend
+
+        return KubernetesJobBackend(settings)
+    from cube_jupyter.jobs.local.backend import LocalJobBackend
+
+    return LocalJobBackend(settings, root_dir=root_dir)

@@ -1,0 +1,126 @@
+"""Jobs on this machine: the local training runner, tuner and model server behind one `JobBackend`.
+
+Each kind keeps its own state under `CubeWorkbench.state_dir`; this class routes a job to the one
+that holds it (names are unique per user across kinds, so the first that knows the name has it) and
+turns their logs into one async interface. Scripts and notebooks named by a spec are found under
+`root_dir` (the Jupyter server's root, or the CLI's working directory).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from cube_jupyter.config import Settings
+from cube_jupyter.errors import NotFound
+from cube_jupyter.jobs.config import jobs_config
+from cube_jupyter.jobs.local.serving import LocalModelServing
+from cube_jupyter.jobs.local.training import AsyncLocalTraining, LocalTrainingRunner
+from cube_jupyter.jobs.local.tuning import LocalTuner
+from cube_jupyter.jobs.model import Job, JobKind
+from cube_jupyter.jobs.serving_spec import ServingSpec
+from cube_jupyter.jobs.training_spec import TrainingSpec
+from cube_jupyter.jobs.tuning_spec import TuningSpec
+from cube_jupyter.storage import open_store
+
+FOLLOW_POLL_SECONDS = 0.2
+
+
+class LocalJobBackend:
+    """Training replicas, tuning trials and model servers as processes on this machine."""
+
+    def __init__(self, settings: Settings, *, root_dir: str | Path | None = None, poll: float = 0.5) -> None:
+        self.settings = settings
+        self.root_dir = Path(root_dir or os.getcwd())
+        storage = jobs_config(settings).storage
+        store = open_store(None, storage, check=False)
+        self.training = AsyncLocalTraining(LocalTrainingRunner(settings.state_dir, store=store), poll=poll)
+        self.serving = LocalModelServing(settings.state_dir, storage=storage)
+        self.tuning = LocalTuner(settings.state_dir, store=store)
+
+    async def start(self) -> None:
+        await self.training.start()
+
+    async def close(self) -> None:
+        await self.training.close()
+
+    async def submit(self, kind: JobKind, spec: Any) -> Job:
+        if kind == "training" and isinstance(spec, TrainingSpec):
+            return await self.training.submit(spec, code_dir=self.root_dir)
+        if kind == "tuning" and isinstance(spec, TuningSpec):
+            return await asyncio.to_thread(self.tuning.start, spec, code_dir=self.root_dir)
+        if kind == "serving" and isinstance(spec, ServingSpec):
+            return await self.serving.deploy(spec)
+        raise TypeError(f"a {kind} job needs its own spec type, got {type(spec).__name__}")
+
+    async def roll_out(self, spec: Any) -> Job:
+        return await self.serving.deploy(spec)  # a second deploy of a name is a new revision
+
+    def list(self, user: str | None) -> list[Job]:
+        return [*self.training.list(user), *self.tuning.list(user), *self.serving.list(user)]
+
+    def get(self, user: str, name: str) -> Job | None:
+        return self.training.get(user, name) or self.tuning.get(user, name) or self.serving.status(user, name)
+
+    async def delete(self, user: str, name: str) -> None:
+        job = self.get(user, name)
+        if job is None:
+            raise NotFound(f"user {user!r} has no job named {name!r}", field="name")
+        if job.kind == "training":
+            await self.training.delete(user, name)
+        elif job.kind == "tuning":
+            await asyncio.to_thread(self.tuning.delete, user, name)
+        else:
+            await self.serving.delete(user, name)
+
+    def logs(
+        self, user: str, name: str, replica: str | None, *, follow: bool = False, tail: int | None = None
+    ) -> AsyncIterator[str]:
+        job = self.get(user, name)
+        if job is None:
+            raise NotFound(f"user {user!r} has no job named {name!r}", field="name")
+        if job.kind == "training":
+            return self.training.logs(user, name, replica, follow=follow, tail=tail)
+        if job.kind == "tuning":
+            # The driver's log (which trial started, ended, was pruned), or one trial's (`trial-3`).
+            path = self.tuning.log_path(user, name, replica)
+            text = self.tuning.logs(user, name, replica, tail)
+        else:
+            path = self.serving.log_path(user, name)
+            text = self.serving.logs(user, name, tail)
+        return self._follow_file(user, name, path, text, follow=follow)
+
+    async def _follow_file(
+        self, user: str, name: str, path: Path, first: str, *, follow: bool
+    ) -> AsyncIterator[str]:
+        """`first` (the log so far), then with `follow` new text as it is written until the job has
+        finished or is deleted (a served model does not finish on its own: until it is deleted)."""
+        if first:
+            yield first
+        if not follow:
+            return
+        offset = path.stat().st_size if path.exists() else 0
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        while True:
+            job = self.get(user, name)
+            data = await asyncio.to_thread(_read_from, path, offset)
+            offset += len(data)
+            text = decoder.decode(data)
+            if text:
+                yield text
+            if job is None or job.finished:
+                return
+            await asyncio.sleep(FOLLOW_POLL_SECONDS)
+
+
+def _read_from(path: Path, offset: int) -> bytes:
+    try:
+        with open(path, "rb") as stream:
+            stream.seek(offset)
+            return stream.read()
+    except FileNotFoundError:
+        return b""

@@ -1,0 +1,299 @@
+"""Jobs as users see them: who may act, what a spec may ask for, and the GPU quota.
+
+Handlers, the CLI and the notebook API call this; it parses the spec at the edge, checks the caller,
+the name and the quota, and calls one backend method. The same rules hold on both backends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from typing import Any
+
+from cube_jupyter.config import Settings
+from cube_jupyter.errors import (
+    BackendUnavailable,
+    Conflict,
+    CubeError,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    QuotaExceeded,
+)
+from cube_jupyter.jobs.backend import JobBackend
+from cube_jupyter.jobs.config import JobSettings, jobs_config
+from cube_jupyter.jobs.fields import choice, job_name, mapping
+from cube_jupyter.jobs.model import Job, JobKind
+from cube_jupyter.jobs.render.pods import SPEC_ANNOTATION
+from cube_jupyter.jobs.serving_spec import ServingSpec
+from cube_jupyter.jobs.training_spec import TrainingSpec
+from cube_jupyter.jobs.tuning_spec import TuningSpec
+from cube_jupyter.notebooks.service import NotebookService
+
+KINDS: tuple[JobKind, ...] = ("training", "tuning", "serving")
+Spec = TrainingSpec | TuningSpec | ServingSpec
+PROTOCOLS = ("v1", "v2")
+# The objects that are the job itself (the rest of a rendering are what they need, e.g. ConfigMaps).
+JOB_OBJECT_KINDS = frozenset(
+    {"PyTorchJob", "TFJob", "XGBoostJob", "MPIJob", "Experiment", "InferenceService"}
+)
+
+
+def parse_kind(value: object) -> JobKind:
+    kind = choice(value, "kind", KINDS)
+    return kind  # type: ignore[return-value]
+
+
+def parse_spec(kind: JobKind, raw: object, user: str) -> Spec:
+    """The typed spec of `kind`, validated; InvalidInput names the bad field (`spec.replicas.worker`)."""
+    if kind == "training":
+        return TrainingSpec.from_dict(raw, user=user)
+    if kind == "tuning":
+        return TuningSpec.from_dict(raw, user=user)
+    return ServingSpec.from_dict(raw, user=user)
+
+
+def render_spec(kind: JobKind, spec: Spec, config: JobSettings, settings: Settings) -> list[dict[str, Any]]:
+    """The Kubernetes objects the kubernetes backend creates for `spec`, in creation order. The job
+    object itself carries the normalized spec as an annotation, so the Jobs panel can show what a
+    cluster job was submitted with (and which way a tuning goal points) from the informer cache."""
+    objects = _render(spec, config, settings)
+    for obj in objects:
+        if obj["kind"] in JOB_OBJECT_KINDS:
+            annotations = obj.setdefault("metadata", {}).setdefault("annotations", {})
+            annotations[SPEC_ANNOTATION] = json.dumps(spec.to_dict(), sort_keys=True)
+    return objects
+
+
+def _render(spec: Spec, config: JobSettings, settings: Settings) -> list[dict[str, Any]]:
+    if isinstance(spec, TrainingSpec):
+        from cube_jupyter.jobs.render.training import render_training
+
+        return render_training(spec, config, settings)
+    if isinstance(spec, TuningSpec):
+        from cube_jupyter.jobs.render.tuning import render_tuning
+
+        return render_tuning(spec, config, settings)
+    from cube_jupyter.jobs.render.serving import render_serving
+
+    return render_serving(spec, config, settings)
+
+
+def render_job(
+    settings: Settings, kind: str, raw: object, user: str, config: JobSettings | None = None
+) -> list[dict[str, Any]]:
+    """What `cube-jupyter train|tune|serve render` prints: the objects the cluster would get."""
+    job_kind = parse_kind(kind)
+    spec = parse_spec(job_kind, raw, user)
+    return render_spec(job_kind, spec, config or jobs_config(settings), settings)
+
+
+class JobService:
+    def __init__(
+        self, settings: Settings, backend: JobBackend, *, notebooks: NotebookService | None = None
+    ) -> None:
+        self.settings = settings
+        self.backend = backend
+        self.notebooks = notebooks  # the caller's running servers count against the GPU quota
+        self._config: JobSettings | None = None
+        self.unavailable: str | None = None  # why the backend did not start
+        # The quota check and the submit it guards run under the user's lock.
+        self._user_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+
+    @property
+    def config(self) -> JobSettings:
+        if self._config is None:
+            self._config = jobs_config(self.settings)
+        return self._config
+
+    async def start(self) -> None:
+        """Start the backend; if it cannot start (no operators' CRDs), every call says why (503)."""
+        try:
+            await self.backend.start()
+        except CubeError as exc:
+            self.unavailable = exc.message
+            raise
+        self.unavailable = None
+
+    def require_available(self) -> None:
+        if self.unavailable is not None:
+            raise BackendUnavailable(f"jobs are unavailable: {self.unavailable}")
+
+    async def close(self) -> None:
+        await self.backend.close()
+
+    # -- who ---------------------------------------------------------------------------------------
+
+    def owner(self, caller: str, user: str | None) -> str:
+        """Whose jobs a request means: the caller's own, or (admins only) another user's."""
+        if not user or user == caller:
+            return caller
+        if not self.settings.is_admin(caller):
+            raise Forbidden(f"user {caller!r} may not act on jobs of user {user!r}", field="user")
+        return user
+
+    # -- reads -------------------------------------------------------------------------------------
+
+    def list_jobs(
+        self, caller: str, user: str | None = None, *, all_users: bool = False, kind: str | None = None
+    ) -> list[Job]:
+        wanted = parse_kind(kind) if kind else None
+        if all_users:
+            if not self.settings.is_admin(caller):
+                raise Forbidden(f"only admins may list every user's jobs; {caller!r} is not one", field="all")
+            jobs = self.backend.list(None)
+        else:
+            jobs = self.backend.list(self.owner(caller, user))
+        return sorted(
+            (job for job in jobs if wanted is None or job.kind == wanted),
+            key=lambda j: (j.user, j.created, j.name),
+        )
+
+    def get(self, caller: str, name: str, user: str | None = None) -> Job:
+        owner = self.owner(caller, user)
+        job = self.backend.get(owner, job_name(name))
+        if job is None:
+            raise NotFound(f"user {owner!r} has no job named {name!r}", field="name")
+        return job
+
+    def logs(
+        self,
+        caller: str,
+        name: str,
+        replica: str | None = None,
+        *,
+        follow: bool = False,
+        tail: int | None = None,
+        user: str | None = None,
+    ) -> AsyncIterator[str]:
+        """Check everything before the first byte, so a bad request is an error status, not a stream."""
+        job = self.get(caller, name, user)
+        if tail is not None and tail < 0:
+            raise InvalidInput(f"tail must be >= 0, got {tail}", field="tail")
+        if replica is not None and job.replicas and replica not in {r.name for r in job.replicas}:
+            offered = ", ".join(r.name for r in job.replicas)
+            raise NotFound(f"job {name!r} has no replica {replica!r}; it has: {offered}", field="replica")
+        return self.backend.logs(job.user, job.name, replica, follow=follow, tail=tail)
+
+    def history(self, caller: str, name: str, user: str | None = None) -> dict[str, Any]:
+        """A tuning job's optimization history: each finished trial's objective and the best so far."""
+        job = self.get(caller, name, user)
+        if job.kind != "tuning":
+            raise InvalidInput(
+                f"job {name!r} is a {job.kind} job; only tuning jobs have a history", field="name"
+            )
+        return optimization_history(job)
+
+    # -- writes ------------------------------------------------------------------------------------
+
+    async def submit(self, caller: str, body: object, user: str | None = None) -> Job:
+        """`body` is {kind, spec}: validate, check the name and the GPU quota, then start it."""
+        owner = self.owner(caller, user)
+        kind, spec = self.parse_request(body, owner)
+        async with self._user_locks[owner]:
+            # Checked before the quota so a duplicate is a 409 even at the limit; the backend's own
+            # atomic check (state file, API 409) is what holds across processes.
+            existing = self.backend.get(owner, spec.name)
+            if existing is not None and isinstance(spec, ServingSpec) and existing.kind == "serving":
+                # Like `kubectl apply` of an InferenceService: a new revision of the served model,
+                # taking canary_traffic_percent of the traffic when set.
+                self._check_gpu_quota(owner, max(0, spec_gpus(spec) - existing.gpus))
+                return await self.backend.roll_out(spec)
+            if existing is not None:
+                raise Conflict(f"user {owner!r} already has a job named {spec.name!r}", field="name")
+            self._check_gpu_quota(owner, spec_gpus(spec))
+            return await self.backend.submit(kind, spec)
+
+    async def delete(self, caller: str, name: str, user: str | None = None) -> None:
+        job = self.get(caller, name, user)
+        await self.backend.delete(job.user, job.name)
+
+    async def predict(self, caller: str, name: str, body: object, user: str | None = None) -> Any:
+        """Forward {inputs, protocol} to a served model's endpoint: {name, protocol, predictions}."""
+        from cube_jupyter.jobs.predict import predict
+
+        request = mapping(body, "")
+        unknown = sorted(set(request) - {"inputs", "protocol"})
+        if unknown:
+            raise InvalidInput(f"unknown field {unknown[0]!r}; send inputs and protocol", field=unknown[0])
+        if "inputs" not in request:
+            raise InvalidInput("inputs is required: the instances to predict on", field="inputs")
+        protocol = choice(request.get("protocol", "v1"), "protocol", PROTOCOLS)
+        job = self.get(caller, name, user)
+        if job.kind != "serving":
+            raise InvalidInput(f"job {name!r} is a {job.kind} job, not a served model", field="name")
+        if not job.endpoint or job.phase != "Ready":
+            raise Conflict(f"model {name!r} is not ready to serve (it is {job.phase})", field="name")
+        predictions = await asyncio.to_thread(predict, job.endpoint, request["inputs"], protocol)
+        return {"name": job.name, "protocol": protocol, "predictions": predictions}
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    def parse_request(self, body: object, owner: str) -> tuple[JobKind, Spec]:
+        request = mapping(body, "")
+        unknown = sorted(set(request) - {"kind", "spec"})
+        if unknown:
+            raise InvalidInput(
+                f"unknown field {unknown[0]!r}; a job is submitted as {{kind, spec}}", field=unknown[0]
+            )
+        kind = parse_kind(request.get("kind"))
+        if "spec" not in request:
+            raise InvalidInput("spec is required", field="spec")
+        return kind, parse_spec(kind, request["spec"], owner)
+
+    def render(self, kind: str, raw: object, user: str) -> list[dict[str, Any]]:
+        return render_job(self.settings, kind, raw, user, self.config)
+
+    def gpu_holders(self, user: str) -> list[dict[str, Any]]:
+        """The user's unfinished jobs holding GPUs, for the GPU report's quota (`GpuService.add_holders`)."""
+        return [
+            {"kind": "job", "name": job.name, "gpus": job.gpus}
+            for job in self.backend.list(user)
+            if job.gpus and not job.finished
+        ]
+
+    def _check_gpu_quota(self, owner: str, wanted: int) -> None:
+        quota = self.settings.spawner.gpu_quota_per_user
+        if not quota or not wanted:
+            return
+        in_servers = 0
+        if self.notebooks is not None:
+            in_servers = sum(s.gpus_held for s in self.notebooks.backend.list_servers(owner))
+        in_jobs = sum(job.gpus for job in self.backend.list(owner) if not job.finished)
+        held = in_servers + in_jobs
+        if held + wanted > quota:
+            raise QuotaExceeded(
+                f"user {owner!r} holds {held} GPU(s) ({in_servers} in running servers, {in_jobs} in "
+                f"running jobs) and the job asks for {wanted} more; the limit is {quota} "
+                "(CubeSpawner.gpu_quota_per_user). Stop a GPU server or job first.",
+                field="resources.gpu",
+            )
+
+
+def spec_gpus(spec: Spec) -> int:
+    """GPUs the job holds at once: a tuning job's trials running in parallel, each with its own."""
+    if isinstance(spec, TuningSpec):
+        return spec.parallel_trials * spec.gpus_per_trial
+    return int(spec.total_gpus)
+
+
+def optimization_history(job: Job) -> dict[str, Any]:
+    """Finished trials in the order they ran, with the best objective reached so far after each."""
+    goal = _goal(job.spec)
+    points: list[dict[str, Any]] = []
+    best: float | None = None
+    for number, trial in enumerate(job.trials):
+        if trial.state != "Succeeded" or trial.objective is None:
+            continue
+        if best is None or (trial.objective > best if goal == "maximize" else trial.objective < best):
+            best = trial.objective
+        points.append({"number": number, "trial": trial.name, "objective": trial.objective, "best": best})
+    return {"name": job.name, "goal": goal, "best_trial": job.best_trial, "points": points}
+
+
+def _goal(spec: dict[str, Any]) -> str:
+    objective = spec.get("objective") or {}
+    goal = str(objective.get("type") or objective.get("direction") or "minimize").lower()
+    return "maximize" if goal.startswith("max") else "minimize"

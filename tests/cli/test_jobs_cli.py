@@ -1,0 +1,141 @@
+"""`cube-jupyter train|tune|serve render|run|list|logs|delete`, run as a user runs it: a subprocess in
+a folder holding the spec files and the training script, on the local backend."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.k8s_schemas import validate_object
+
+pytestmark = pytest.mark.timeout(240)
+CONFIG = """
+c.CubeWorkbench.state_dir = {state!r}
+c.CubeWorkbench.default_user = "alice"
+c.CubeStorage.url = {store!r}
+"""
+TRAIN_SCRIPT = """
+import os
+print(f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']}", flush=True)
+"""
+DDP = {
+    "name": "ddp",
+    "framework": "pytorch",
+    "image": "docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime",
+    "replicas": {"master": 1, "worker": {"replicas": 1, "resources": {"cpu": "2", "memory": "4Gi"}}},
+    "script": "train.py",
+}
+TUNE = {
+    "name": "lr-search",
+    "objective": {"metric": "accuracy", "type": "maximize"},
+    "algorithm": "tpe",
+    "parameters": {"lr": {"type": "double", "min": 0.001, "max": 0.1}},
+    "max_trials": 4,
+    "trial": {"training": {"framework": "pytorch", "replicas": {"worker": 1}, "script": "train.py"}},
+}
+SERVE = {"name": "iris", "model_format": "sklearn", "storage_uri": "s3://models/iris", "max_replicas": 3}
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    (tmp_path / "jupyter_server_config.py").write_text(
+        CONFIG.format(state=str(tmp_path / "state"), store=str(tmp_path / "artifacts"))
+    )
+    (tmp_path / "train.py").write_text(TRAIN_SCRIPT)
+    for name, spec in (("ddp", DDP), ("tune", TUNE), ("serve", SERVE)):
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(spec))
+    return tmp_path
+
+
+def cube(folder: Path, command: str, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "cube_jupyter.cli", command, *args]
+    argv += ["--config", str(folder / "jupyter_server_config.py")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env, cwd=folder, check=False)
+
+
+@pytest.mark.parametrize(
+    ("command", "file", "kind"),
+    [
+        ("train", "ddp.yaml", "PyTorchJob"),
+        ("tune", "tune.yaml", "Experiment"),
+        ("serve", "serve.yaml", "InferenceService"),
+    ],
+)
+def test_render_prints_the_objects_as_valid_yaml(folder: Path, command: str, file: str, kind: str) -> None:
+    result = cube(folder, command, "render", file)
+    assert result.returncode == 0, result.stderr
+    objects = list(yaml.safe_load_all(result.stdout))
+    assert [o["kind"] for o in objects] == [kind]
+    for obj in objects:
+        validate_object(obj, strict=True)
+        assert obj["metadata"]["namespace"] == "cube-alice"
+
+
+@pytest.mark.parametrize(
+    ("command", "content", "field"),
+    [
+        ("train", {**DDP, "framework": "caffe"}, "framework"),
+        ("train", {**DDP, "replicas": {"worker": 0}}, "replicas.worker"),
+        ("serve", {**SERVE, "min_replicas": 5}, "min_replicas"),
+        ("tune", {**TUNE, "algorithm": "guessing"}, "algorithm"),
+    ],
+)
+def test_a_bad_spec_exits_2_naming_the_field(
+    folder: Path, command: str, content: dict[str, object], field: str
+) -> None:
+    (folder / "bad.yaml").write_text(yaml.safe_dump(content))
+    for action in ("render", "run"):
+        result = cube(folder, command, action, "bad.yaml")
+        assert result.returncode == 2, (action, result.stderr)
+        assert field in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_unreadable_yaml_and_a_missing_file_exit_2(folder: Path) -> None:
+    (folder / "broken.yaml").write_text("name: [unclosed\n")
+    for file in ("broken.yaml", "missing.yaml"):
+        result = cube(folder, "train", "render", file)
+        assert result.returncode == 2 and file in result.stderr and "Traceback" not in result.stderr
+
+
+def test_run_wait_list_logs_and_delete_a_local_job(folder: Path) -> None:
+    result = cube(folder, "train", "run", "ddp.yaml", "--wait")
+    assert result.returncode == 0, result.stderr
+    assert "ddp: Succeeded" in result.stdout
+    assert "master-0" in result.stderr and "Succeeded" in result.stderr  # the progress display
+
+    listed = cube(folder, "train", "list")
+    assert listed.returncode == 0, listed.stderr
+    header, row = listed.stdout.splitlines()
+    assert header.split()[:6] == ["NAME", "KIND", "FRAMEWORK", "PHASE", "REPLICAS", "GPUS"]
+    assert row.split()[:5] == ["ddp", "training", "pytorch", "Succeeded", "2/2"]
+    as_json = json.loads(cube(folder, "train", "list", "--json").stdout)
+    assert [(j["name"], j["phase"]) for j in as_json] == [("ddp", "Succeeded")]
+    assert json.loads(cube(folder, "serve", "list", "--json").stdout) == []
+
+    logs = cube(folder, "train", "logs", "ddp", "--replica", "worker-0")
+    assert logs.returncode == 0 and "rank 1 of 2\n" in logs.stdout, logs.stderr
+    followed = cube(folder, "train", "logs", "ddp", "-f", "--tail", "1")
+    assert followed.returncode == 0 and followed.stdout == "rank 0 of 2\n", followed
+
+    missing = cube(folder, "train", "logs", "ddp", "--replica", "chief-0")
+    assert missing.returncode == 1 and "chief-0" in missing.stderr
+
+    deleted = cube(folder, "train", "delete", "ddp")
+    assert deleted.returncode == 0, deleted.stderr
+    assert json.loads(cube(folder, "train", "list", "--json").stdout) == []
+    again = cube(folder, "train", "delete", "ddp")
+    assert again.returncode == 1 and "ddp" in again.stderr
+
+
+def test_a_failed_job_exits_1_with_its_reason(folder: Path) -> None:
+    (folder / "train.py").write_text("import sys\nprint('no data found', flush=True)\nsys.exit(4)\n")
+    result = cube(folder, "train", "run", "ddp.yaml", "--wait")
+    assert result.returncode == 1, result.stderr
+    assert "ddp: Failed" in result.stdout and "no data found" in result.stderr
