@@ -21,6 +21,8 @@ from traitlets.config import Config
 from cube_jupyter.backends import make_notebook_backend
 from cube_jupyter.config import Settings, load_config_file, load_settings
 from cube_jupyter.errors import CubeError
+from cube_jupyter.gpu.cli import add_gpu_commands
+from cube_jupyter.jobs.cli import add_job_commands
 from cube_jupyter.notebooks.render import render_notebook_objects
 from cube_jupyter.notebooks.service import NotebookService, parse_create_request
 from cube_jupyter.notebooks.spec import NotebookServer, ServerStatus
@@ -51,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     _add_notebook_commands(commands)
     add_pipeline_commands(commands)
+    add_job_commands(commands)
+    add_gpu_commands(commands)
     return parser
 
 

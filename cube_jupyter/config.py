@@ -82,6 +82,12 @@ class CubeWorkbench(Configurable):
         "", help="kubeconfig context for the kubernetes backend; empty: in-cluster config, then kubeconfig."
     ).tag(config=True)
 
+    prometheus_url = Unicode(
+        "",
+        help="Prometheus scraping the DCGM exporter, for GPU use by pod on the kubernetes backend; "
+        "'' reads this machine's GPUs through NVML. CubeGPU.prometheus_url, when set, wins.",
+    ).tag(config=True)
+
     poll_seconds = Float(
         5.0,
         help="How often servers are checked: the local backend's children for liveness and activity, "

@@ -40,3 +40,35 @@ export const PipelineCommandIDs = {
   open: 'cube:open-pipeline',
   run: 'cube:run-as-pipeline'
 } as const;
+
+/** Command ids of the GPU panel. */
+export const GpuCommandIDs = {
+  open: 'cube:open-gpu',
+  refresh: 'cube:refresh-gpu'
+} as const;
+
+/** Command ids of the Jobs panel. */
+export const JobsCommandIDs = {
+  open: 'cube:open-jobs',
+  newTraining: 'cube:new-training-job',
+  newTuning: 'cube:new-tuning-job',
+  newServing: 'cube:new-serving-job',
+  refresh: 'cube:refresh-jobs'
+} as const;
+
+/** What the `jobs` plugin offers to other plugins. */
+export interface IJobsPanel {
+  /** Resolves to whether this Jupyter server offers the jobs API. */
+  readonly available: Promise<boolean>;
+  /** Open (and activate) the Jobs panel; with `kind`, at that kind's launch form. */
+  open(kind?: 'training' | 'tuning' | 'serving'): Promise<void>;
+  /** Show one job (its conditions, logs, trials or endpoint). */
+  showJob(name: string): Promise<void>;
+  /** Fetch the job list again now. */
+  refresh(): Promise<void>;
+}
+
+export const IJobsPanel = new Token<IJobsPanel>(
+  'cube-jupyter:IJobsPanel',
+  'The Jobs panel: training, tuning and serving jobs.'
+);

@@ -1,2 +1,4 @@
 import './base.css';
 import './pipeline.css';
+import './gpu.css';
+import './jobs.css';

@@ -11,11 +11,16 @@ from jupyter_server.serverapp import ServerApp
 from cube_jupyter.backends import make_notebook_backend
 from cube_jupyter.config import Settings, load_settings
 from cube_jupyter.errors import ConfigError, CubeError
+from cube_jupyter.gpu.service import GpuService
+from cube_jupyter.jobs.backend import make_job_backend
+from cube_jupyter.jobs.service import JobService
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.pipelines.service import PipelineService
 from cube_jupyter_server.authorizer import require_cube_authorizer
+from cube_jupyter_server.gpu_handlers import GPU_HANDLERS, GPU_SETTING, workbench_kernels
 from cube_jupyter_server.handlers import HANDLERS
 from cube_jupyter_server.identity import TrustedHeaderIdentityProvider, make_caller
+from cube_jupyter_server.job_handlers import JOB_HANDLERS
 from cube_jupyter_server.lifecycle import STARTER_SETTING, BackendStarter
 from cube_jupyter_server.pipeline_handlers import PIPELINE_HANDLERS
 from cube_jupyter_server.router import ROUTE_PATTERN, NotebookRouterHandler
@@ -53,8 +58,19 @@ class CubeJupyterApp(ExtensionApp):
         self.pipeline_service = PipelineService(
             settings, self.serverapp.root_dir, cluster=cluster, shared_host=shared_host
         )
+        self.gpu_service = self._or_exit(
+            lambda: GpuService(settings, self.notebook_service, workbench_kernels(serverapp))
+        )
+        self.job_service = self._or_exit(
+            lambda: JobService(
+                settings, make_job_backend(settings, serverapp.root_dir), notebooks=self.notebook_service
+            )
+        )
+        self.gpu_service.add_holders(self.job_service.gpu_holders)
         self.settings.update(
             {
+                GPU_SETTING: self.gpu_service,
+                "cube_jobs": self.job_service,
                 "cube_settings": settings,
                 "cube_notebooks": self.notebook_service,
                 "cube_pipelines": self.pipeline_service,
@@ -71,17 +87,32 @@ class CubeJupyterApp(ExtensionApp):
     def initialize_handlers(self) -> None:
         self.handlers.extend(HANDLERS)
         self.handlers.extend(PIPELINE_HANDLERS)
+        self.handlers.extend(GPU_HANDLERS)
+        self.handlers.extend(JOB_HANDLERS)
         self.handlers.append((ROUTE_PATTERN, NotebookRouterHandler))
 
     async def _start_jupyter_server_extension(self, serverapp: ServerApp) -> None:
         await self.backend_starter.start()  # retries in the background; 503s until it is up
         await self._start_cluster_runs()
+        await self.gpu_service.start()
+        try:
+            await self.job_service.start()
+        except CubeError as exc:  # jobs answer 503 saying why; the rest of the workbench serves on
+            self.log.error("cube-jupyter: jobs are off: %s", exc.message)
 
     async def stop_extension(self) -> None:
         try:
             await self.pipeline_service.close()
         except Exception:  # shutting down must always complete
             self.log.exception("cube-jupyter: stopping pipeline runs failed")
+        try:
+            await self.gpu_service.close()
+        except Exception:  # shutting down must always complete
+            self.log.exception("cube-jupyter: stopping GPU sampling failed")
+        try:
+            await self.job_service.close()
+        except Exception:  # shutting down must always complete
+            self.log.exception("cube-jupyter: stopping jobs failed")
         await self.backend_starter.close()
 
     async def _start_cluster_runs(self) -> None:

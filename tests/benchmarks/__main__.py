@@ -6,7 +6,14 @@ import asyncio
 import importlib
 import sys
 
-BENCHMARKS = ["bench_local_spawn", "bench_notebook_list", "bench_pipelines"]
+BENCHMARKS = [
+    "bench_local_spawn",
+    "bench_notebook_list",
+    "bench_pipelines",
+    "bench_training",
+    "bench_gpu_monitor",
+    "bench_gpu_api",
+]
 
 
 def main(names: list[str]) -> None:

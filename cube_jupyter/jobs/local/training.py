@@ -33,6 +33,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -102,8 +103,8 @@ class LocalTrainingRunner:
         """Ship the code (from `code_dir`, default the working directory, unless the spec names a
         package), record the job and start its replicas. Conflict for a duplicate name; when a
         replica cannot be started, nothing of the job is left."""
-        package_uri = self._ship(spec, Path(code_dir or os.getcwd()))
-        record = self._plan(spec, package_uri)
+        spec = self._ship(spec, Path(code_dir or os.getcwd()))
+        record = self._plan(spec, spec.code.package_uri)
         with self._lock:
             self.state.insert(record, self.owner)
             try:
@@ -128,16 +129,18 @@ class LocalTrainingRunner:
                 raise
             return self._job(record)
 
-    def _ship(self, spec: TrainingSpec, code_dir: Path) -> str | None:
+    def _ship(self, spec: TrainingSpec, code_dir: Path) -> TrainingSpec:
+        """The spec with its code shipped: `package_uri` set and the target named as the package
+        holds it (a script `src/train.py` travels as `train.py`)."""
         code = spec.code
-        if code.kind == "command":
-            return None
-        if code.package_uri:
-            return code.package_uri
+        if code.kind == "command" or code.package_uri:
+            return spec
         if code.kind == "function":
-            return packaging.package_module_function(code.target, self.store, base_dir=code_dir).uri
+            shipped = packaging.package_module_function(code.target, self.store, base_dir=code_dir)
+            return replace(spec, code=replace(code, package_uri=shipped.uri))
         path = Path(code.target)
-        return packaging.package_file(path if path.is_absolute() else code_dir / path, self.store).uri
+        shipped = packaging.package_file(path if path.is_absolute() else code_dir / path, self.store)
+        return replace(spec, code=replace(code, package_uri=shipped.uri, path=shipped.target))
 
     def _plan(self, spec: TrainingSpec, package_uri: str | None) -> JobRecord:
         """Every replica's argv and env, before anything starts."""

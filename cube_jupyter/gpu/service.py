@@ -1,0 +1,434 @@
+"""GPU use as a caller may see it: devices, their kernels or pods, history, idle warnings, quota.
+
+`/gpu` calls `report()`. On the local backend the GPUs are this machine's (NVML); their processes are
+attributed to the workbench's own kernels and to those of its child notebook servers, and a sampler
+keeps recent history. With a Prometheus URL (the kubernetes backend) the GPUs are the DCGM exporter's,
+by pod, limited to the caller's namespace unless an admin asks for everyone's. Reads are cached per
+scope for `cache_seconds`, with concurrent requests sharing one read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from cube_jupyter.backends.periodic import repeat
+from cube_jupyter.config import Settings
+from cube_jupyter.errors import CubeError, Forbidden, InvalidInput
+from cube_jupyter.gpu.attribution import KernelProcess, attribute, server_kernels
+from cube_jupyter.gpu.cache import CoalescingCache
+from cube_jupyter.gpu.config import MAX_HISTORY_SECONDS, GpuSettings, gpu_config
+from cube_jupyter.gpu.history import IdleTracker, SampleHistory, trailing_idle_seconds
+from cube_jupyter.gpu.model import (
+    GpuDevice,
+    GpuQuota,
+    GpuReport,
+    IdleWarning,
+    KernelGpu,
+    PodGpu,
+    Series,
+)
+from cube_jupyter.gpu.pods import group_pods
+from cube_jupyter.gpu.sources import NoGpuVisible
+from cube_jupyter.names import user_slug
+from cube_jupyter.notebooks.service import NotebookService
+from cube_jupyter.notebooks.spec import NotebookServer
+
+log = logging.getLogger(__name__)
+
+HolderProvider = Callable[[str], list[dict[str, Any]]]
+OTHER_USERS_KERNEL = "a kernel of another workbench user"
+NO_PROMETHEUS = (
+    "no GPU metrics: the kubernetes backend reads GPUs from the DCGM exporter through Prometheus; "
+    "set c.CubeGPU.prometheus_url (or c.CubeWorkbench.prometheus_url)"
+)
+# Points per history chart at most; Prometheus' step grows with the window asked for.
+HISTORY_POINTS = 300
+IDLE_POINTS = 60
+
+
+@dataclass(frozen=True)
+class OwnedKernel:
+    """A kernel and the workbench user it belongs to (who may see its notebook path)."""
+
+    kernel: KernelProcess
+    owner: str
+
+
+@dataclass(frozen=True)
+class LocalReading:
+    """One NVML read, attributed to kernels; `message` says why there is nothing when NVML sees no GPU."""
+
+    timestamp: float
+    devices: tuple[GpuDevice, ...] = ()
+    kernels: tuple[KernelGpu, ...] = ()
+    owners: tuple[tuple[str, str], ...] = ()  # (kernel id, owner)
+    message: str | None = None
+
+
+class GpuService:
+    """GPU reports for callers; `kernels` lists the workbench server's own kernels (cheap, on the
+    event loop); the local backend's children are asked for theirs."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        notebooks: NotebookService,
+        kernels: Callable[[], list[KernelProcess]] | None = None,
+        *,
+        config: GpuSettings | None = None,
+        nvml: Any = None,
+        prometheus: Any = None,
+    ) -> None:
+        self.settings = settings
+        self.notebooks = notebooks
+        self.kernels = kernels
+        self.config = config if config is not None else gpu_config(settings)
+        self.prometheus = prometheus
+        self.nvml = nvml
+        if self.config.prometheus_url and prometheus is None:
+            from cube_jupyter.gpu.prometheus import PrometheusSource
+
+            self.prometheus = PrometheusSource(
+                self.config.prometheus_url, timeout=self.config.prometheus_timeout_seconds
+            )
+        elif not self.config.prometheus_url and nvml is None and not self._on_cluster:
+            from cube_jupyter.gpu.nvml import NvmlSource
+
+            self.nvml = NvmlSource()
+        self.history = SampleHistory(self.config.history_seconds, self.config.sample_seconds)
+        self.idle = IdleTracker()
+        self.reads: CoalescingCache[Any] = CoalescingCache(self.config.cache_seconds)
+        self._holders: list[HolderProvider] = []
+        self._sampler: asyncio.Task[None] | None = None
+
+    @property
+    def _on_cluster(self) -> bool:
+        return self.settings.workbench.backend == "kubernetes"
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start sampling NVML into the history (local GPUs only; Prometheus keeps its own)."""
+        if self.nvml is not None and (self._sampler is None or self._sampler.done()):
+            self._sampler = asyncio.create_task(
+                repeat(self.sample_once, self.config.sample_seconds, "GPU sampling"), name="cube-gpu-sampler"
+            )
+
+    async def close(self) -> None:
+        if self._sampler is not None:
+            self._sampler.cancel()
+            await asyncio.gather(self._sampler, return_exceptions=True)
+            self._sampler = None
+        close = getattr(self.nvml, "close", None)
+        if close is not None:
+            await asyncio.to_thread(close)
+
+    def add_holders(self, provider: HolderProvider) -> None:
+        """Count more GPU holders against a user's quota: `provider(user)` returns
+        `[{"kind": "job", "name": ..., "gpus": n}, ...]` (training jobs add theirs here)."""
+        self._holders.append(provider)
+
+    # -- reports -----------------------------------------------------------------------------------
+
+    async def report(
+        self, caller: str, all_users: bool = False, history_seconds: float | None = None
+    ) -> GpuReport:
+        """What `caller` may see now; `all_users` (admins only) widens it to every user's kernels
+        and pods. No GPU is a report with `available` False; an unreachable Prometheus raises
+        BackendUnavailable naming prometheus_url."""
+        is_admin = self.settings.is_admin(caller)
+        if all_users and not is_admin:
+            raise Forbidden(f"only admins may see every user's GPU use; {caller!r} is not one", field="all")
+        seconds = self.config.history_seconds if history_seconds is None else history_seconds
+        if not (isinstance(seconds, int | float) and 0 <= seconds <= MAX_HISTORY_SECONDS):
+            raise InvalidInput(
+                f"history must be a number of seconds between 0 and {MAX_HISTORY_SECONDS:.0f}, "
+                f"got {seconds!r}",
+                field="history",
+            )
+        if self.prometheus is not None:
+            report = await self._cluster_report(caller, all_users, float(seconds))
+        elif self.nvml is not None:
+            report = await self._local_report(caller, all_users, float(seconds))
+        else:
+            report = GpuReport(source="none", available=False, timestamp=time.time(), message=NO_PROMETHEUS)
+        return replace(
+            report,
+            quota=self.quota(caller),
+            idle_after_seconds=self.config.idle_warning_seconds or None,
+            interval_seconds=self.config.sample_seconds,
+            extra={"user": caller, "is_admin": is_admin},
+        )
+
+    def quota(self, caller: str) -> GpuQuota | None:
+        """GPUs the caller's servers (and jobs, through `add_holders`) hold against the limit."""
+        try:
+            servers = self.notebooks.list_servers(caller)
+        except CubeError as exc:
+            log.debug("GPU quota of %s unavailable: %s", caller, exc.message)
+            return None
+        holders: list[dict[str, Any]] = [
+            {"kind": "notebook", "name": s.name, "gpus": s.gpus_held} for s in servers if s.gpus_held
+        ]
+        for provider in self._holders:
+            try:
+                holders.extend(provider(caller))
+            except CubeError as exc:  # e.g. jobs are off on this cluster: they hold nothing we can see
+                log.debug("GPU holders of %s unavailable: %s", caller, exc.message)
+            except Exception:  # one provider failing must not hide the rest of the report
+                log.exception("GPU holder provider %r failed", provider)
+        limit = self.settings.spawner.gpu_quota_per_user
+        used = sum(int(h.get("gpus", 0)) for h in holders)
+        return GpuQuota(used=used, limit=limit or None, holders=tuple(holders))
+
+    # -- local: NVML + kernels ---------------------------------------------------------------------
+
+    async def sample_once(self) -> None:
+        """One sampler pass: read (or reuse the cached reading), record history and idle spells."""
+        reading: LocalReading = await self.reads.get(("nvml",), self._read_local)
+        if reading.message is not None:
+            return
+        now = reading.timestamp
+        for device in reading.devices:
+            key = f"gpu:{device.uuid}"
+            self.history.add(key, "utilization_pct", now, device.utilization_pct)
+            self.history.add(key, "memory_used_mib", now, device.memory_used_mib)
+        by_uuid = {d.uuid: d for d in reading.devices}
+        for usage in reading.kernels:
+            key = f"kernel:{usage.kernel_id}"
+            self.history.add(key, "memory_used_mib", now, usage.memory_used_mib)
+            busy = [u for g in usage.gpus if (u := by_uuid[g].utilization_pct) is not None]
+            self.idle.observe(key, usage.gpus[0], now, usage.memory_used_mib, max(busy) if busy else None)
+        alive = [f"gpu:{d.uuid}" for d in reading.devices]
+        alive += [f"kernel:{k.kernel_id}" for k in reading.kernels]
+        self.history.forget(alive, now)
+        self.idle.forget(alive)
+
+    async def _read_local(self) -> LocalReading:
+        assert self.nvml is not None
+        try:
+            devices = await asyncio.to_thread(self.nvml.read)
+        except NoGpuVisible as exc:
+            return LocalReading(timestamp=time.time(), message=exc.message)
+        kernels = await self._workbench_kernels()
+        attributed, usage = attribute(devices, [k.kernel for k in kernels])
+        return LocalReading(
+            timestamp=time.time(),
+            devices=tuple(attributed),
+            kernels=tuple(usage),
+            owners=tuple((k.kernel.kernel_id, k.owner) for k in kernels),
+        )
+
+    async def _workbench_kernels(self) -> list[OwnedKernel]:
+        """The workbench server's kernels (its owner's) and those of the local backend's children."""
+        owned = []
+        if self.kernels is not None:
+            try:
+                own = self.kernels()
+            except Exception:
+                log.exception("listing the workbench's kernels failed")
+                own = []
+            owned = [OwnedKernel(k, self.settings.workbench.default_user) for k in own]
+        children = self._running_children()
+        if children:
+            found = await asyncio.to_thread(
+                lambda: [
+                    OwnedKernel(kernel, user)
+                    for user, url, token, pid, label in children
+                    for kernel in server_kernels(url, token, pid, label)
+                ]
+            )
+            owned.extend(found)
+        return owned
+
+    def _running_children(self) -> list[tuple[str, str, str, int, str]]:
+        """(user, url, token, pid, label) of the local backend's running child servers."""
+        from cube_jupyter.backends.local.notebooks import LocalNotebookBackend
+        from cube_jupyter.backends.local.process import LOOPBACK
+        from cube_jupyter.notebooks.spec import ServerStatus
+
+        backend = self.notebooks.backend
+        if not isinstance(backend, LocalNotebookBackend):
+            return []
+        return [
+            (r.user, f"http://{LOOPBACK}:{r.port}{r.base_url}", r.token, r.pid, f"{r.user}/{r.name}")
+            for r in backend.state.list(statuses=(ServerStatus.RUNNING,))
+            if r.port and r.token and r.pid
+        ]
+
+    async def _local_report(self, caller: str, all_users: bool, seconds: float) -> GpuReport:
+        reading: LocalReading = await self.reads.get(("nvml",), self._read_local)
+        if reading.message is not None:
+            return GpuReport(
+                source="nvml", available=False, timestamp=reading.timestamp, message=reading.message
+            )
+        owners = dict(reading.owners)
+        visible = {kid for kid, owner in owners.items() if all_users or owner == caller}
+        devices = tuple(_hide_kernels(d, visible) for d in reading.devices)
+        kernels = tuple(k for k in reading.kernels if k.kernel_id in visible)
+        now = time.time()
+        keys = [f"gpu:{d.uuid}" for d in devices] + [f"kernel:{k.kernel_id}" for k in kernels]
+        history = tuple(self.history.series(keys, seconds, now)) if seconds else ()
+        return GpuReport(
+            source="nvml",
+            available=True,
+            timestamp=reading.timestamp,
+            devices=devices,
+            kernels=kernels,
+            history=history,
+            idle=tuple(self._kernel_idle_warnings(kernels, devices, now)),
+        )
+
+    def _kernel_idle_warnings(
+        self, kernels: Iterable[KernelGpu], devices: Iterable[GpuDevice], now: float
+    ) -> list[IdleWarning]:
+        limit = self.config.idle_warning_seconds
+        if not limit:
+            return []
+        index = {d.uuid: d.index for d in devices}
+        warnings = []
+        for usage in kernels:
+            key = f"kernel:{usage.kernel_id}"
+            idle = self.idle.idle_seconds(key, now)
+            spell = self.idle.spell(key)
+            if spell is None or idle < limit:
+                continue
+            what = usage.notebook_path or f"kernel {usage.kernel_id}"
+            gpu = index.get(spell.gpu, "?")
+            warnings.append(
+                IdleWarning(
+                    key=key,
+                    gpu=spell.gpu,
+                    idle_seconds=idle,
+                    message=f"{what} has held {usage.memory_used_mib:.0f} MiB on GPU {gpu} "
+                    f"at 0% utilization for {_duration(idle)}; shut its kernel down to free the GPU",
+                    kernel_id=usage.kernel_id,
+                    notebook_path=usage.notebook_path,
+                )
+            )
+        return warnings
+
+    # -- cluster: DCGM through Prometheus ----------------------------------------------------------
+
+    async def _cluster_report(self, caller: str, all_users: bool, seconds: float) -> GpuReport:
+        prometheus = self.prometheus
+        namespaces = None if all_users else (self.settings.namespace_for(user_slug(caller)),)
+        scope = list(namespaces) if namespaces else None
+        why: str | None = None
+        try:
+            devices: list[GpuDevice] = await self.reads.get(
+                ("prometheus", namespaces), lambda: asyncio.to_thread(prometheus.read, scope)
+            )
+        except NoGpuVisible as exc:
+            devices, why = [], exc.message
+        now = time.time()
+        if not devices:
+            where = f"namespace {namespaces[0]}" if namespaces else "the cluster"
+            message = why or f"no GPU visible: Prometheus reports no GPU allocated to pods in {where}"
+            return GpuReport(source="prometheus", available=False, timestamp=now, message=message)
+        servers = self._servers(None if all_users else caller)
+        notebooks: dict[str, set[str]] = {}
+        owners: dict[str, str] = {} if all_users else {namespaces[0]: caller} if namespaces else {}
+        for server in servers:
+            namespace = self._namespace_of(server)
+            notebooks.setdefault(namespace, set()).add(server.name)
+            owners.setdefault(namespace, server.user)
+        pods = group_pods(devices, notebooks, owners)
+        history: tuple[Series, ...] = ()
+        if seconds:
+            step = _step(seconds, HISTORY_POINTS)
+            history = tuple(
+                await self.reads.get(
+                    ("prometheus-history", namespaces, seconds),
+                    lambda: asyncio.to_thread(prometheus.history, scope, now - seconds, now, step),
+                )
+            )
+        return GpuReport(
+            source="prometheus",
+            available=True,
+            timestamp=now,
+            devices=tuple(devices),
+            pods=tuple(pods),
+            history=history,
+            idle=tuple(await self._pod_idle_warnings(pods, namespaces, now)),
+        )
+
+    async def _pod_idle_warnings(
+        self, pods: list[PodGpu], namespaces: tuple[str, ...] | None, now: float
+    ) -> list[IdleWarning]:
+        """Pods whose GPU memory has been held at 0% for longer than allowed, from a coarse
+        `query_range` over that span (longer than any chart's)."""
+        limit = self.config.idle_warning_seconds
+        if not limit or not pods:
+            return []
+        prometheus = self.prometheus
+        step = _step(limit, IDLE_POINTS)
+        scope = list(namespaces) if namespaces else None
+        series: list[Series] = await self.reads.get(
+            ("prometheus-idle", namespaces),
+            lambda: asyncio.to_thread(prometheus.history, scope, now - limit - 2 * step, now, step),
+        )
+        by_key: dict[tuple[str, str], tuple[tuple[float, float], ...]] = {
+            (s.key, s.metric): s.points for s in series
+        }
+        warnings = []
+        for pod in pods:
+            key = f"pod:{pod.namespace}/{pod.pod}"
+            idle = trailing_idle_seconds(
+                by_key.get((key, "utilization_pct"), ()), by_key.get((key, "memory_used_mib"), ())
+            )
+            if idle < limit:
+                continue
+            warnings.append(
+                IdleWarning(
+                    key=key,
+                    gpu=pod.gpus[0],
+                    idle_seconds=idle,
+                    message=f"pod {pod.pod} has held {pod.memory_used_mib or 0:.0f} MiB of GPU memory at 0% "
+                    f"utilization for {_duration(idle)}; stop it to free the GPU",
+                    pod=pod.pod,
+                )
+            )
+        return warnings
+
+    def _servers(self, user: str | None) -> list[NotebookServer]:
+        try:
+            return self.notebooks.backend.list_servers(user)
+        except CubeError as exc:
+            log.debug("servers unavailable for GPU pods: %s", exc.message)
+            return []
+
+    def _namespace_of(self, server: NotebookServer) -> str:
+        return server.namespace or self.settings.namespace_for(user_slug(server.user))
+
+
+def _hide_kernels(device: GpuDevice, visible: set[str]) -> GpuDevice:
+    """The device as a caller sees it: other users' kernels are named as such, without their paths."""
+    if all(p.kernel_id is None or p.kernel_id in visible for p in device.processes):
+        return device
+    processes = tuple(
+        p
+        if p.kernel_id is None or p.kernel_id in visible
+        else replace(p, kernel_id=None, notebook_path=None, server=None, note=OTHER_USERS_KERNEL)
+        for p in device.processes
+    )
+    return replace(device, processes=processes)
+
+
+def _step(seconds: float, points: int) -> float:
+    """A whole number of seconds between points, so `seconds` spans at most `points` of them."""
+    return float(max(1, math.ceil(seconds / points)))
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"

@@ -1,0 +1,171 @@
+/**
+ * One GPU: current utilization and memory bars, their history as charts, temperature,
+ * power and clock, the processes holding its memory (with the notebook each belongs to,
+ * or why that is not known), and its MIG instances.
+ */
+import * as React from 'react';
+
+import {
+  formatMemory,
+  formatMiB,
+  formatPct,
+  formatUnit,
+  fraction
+} from '../format';
+import type { IGpuDevice, IGpuProcess, IMigInstance } from '../types';
+import { Bar } from './Bar';
+import { LineChart } from './LineChart';
+
+export interface IDeviceCardProps {
+  device: IGpuDevice;
+  utilization: readonly (readonly [number, number])[];
+  memory: readonly (readonly [number, number])[];
+  from: number;
+  to: number;
+  /** Whether the server reports a kernel or pod idle on this GPU. */
+  idle: boolean;
+}
+
+export function DeviceCard(props: IDeviceCardProps): JSX.Element {
+  const d = props.device;
+  const memoryTotal = d.memory_total_mib ?? maxOf(props.memory);
+  return (
+    <section
+      className={`cube-GpuCard${props.idle ? ' cube-mod-idle' : ''}`}
+      data-testid="cube-gpu-device"
+      data-uuid={d.uuid}
+      data-index={d.index}
+    >
+      <header className="cube-GpuCard-head">
+        <span className="cube-GpuCard-title" data-testid="cube-gpu-name">
+          GPU {d.index}: {d.name ?? 'unknown model'}
+        </span>
+        {d.host && <span className="cube-GpuCard-host">{d.host}</span>}
+      </header>
+      <div className="cube-GpuCard-uuid" title="Device UUID">
+        {d.uuid}
+        {d.pod && (
+          <span className="cube-GpuCard-pod">
+            {' '}
+            · {d.namespace}/{d.pod}
+          </span>
+        )}
+      </div>
+      <Bar
+        label="Utilization"
+        fraction={fraction(d.utilization_pct, 100)}
+        text={formatPct(d.utilization_pct)}
+        testid="cube-gpu-util"
+      />
+      <Bar
+        label="Memory"
+        fraction={fraction(d.memory_used_mib, d.memory_total_mib)}
+        text={formatMemory(d.memory_used_mib, d.memory_total_mib)}
+        testid="cube-gpu-memory"
+      />
+      <div className="cube-GpuCard-stats" data-testid="cube-gpu-stats">
+        <span title="Temperature">{formatUnit(d.temperature_c, '°C')}</span>
+        <span title="Power draw">{formatUnit(d.power_w, 'W')}</span>
+        <span title="SM clock">{formatUnit(d.sm_clock_mhz, 'MHz')}</span>
+      </div>
+      <div className="cube-GpuCard-charts">
+        <LineChart
+          label="Utilization"
+          metric="utilization_pct"
+          points={props.utilization}
+          from={props.from}
+          to={props.to}
+          max={100}
+          current={formatPct(d.utilization_pct)}
+          format={formatPct}
+        />
+        <LineChart
+          label="Memory"
+          metric="memory_used_mib"
+          points={props.memory}
+          from={props.from}
+          to={props.to}
+          max={memoryTotal ?? 0}
+          current={formatMiB(d.memory_used_mib)}
+          format={formatMiB}
+        />
+      </div>
+      {d.processes.length > 0 && <ProcessTable processes={d.processes} />}
+      {d.mig.length > 0 && <MigTable instances={d.mig} />}
+    </section>
+  );
+}
+
+function maxOf(points: readonly (readonly [number, number])[]): number | null {
+  return points.length ? Math.max(...points.map(p => p[1])) : null;
+}
+
+function ProcessTable(props: { processes: IGpuProcess[] }): JSX.Element {
+  const named = props.processes.some(p => p.name);
+  return (
+    <table className="cube-GpuTable" data-testid="cube-gpu-processes">
+      <caption>Processes</caption>
+      <thead>
+        <tr>
+          <th>PID</th>
+          {named && <th>Process</th>}
+          <th className="cube-mod-number">Memory</th>
+          <th>Notebook</th>
+        </tr>
+      </thead>
+      <tbody>
+        {props.processes.map(p => (
+          <tr
+            key={p.pid}
+            data-testid="cube-gpu-process"
+            data-pid={p.pid}
+            data-kernel={p.kernel_id ?? undefined}
+          >
+            <td>{p.pid}</td>
+            {named && <td className="cube-GpuTable-name">{p.name ?? ''}</td>}
+            <td className="cube-mod-number">{formatMiB(p.used_memory_mib)}</td>
+            <td className="cube-GpuTable-path">
+              {p.notebook_path ?? (
+                <span className="cube-GpuTable-note">
+                  {p.kernel_id ? `kernel ${p.kernel_id}` : (p.note ?? '')}
+                </span>
+              )}
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+function MigTable(props: { instances: IMigInstance[] }): JSX.Element {
+  return (
+    <table className="cube-GpuTable" data-testid="cube-gpu-mig">
+      <caption>MIG instances</caption>
+      <thead>
+        <tr>
+          <th>GI</th>
+          <th>CI</th>
+          <th>Profile</th>
+          <th className="cube-mod-number">Memory</th>
+        </tr>
+      </thead>
+      <tbody>
+        {props.instances.map(m => (
+          <tr
+            key={`${m.gpu_instance_id}/${m.compute_instance_id ?? ''}`}
+            data-testid="cube-gpu-mig-instance"
+            title={m.uuid ?? undefined}
+          >
+            <td>{m.gpu_instance_id}</td>
+            <td>{m.compute_instance_id ?? ''}</td>
+            <td>{m.name ?? ''}</td>
+            <td className="cube-mod-number">
+              {formatMemory(m.memory_used_mib, m.memory_total_mib)}
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}

@@ -1,0 +1,135 @@
+/**
+ * The pods holding GPUs (kubernetes source): a table of them, and a card per pod with
+ * the history of its utilization and memory.
+ */
+import * as React from 'react';
+
+import {
+  formatMemory,
+  formatMiB,
+  formatPct,
+  fraction,
+  gpuLabel
+} from '../format';
+import type { IPodGpu } from '../types';
+import { Bar } from './Bar';
+import { LineChart } from './LineChart';
+
+export function podKey(pod: IPodGpu): string {
+  return `pod:${pod.namespace}/${pod.pod}`;
+}
+
+export interface IPodTableProps {
+  pods: readonly IPodGpu[];
+  indexOf: ReadonlyMap<string, number>;
+  /** Whether to show each pod's owner (an admin looking at every user's pods). */
+  showOwner: boolean;
+}
+
+export function PodTable(props: IPodTableProps): JSX.Element {
+  return (
+    <table className="cube-GpuTable" data-testid="cube-gpu-pods">
+      <thead>
+        <tr>
+          <th>Pod</th>
+          <th>Kind</th>
+          {props.showOwner && <th>Owner</th>}
+          <th>GPUs</th>
+          <th className="cube-mod-number">Util.</th>
+          <th className="cube-mod-number">Memory</th>
+        </tr>
+      </thead>
+      <tbody>
+        {props.pods.map(p => (
+          <tr
+            key={podKey(p)}
+            data-testid="cube-gpu-pod"
+            data-pod={`${p.namespace}/${p.pod}`}
+          >
+            <td
+              className="cube-GpuTable-path"
+              title={`${p.namespace}/${p.pod}`}
+            >
+              <span className="cube-GpuTable-note">{p.namespace}/</span>
+              {p.pod}
+            </td>
+            <td>{p.kind}</td>
+            {props.showOwner && <td>{p.owner ?? ''}</td>}
+            <td title={p.gpus.join('\n')}>
+              {p.gpus.map(g => gpuLabel(g, props.indexOf)).join(', ')}
+            </td>
+            <td className="cube-mod-number">{formatPct(p.utilization_pct)}</td>
+            <td className="cube-mod-number">
+              {formatMemory(p.memory_used_mib, p.memory_total_mib)}
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+export interface IPodCardProps {
+  pod: IPodGpu;
+  utilization: readonly (readonly [number, number])[];
+  memory: readonly (readonly [number, number])[];
+  from: number;
+  to: number;
+  idle: boolean;
+}
+
+export function PodCard(props: IPodCardProps): JSX.Element {
+  const p = props.pod;
+  const memoryMax =
+    p.memory_total_mib ??
+    (props.memory.length ? Math.max(...props.memory.map(x => x[1])) : 0);
+  return (
+    <section
+      className={`cube-GpuCard${props.idle ? ' cube-mod-idle' : ''}`}
+      data-testid="cube-gpu-pod-card"
+      data-pod={`${p.namespace}/${p.pod}`}
+    >
+      <header className="cube-GpuCard-head">
+        <span className="cube-GpuCard-title">{p.pod}</span>
+        <span className="cube-GpuCard-host">
+          {p.namespace} · {p.kind} · {p.gpus.length} GPU
+          {p.gpus.length === 1 ? '' : 's'}
+        </span>
+      </header>
+      <Bar
+        label="Utilization"
+        fraction={fraction(p.utilization_pct, 100)}
+        text={formatPct(p.utilization_pct)}
+        testid="cube-gpu-pod-util"
+      />
+      <Bar
+        label="Memory"
+        fraction={fraction(p.memory_used_mib, p.memory_total_mib)}
+        text={formatMemory(p.memory_used_mib, p.memory_total_mib)}
+        testid="cube-gpu-pod-memory"
+      />
+      <div className="cube-GpuCard-charts">
+        <LineChart
+          label="Utilization"
+          metric="utilization_pct"
+          points={props.utilization}
+          from={props.from}
+          to={props.to}
+          max={100}
+          current={formatPct(p.utilization_pct)}
+          format={formatPct}
+        />
+        <LineChart
+          label="Memory"
+          metric="memory_used_mib"
+          points={props.memory}
+          from={props.from}
+          to={props.to}
+          max={memoryMax}
+          current={formatMiB(p.memory_used_mib)}
+          format={formatMiB}
+        />
+      </div>
+    </section>
+  );
+}

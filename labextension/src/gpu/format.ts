@@ -1,0 +1,82 @@
+/**
+ * Display formatting of GPU figures only. `null` (the source did not report it) shows
+ * as an en dash, never as 0.
+ */
+
+export const NOT_REPORTED = '–';
+
+/** `37%`. */
+export function formatPct(value: number | null | undefined): string {
+  return value === null || value === undefined
+    ? NOT_REPORTED
+    : `${Math.round(value)}%`;
+}
+
+/** `512 MiB`, `1.5 GiB`, `79.6 GiB`. */
+export function formatMiB(value: number | null | undefined): string {
+  if (value === null || value === undefined) {
+    return NOT_REPORTED;
+  }
+  if (Math.abs(value) < 1024) {
+    return `${Math.round(value)} MiB`;
+  }
+  return `${(value / 1024).toFixed(1)} GiB`;
+}
+
+/** `1.5 GiB / 80.0 GiB`. */
+export function formatMemory(
+  used: number | null | undefined,
+  total: number | null | undefined
+): string {
+  if (total === null || total === undefined) {
+    return formatMiB(used);
+  }
+  return `${formatMiB(used)} / ${formatMiB(total)}`;
+}
+
+/** A figure with its unit, e.g. `64 °C`, `210 W`. */
+export function formatUnit(
+  value: number | null | undefined,
+  unit: string
+): string {
+  return value === null || value === undefined
+    ? NOT_REPORTED
+    : `${Math.round(value)} ${unit}`;
+}
+
+/** `45s`, `12m`, `2h 5m`. */
+export function formatSeconds(seconds: number): string {
+  const s = Math.max(0, Math.floor(seconds));
+  if (s < 60) {
+    return `${s}s`;
+  }
+  const minutes = Math.floor(s / 60);
+  if (minutes < 60) {
+    return `${minutes}m`;
+  }
+  const hours = Math.floor(minutes / 60);
+  return minutes % 60 ? `${hours}h ${minutes % 60}m` : `${hours}h`;
+}
+
+/** Fraction `part / whole` in 0..1 for a bar; 0 when either is unknown. */
+export function fraction(
+  part: number | null | undefined,
+  whole: number | null | undefined
+): number {
+  if (part === null || part === undefined || !whole) {
+    return 0;
+  }
+  return Math.min(1, Math.max(0, part / whole));
+}
+
+/** `GPU 0` for a device UUID the report lists, else a short UUID. */
+export function gpuLabel(
+  uuid: string,
+  indexOf: ReadonlyMap<string, number>
+): string {
+  const index = indexOf.get(uuid);
+  if (index !== undefined) {
+    return `GPU ${index}`;
+  }
+  return uuid.length > 12 ? `${uuid.slice(0, 12)}…` : uuid;
+}

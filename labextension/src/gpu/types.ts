@@ -1,0 +1,126 @@
+/**
+ * What `GET /cube/api/v1/gpu` answers: `GpuReport.to_dict()` of `cube_jupyter/gpu/model.py`,
+ * mirrored field for field. A value the source could not read is `null`, never a made-up 0.
+ */
+
+/** Where the readings came from; `none` when no source sees a GPU. */
+export type GpuSource = 'nvml' | 'prometheus' | 'none';
+
+/** A process holding memory on a GPU, and what it is to the user when the server can tell. */
+export interface IGpuProcess {
+  pid: number;
+  used_memory_mib: number | null;
+  name: string | null;
+  kernel_id: string | null;
+  notebook_path: string | null;
+  server: string | null;
+  /** Why the process could not be attributed (another user's, another PID namespace). */
+  note: string | null;
+}
+
+/** A MIG slice of a GPU. */
+export interface IMigInstance {
+  gpu_instance_id: number;
+  compute_instance_id: number | null;
+  uuid: string | null;
+  name: string | null;
+  memory_used_mib: number | null;
+  memory_total_mib: number | null;
+}
+
+/** One GPU at one instant. */
+export interface IGpuDevice {
+  index: number;
+  uuid: string;
+  name: string | null;
+  host: string | null;
+  utilization_pct: number | null;
+  memory_used_mib: number | null;
+  memory_total_mib: number | null;
+  temperature_c: number | null;
+  power_w: number | null;
+  sm_clock_mhz: number | null;
+  namespace: string | null;
+  pod: string | null;
+  container: string | null;
+  processes: IGpuProcess[];
+  mig: IMigInstance[];
+}
+
+/** The GPUs one pod holds (kubernetes source). */
+export interface IPodGpu {
+  namespace: string;
+  pod: string;
+  kind: 'notebook' | 'job' | 'other';
+  gpus: string[];
+  utilization_pct: number | null;
+  memory_used_mib: number | null;
+  memory_total_mib: number | null;
+  owner: string | null;
+}
+
+/** GPU use of one Jupyter kernel of this server. */
+export interface IKernelGpu {
+  kernel_id: string;
+  notebook_path: string | null;
+  server: string | null;
+  pids: number[];
+  gpus: string[];
+  memory_used_mib: number;
+  utilization_pct: number | null;
+}
+
+export type SeriesMetric = 'utilization_pct' | 'memory_used_mib';
+
+/** History of one metric of one GPU (`gpu:<uuid>`) or pod (`pod:<namespace>/<pod>`). */
+export interface ISeries {
+  key: string;
+  metric: SeriesMetric;
+  /** `[unix seconds, value]`, oldest first. */
+  points: [number, number][];
+}
+
+/** What holds the user's GPUs against the quota. */
+export interface IQuotaHolder {
+  kind: string;
+  name: string;
+  gpus: number;
+}
+
+/** GPUs held against `gpu_quota_per_user`; `limit` null means no limit. */
+export interface IGpuQuota {
+  used: number;
+  limit: number | null;
+  holders: IQuotaHolder[];
+}
+
+/** A kernel or pod holding GPU memory at 0% utilization for longer than allowed. */
+export interface IIdleWarning {
+  /** `kernel:<id>` or `pod:<namespace>/<pod>`: the same key for the whole idle episode. */
+  key: string;
+  gpu: string;
+  idle_seconds: number;
+  message: string;
+  kernel_id: string | null;
+  notebook_path: string | null;
+  pod: string | null;
+}
+
+/** The whole answer of `/gpu`. */
+export interface IGpuReport {
+  source: GpuSource;
+  /** False with `message` ("no GPU visible: ...") when the source sees none: a state, not an error. */
+  available: boolean;
+  timestamp: number;
+  message: string | null;
+  devices: IGpuDevice[];
+  pods: IPodGpu[];
+  kernels: IKernelGpu[];
+  history: ISeries[];
+  quota: IGpuQuota | null;
+  idle: IIdleWarning[];
+  idle_after_seconds: number | null;
+  interval_seconds: number | null;
+  user?: string | null;
+  is_admin?: boolean;
+}

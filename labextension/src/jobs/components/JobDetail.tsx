@@ -1,0 +1,138 @@
+/**
+ * One job: its status and why, conditions, per-replica live logs, and by kind the trial
+ * table with the best parameters and the optimization history (tuning) or the endpoint
+ * and a test-request box (serving); the spec it was submitted with at the end.
+ */
+import { Button } from '@jupyterlab/ui-components';
+import * as React from 'react';
+
+import { ErrorMessage } from '../../components/ErrorMessage';
+import { StatusBadge } from '../../components/StatusBadge';
+import { jobAge, localTime } from '../format';
+import type { JobsModel } from '../model';
+import type { IJob } from '../types';
+import { Conditions } from './Conditions';
+import { HistoryPlot } from './HistoryPlot';
+import { LogView } from './LogView';
+import { ServingBox } from './ServingBox';
+import { BestTrial, objectiveOf, TrialTable } from './TrialTable';
+
+export interface IJobDetailProps {
+  model: JobsModel;
+  job: IJob;
+  now: number;
+  onDelete: (job: IJob) => void;
+}
+
+export function JobDetail(props: IJobDetailProps): JSX.Element {
+  const { model, job } = props;
+  const history = model.history;
+  return (
+    <div
+      className="cube-JobDetail"
+      data-testid="cube-job-detail"
+      data-name={job.name}
+      data-phase={job.phase}
+    >
+      <header className="cube-JobDetail-head">
+        <h3 className="cube-JobDetail-name">{job.name}</h3>
+        <StatusBadge
+          status={job.phase.toLowerCase()}
+          testid="cube-job-detail-phase"
+        />
+        <span className="cube-JobDetail-meta">
+          {job.kind}
+          {job.framework ? ` · ${job.framework}` : ''} · {job.backend} ·{' '}
+          {job.gpus} GPU · started{' '}
+          <span title={localTime(job.created)}>
+            {jobAge(job, props.now)} ago
+          </span>
+          {job.completed !== null && (
+            <> · finished {localTime(job.completed)}</>
+          )}
+        </span>
+        <Button
+          className="cube-Button cube-mod-danger"
+          minimal
+          small
+          data-testid="cube-job-delete"
+          onClick={() => props.onDelete(job)}
+        >
+          Delete
+        </Button>
+      </header>
+      <ErrorMessage
+        message={model.actionError}
+        testid="cube-job-action-error"
+      />
+      {job.message && (
+        <pre
+          className={`cube-JobDetail-message${job.phase === 'Failed' ? ' cube-mod-failed' : ''}`}
+          data-testid="cube-job-message"
+        >
+          {job.message}
+        </pre>
+      )}
+      <section className="cube-JobDetail-section">
+        <h4 className="cube-NotebookServers-subtitle">Conditions</h4>
+        <Conditions conditions={job.conditions} />
+      </section>
+      {job.kind === 'tuning' && (
+        <section className="cube-JobDetail-section">
+          <h4 className="cube-NotebookServers-subtitle">Trials</h4>
+          <BestTrial job={job} />
+          <TrialTable job={job} />
+          <h4 className="cube-NotebookServers-subtitle">
+            Optimization history
+          </h4>
+          <ErrorMessage
+            message={model.historyError}
+            testid="cube-job-history-error"
+          />
+          {history && (
+            <HistoryPlot history={history} metric={objectiveOf(job).metric} />
+          )}
+        </section>
+      )}
+      {job.kind === 'serving' && (
+        <section className="cube-JobDetail-section">
+          <h4 className="cube-NotebookServers-subtitle">Model</h4>
+          <ServingBox
+            key={job.name}
+            job={job}
+            predicting={model.predicting}
+            prediction={model.prediction}
+            error={model.predictError}
+            onPredict={(inputs, protocol) =>
+              void model.predict(inputs, protocol)
+            }
+          />
+        </section>
+      )}
+      {job.replicas.length > 0 && (
+        <section className="cube-JobDetail-section">
+          <h4 className="cube-NotebookServers-subtitle">Logs</h4>
+          <LogView
+            replicas={job.replicas}
+            replica={model.logs.job === job.name ? model.logs.replica : null}
+            text={model.logs.job === job.name ? model.logs.text : ''}
+            clipped={model.logs.clipped}
+            state={model.logs.state}
+            error={model.logs.error}
+            onPick={replica => model.pickReplica(replica)}
+          />
+        </section>
+      )}
+      <section className="cube-JobDetail-section">
+        <details>
+          <summary>
+            <span className="cube-NotebookServers-subtitle">Spec</span>
+          </summary>
+          <pre className="cube-JobDetail-spec" data-testid="cube-job-spec">
+            {JSON.stringify(job.spec, null, 2)}
+          </pre>
+        </details>
+      </section>
+    </div>
+  );
+}

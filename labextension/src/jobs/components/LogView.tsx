@@ -1,0 +1,93 @@
+/**
+ * Per-replica live logs: a replica picker (with each replica's state and exit code)
+ * and the log, following the end while the reader is at the end.
+ */
+import { HTMLSelect } from '@jupyterlab/ui-components';
+import * as React from 'react';
+
+import { ErrorMessage } from '../../components/ErrorMessage';
+import type { LogStreamState } from '../logStream';
+import type { IJobReplica } from '../types';
+
+export interface ILogViewProps {
+  replicas: readonly IJobReplica[];
+  replica: string | null;
+  text: string;
+  clipped: boolean;
+  state: LogStreamState;
+  error: string | null;
+  onPick: (replica: string) => void;
+}
+
+/** Within this many pixels of the bottom counts as reading the end. */
+const AT_END = 24;
+
+function replicaLabel(r: IJobReplica): string {
+  const exit = r.exit_code === null ? '' : `, exit ${r.exit_code}`;
+  const gpus = r.gpus ? `, ${r.gpus} GPU` : '';
+  return `${r.name} (${r.state}${exit}${gpus})`;
+}
+
+export function LogView(props: ILogViewProps): JSX.Element {
+  const pre = React.useRef<HTMLPreElement>(null);
+  const atEnd = React.useRef(true);
+
+  React.useLayoutEffect(() => {
+    const node = pre.current;
+    if (node && atEnd.current) {
+      node.scrollTop = node.scrollHeight;
+    }
+  }, [props.text]);
+
+  return (
+    <div className="cube-LogView">
+      <div className="cube-LogView-bar">
+        <HTMLSelect
+          aria-label="Replica"
+          data-testid="cube-job-replica-select"
+          value={props.replica ?? ''}
+          onChange={event => {
+            atEnd.current = true;
+            props.onPick(event.target.value);
+          }}
+          options={props.replicas.map(r => ({
+            value: r.name,
+            label: replicaLabel(r)
+          }))}
+        />
+        <span
+          className={`cube-LogView-state cube-mod-${props.state}`}
+          data-testid="cube-job-log-state"
+          data-state={props.state}
+        >
+          {props.state === 'streaming'
+            ? 'live'
+            : props.state === 'ended'
+              ? 'ended'
+              : ''}
+        </span>
+      </div>
+      <ErrorMessage message={props.error} testid="cube-job-log-error" />
+      <pre
+        ref={pre}
+        className="cube-LogView-text"
+        data-testid="cube-job-log"
+        data-replica={props.replica ?? ''}
+        tabIndex={0}
+        onScroll={event => {
+          const node = event.currentTarget;
+          atEnd.current =
+            node.scrollHeight - node.scrollTop - node.clientHeight < AT_END;
+        }}
+      >
+        {props.clipped && (
+          <span className="cube-LogView-clipped">
+            … (the start of the log is not shown)
+            {'\n'}
+          </span>
+        )}
+        {props.text}
+      </pre>
+    </div>
+  );
+}

@@ -1,0 +1,137 @@
+/**
+ * `jobs`: the Jobs panel (main area; command palette, launcher card, restored with the
+ * layout) listing the caller's training, tuning and serving jobs, with the forms that
+ * launch them, live replica logs, tuning trials and a served model's test box.
+ */
+import {
+  ILayoutRestorer,
+  JupyterFrontEnd,
+  JupyterFrontEndPlugin
+} from '@jupyterlab/application';
+import {
+  ICommandPalette,
+  MainAreaWidget,
+  WidgetTracker
+} from '@jupyterlab/apputils';
+import { ILauncher } from '@jupyterlab/launcher';
+
+import { CubeClient } from '../api';
+import { JobsClient } from '../jobs/client';
+import { jobsIcon } from '../jobs/icons';
+import { JobsModel } from '../jobs/model';
+import { JobsPanel } from '../jobs/panel';
+import type { JobKind } from '../jobs/types';
+import { IJobsPanel, JobsCommandIDs } from '../tokens';
+
+const CATEGORY = 'Cube Workbench';
+const WIDGET_ID = 'cube-jobs';
+
+export const jobsPlugin: JupyterFrontEndPlugin<IJobsPanel> = {
+  id: 'cube-jupyter:jobs',
+  description:
+    'The Jobs panel: launch and watch training, tuning and serving jobs.',
+  autoStart: true,
+  provides: IJobsPanel,
+  optional: [ILayoutRestorer, ICommandPalette, ILauncher],
+  activate: (
+    app: JupyterFrontEnd,
+    restorer: ILayoutRestorer | null,
+    palette: ICommandPalette | null,
+    launcher: ILauncher | null
+  ): IJobsPanel => {
+    const client = new JobsClient(
+      new CubeClient(app.serviceManager.serverSettings)
+    );
+    const model = new JobsModel(client);
+    // Only a server with the workbench's jobs API gets the panel (not a spawned child).
+    const available = client.isAvailable();
+    const tracker = new WidgetTracker<MainAreaWidget<JobsPanel>>({
+      namespace: 'cube-jobs'
+    });
+
+    const open = async (kind?: JobKind): Promise<void> => {
+      if (!(await available)) {
+        return;
+      }
+      let widget = tracker.currentWidget;
+      if (!widget || widget.isDisposed) {
+        widget = new MainAreaWidget({ content: new JobsPanel(model) });
+        widget.id = WIDGET_ID;
+        widget.title.label = 'Jobs';
+        widget.title.icon = jobsIcon;
+        widget.title.caption = 'Training, tuning and serving jobs';
+        widget.title.closable = true;
+        void tracker.add(widget);
+      }
+      if (!widget.isAttached) {
+        app.shell.add(widget, 'main');
+      }
+      app.shell.activateById(widget.id);
+      if (kind) {
+        model.startLaunch(kind);
+      }
+    };
+
+    app.commands.addCommand(JobsCommandIDs.open, {
+      label: args => (args.isLauncher ? 'Jobs' : 'Open Jobs Panel'),
+      caption: 'Launch and watch training, tuning and serving jobs',
+      icon: jobsIcon,
+      execute: () => open()
+    });
+    const launchers: [string, JobKind, string][] = [
+      [JobsCommandIDs.newTraining, 'training', 'New Training Job…'],
+      [JobsCommandIDs.newTuning, 'tuning', 'New Tuning Job…'],
+      [JobsCommandIDs.newServing, 'serving', 'New Serving Job…']
+    ];
+    for (const [command, kind, label] of launchers) {
+      app.commands.addCommand(command, {
+        label,
+        caption: `Open the Jobs panel's ${kind} form`,
+        icon: jobsIcon,
+        execute: () => open(kind)
+      });
+    }
+    app.commands.addCommand(JobsCommandIDs.refresh, {
+      label: 'Refresh Jobs',
+      caption: 'Fetch the job list again',
+      execute: () => model.refresh()
+    });
+    if (restorer) {
+      void restorer.restore(tracker, {
+        command: JobsCommandIDs.open,
+        name: () => WIDGET_ID
+      });
+    }
+
+    void available.then(ok => {
+      if (!ok) {
+        model.dispose();
+        return;
+      }
+      if (palette) {
+        for (const command of Object.values(JobsCommandIDs)) {
+          palette.addItem({ command, category: CATEGORY });
+        }
+      }
+      if (launcher) {
+        launcher.add({
+          command: JobsCommandIDs.open,
+          category: 'Other',
+          rank: 12,
+          args: { isLauncher: true }
+        });
+      }
+    });
+
+    return {
+      available,
+      open,
+      showJob: async (name: string) => {
+        await open();
+        await model.refresh();
+        model.select(name);
+      },
+      refresh: () => model.refresh()
+    };
+  }
+};
