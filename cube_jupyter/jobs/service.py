@@ -46,13 +46,14 @@ def parse_kind(value: object) -> JobKind:
     return kind  # type: ignore[return-value]
 
 
-def parse_spec(kind: JobKind, raw: object, user: str) -> Spec:
-    """The typed spec of `kind`, validated; InvalidInput names the bad field (`spec.replicas.worker`)."""
+def parse_spec(kind: JobKind, raw: object, user: str, base_dir: str | None = None) -> Spec:
+    """The typed spec of `kind`, validated; InvalidInput names the bad field (`spec.replicas.worker`).
+    Relative local paths (a model's `storage_uri`) mean paths under `base_dir` (default: the cwd)."""
     if kind == "training":
         return TrainingSpec.from_dict(raw, user=user)
     if kind == "tuning":
         return TuningSpec.from_dict(raw, user=user)
-    return ServingSpec.from_dict(raw, user=user)
+    return ServingSpec.from_dict(raw, user=user, base_dir=base_dir)
 
 
 def render_spec(kind: JobKind, spec: Spec, config: JobSettings, settings: Settings) -> list[dict[str, Any]]:
@@ -92,10 +93,16 @@ def render_job(
 
 class JobService:
     def __init__(
-        self, settings: Settings, backend: JobBackend, *, notebooks: NotebookService | None = None
+        self,
+        settings: Settings,
+        backend: JobBackend,
+        *,
+        notebooks: NotebookService | None = None,
+        root_dir: str | None = None,
     ) -> None:
         self.settings = settings
         self.backend = backend
+        self.root_dir = root_dir  # relative paths in specs are under it, as scripts are for replicas
         self.notebooks = notebooks  # the caller's running servers count against the GPU quota
         self._config: JobSettings | None = None
         self.unavailable: str | None = None  # why the backend did not start
@@ -241,7 +248,7 @@ class JobService:
         kind = parse_kind(request.get("kind"))
         if "spec" not in request:
             raise InvalidInput("spec is required", field="spec")
-        return kind, parse_spec(kind, request["spec"], owner)
+        return kind, parse_spec(kind, request["spec"], owner, self.root_dir)
 
     def render(self, kind: str, raw: object, user: str) -> list[dict[str, Any]]:
         return render_job(self.settings, kind, raw, user, self.config)

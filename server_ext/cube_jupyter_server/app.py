@@ -63,7 +63,10 @@ class CubeJupyterApp(ExtensionApp):
         )
         self.job_service = self._or_exit(
             lambda: JobService(
-                settings, make_job_backend(settings, serverapp.root_dir), notebooks=self.notebook_service
+                settings,
+                make_job_backend(settings, serverapp.root_dir),
+                notebooks=self.notebook_service,
+                root_dir=serverapp.root_dir,
             )
         )
         self.gpu_service.add_holders(self.job_service.gpu_holders)

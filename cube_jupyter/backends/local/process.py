@@ -184,17 +184,14 @@ def visible_gpu_ids(environ: Mapping[str, str] | None = None) -> list[str]:
 
 
 def nvml_device_count() -> int:
+    """GPUs this machine can hand to servers, read through the same NVML source the GPU monitor uses."""
+    from cube_jupyter.gpu.nvml import NvmlSource
+    from cube_jupyter.gpu.sources import NoGpuVisible
+
+    source = NvmlSource()
     try:
-        import pynvml
-    except ImportError:
-        return 0
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return 0
-    try:
-        return int(pynvml.nvmlDeviceGetCount())
-    except pynvml.NVMLError:
+        return len(source.read())
+    except NoGpuVisible:
         return 0
     finally:
-        pynvml.nvmlShutdown()
+        source.close()

@@ -55,6 +55,8 @@ ENTRY_MODULE = "cube_jupyter.jobs.entry"
 MPI_MODULE = "cube_jupyter.jobs.local.mpi"
 RESTARTED_MESSAGE = "the workbench restarted while it ran"
 TAIL_LINES = 20
+# How long the other replicas may take to exit on their own once the job has succeeded.
+SUCCESS_SETTLE_SECONDS = 5.0
 # The workbench's own secrets never reach a replica.
 DROPPED_ENV = ("JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE", process.CHILD_MARKER_ENV)
 PYTHON_NAMES = ("python", "python3", f"python3.{sys.version_info.minor}")
@@ -386,6 +388,7 @@ class LocalTrainingRunner:
                         now,
                     )
                     record.completed = now
+                    self._let_finish(record)
                     self._clean_up(record)
                 elif self._past_deadline(record, now):
                     record.conditions = ops.add_condition(
@@ -410,6 +413,17 @@ class LocalTrainingRunner:
                         now,
                     )
         self._mirror_virtual(record)
+
+    def _let_finish(self, record: JobRecord) -> None:
+        """The success rule fires when the Master exits, often while the other ranks are still leaving
+        their last collective: give them a moment to exit on their own before cleanPodPolicy stops
+        them, so a finished worker shows its own exit code rather than the kill's."""
+        deadline = time.monotonic() + SUCCESS_SETTLE_SECONDS
+        while time.monotonic() < deadline and any(
+            r.state == "Running" for r in record.replicas if not r.virtual
+        ):
+            time.sleep(0.05)
+            self._poll(record)
 
     def _past_deadline(self, record: JobRecord, now: float) -> bool:
         deadline = record.active_deadline_seconds
