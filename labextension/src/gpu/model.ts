@@ -20,10 +20,13 @@ import type { IGpuReport, ISeries, SeriesMetric } from './types';
 export const HISTORY_SECONDS = 300;
 /** Poll interval before the server has said its own (ms). */
 export const DEFAULT_INTERVAL = 2000;
-/** While the panel is hidden, poll this many times slower than the server samples... */
-export const HIDDEN_SLOWDOWN = 5;
-/** ...but no more often than this (ms). */
-export const HIDDEN_MIN_INTERVAL = 10_000;
+/**
+ * While the panel is hidden (only the status bar and idle warnings need figures), poll
+ * this many times slower than the server samples...
+ */
+export const HIDDEN_SLOWDOWN = 2.5;
+/** ...but no more often than this (ms), like jupyter-resource-usage's status bar. */
+export const HIDDEN_MIN_INTERVAL = 5000;
 
 export class GpuModel extends VDomModel implements IVisibilityAware {
   constructor(readonly client: GpuClient) {
