@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import Locator, Page, expect
+
 # Two profiles so the form has a choice; the default one is what a person gets without choosing.
 PROFILES: list[dict[str, Any]] = [
     {
@@ -200,3 +203,34 @@ class LapTimer:
         now = time.monotonic()
         self.timings[name] = round(now - self._mark, 2)
         self._mark = now
+
+
+def open_palette(page: Page, query: str) -> Locator:
+    """Open the command palette filtered by `query`, and return it. The palette is a modal that closes
+    when it loses the focus, and a panel Lab restores can take the focus just after the palette opened
+    (more often on a loaded machine), so open it again until it stays open with the query typed."""
+    palette = page.locator("#command-palette")
+    for _ in range(5):
+        if not palette.is_visible():
+            page.keyboard.press("Control+Shift+C")
+        try:
+            expect(palette).to_be_visible(timeout=5_000)
+            palette.locator("input").fill(query)
+            page.wait_for_timeout(300)  # a late focus change closes it now, not during the caller's click
+            if palette.is_visible():
+                return palette
+        except (AssertionError, PlaywrightError):
+            continue
+    raise AssertionError("the command palette would not stay open")
+
+
+def run_from_palette(page: Page, query: str, label: str) -> None:
+    """Run the command labelled `label` from the palette, opening it again if it closed first."""
+    for _ in range(3):
+        palette = open_palette(page, query)
+        try:
+            palette.locator(".lm-CommandPalette-item", has_text=label).first.click(timeout=5_000)
+            return
+        except PlaywrightError:
+            continue
+    raise AssertionError(f"could not run {label!r} from the command palette")

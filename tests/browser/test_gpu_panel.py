@@ -33,7 +33,7 @@ from playwright.sync_api import Locator, Page, expect
 from cube_jupyter.gpu.nvml import NvmlSource
 from cube_jupyter.gpu.sources import NoGpuVisible
 from tests.browser.conftest import ARTIFACTS
-from tests.browser.lab import Lab, LapTimer
+from tests.browser.lab import Lab, LapTimer, run_from_palette
 from tests.browser.test_notebook_servers_panel import dark_theme, open_lab, shot
 
 pytestmark = pytest.mark.browser
@@ -412,17 +412,7 @@ def test_palette_and_no_gpu_visible_with_the_real_nvml(lab: ReplayLab, page: Pag
     lab.replay(None)  # back to the real pynvml, in the server
     open_lab(page, lab)
     close_gpu_panel(page)
-    # The palette is a modal that closes when it loses the focus: let the restored notebook take it first.
-    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current").first.click()
-    page.wait_for_function(
-        "() => { const w = window.jupyterapp.shell.currentWidget;"
-        " return !w.node.classList.contains('jp-NotebookPanel') || w.node.contains(document.activeElement); }"
-    )
-    page.keyboard.press("Control+Shift+C")
-    palette = page.locator("#command-palette")
-    expect(palette).to_be_visible()
-    palette.locator("input").fill("GPU")
-    palette.locator(".lm-CommandPalette-item", has_text="Open GPU Panel").click()
+    run_from_palette(page, "GPU", "Open GPU Panel")
     panel = page.locator(PANEL)
     expect(panel.get_by_test_id("cube-gpu-none")).to_have_text(message, timeout=30_000)
     expect(panel.get_by_test_id("cube-gpu-device")).to_have_count(0)

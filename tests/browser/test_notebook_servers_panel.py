@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from playwright.sync_api import Locator, Page, expect
 
 from tests.browser.conftest import ARTIFACTS
-from tests.browser.lab import PROFILES, USER, Lab, LapTimer
+from tests.browser.lab import PROFILES, USER, Lab, LapTimer, open_palette, run_from_palette
 
 PANEL_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="cube-notebook-servers"]'
 PANEL = "#cube-notebook-servers"
@@ -195,15 +195,12 @@ def hide_panel(page: Page) -> None:
 def test_launcher_card_and_commands_open_the_panel(lab: Lab, page: Page) -> None:
     open_lab(page, lab)
     hide_panel(page)
-    page.keyboard.press("Control+Shift+C")
-    palette = page.locator("#command-palette")
-    expect(palette).to_be_visible()
-    page.keyboard.type("Notebook Server")
+    palette = open_palette(page, "Notebook Server")
     items = palette.locator(".lm-CommandPalette-item")
     expect(items.filter(has_text="Refresh Notebook Servers")).to_have_count(1)
     expect(items.filter(has_text="New Notebook Server")).to_have_count(1)
     page.screenshot(path=str(ARTIFACTS / "06-palette.png"))
-    items.filter(has_text="Open Notebook Servers").click()
+    run_from_palette(page, "Notebook Server", "Open Notebook Servers")
     expect(page.locator(PANEL)).to_be_visible()
 
     hide_panel(page)
