@@ -8,6 +8,8 @@ job's id in `/cube/api/v1/jobs/{name}`. Status follows the Kubeflow operators' c
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -90,3 +92,13 @@ class Job:
         body["finished"] = self.finished
         body["replicas"] = [dict(r, name=f"{r['role'].lower()}-{r['index']}") for r in body["replicas"]]
         return body
+
+
+def wait_until_finished(read: Callable[[], Job], timeout: float, poll: float) -> Job:
+    """Read the job until it has finished or `timeout` seconds passed; its last status."""
+    deadline = time.monotonic() + timeout
+    job = read()
+    while not job.finished and time.monotonic() < deadline:
+        time.sleep(poll)
+        job = read()
+    return job

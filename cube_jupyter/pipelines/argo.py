@@ -30,6 +30,7 @@ from cube_jupyter.names import parse_quantity, user_slug
 from cube_jupyter.notebooks.render import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION, USER_LABEL
 from cube_jupyter.pipelines.config import PipelineSettings, pipeline_config
 from cube_jupyter.pipelines.model import Pipeline, PipelineError, Step
+from cube_jupyter.storage.config import pod_store_env
 
 API_VERSION = "argoproj.io/v1alpha1"
 KIND = "Workflow"
@@ -302,22 +303,8 @@ def _step_template(
 
 
 def _store_env(config: PipelineSettings) -> list[dict[str, Any]]:
-    """How a step pod reopens the store from its URL: endpoint and region as values, credentials only
-    as references to the Secret (never its values, which the workbench does not even read)."""
-    storage = config.storage
-    env: list[dict[str, Any]] = [{"name": "PYTHONUNBUFFERED", "value": "1"}]
-    if storage.endpoint:
-        endpoint = storage.endpoint.strip()
-        if "://" not in endpoint:
-            endpoint = ("https://" if storage.secure else "http://") + endpoint
-        env.append({"name": "MINIO_ENDPOINT", "value": endpoint})
-    if storage.region:
-        env.append({"name": "AWS_REGION", "value": storage.region})
-    if storage.credentials_secret:
-        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-            ref = {"name": storage.credentials_secret, "key": key}
-            env.append({"name": key, "valueFrom": {"secretKeyRef": ref}})
-    return env
+    """How a step pod reopens the store from its URL (credentials only as Secret references)."""
+    return [{"name": "PYTHONUNBUFFERED", "value": "1"}, *pod_store_env(config.storage)]
 
 
 def _metadata(pipeline: Pipeline, settings: Settings, run_id: str | None, user: str | None) -> dict[str, Any]:

@@ -9,6 +9,8 @@ that gets them from a Kubernetes Secret reopens the same store from its URL alon
 
 from __future__ import annotations
 
+from typing import Any
+
 from traitlets import Bool, Float, Int, Unicode
 from traitlets.config import Configurable
 
@@ -48,3 +50,21 @@ class CubeStorage(Configurable):
     retries = Int(2, help="Retries of a failed S3 request (connection errors and 5xx) before giving up.").tag(
         config=True
     )
+
+
+def pod_store_env(storage: CubeStorage) -> list[dict[str, Any]]:
+    """How a pod (a pipeline step, a job replica) reopens the store from its URL: endpoint and region
+    as values, credentials only as references to the Secret (the workbench never reads its values)."""
+    env: list[dict[str, Any]] = []
+    if storage.endpoint:
+        endpoint = storage.endpoint.strip()
+        if "://" not in endpoint:
+            endpoint = ("https://" if storage.secure else "http://") + endpoint
+        env.append({"name": "MINIO_ENDPOINT", "value": endpoint})
+    if storage.region:
+        env.append({"name": "AWS_REGION", "value": storage.region})
+    if storage.credentials_secret:
+        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            ref = {"name": storage.credentials_secret, "key": key}
+            env.append({"name": key, "valueFrom": {"secretKeyRef": ref}})
+    return env

@@ -44,7 +44,7 @@ from cube_jupyter.jobs import package as packaging
 from cube_jupyter.jobs.local import conditions as ops
 from cube_jupyter.jobs.local import processes, rendezvous
 from cube_jupyter.jobs.local.state import JobRecord, ReplicaRecord, TrainingState
-from cube_jupyter.jobs.model import Condition, Job, Replica
+from cube_jupyter.jobs.model import Condition, Job, Replica, wait_until_finished
 from cube_jupyter.jobs.training_spec import RoleSpec, TrainingSpec
 from cube_jupyter.names import user_slug
 from cube_jupyter.storage import ArtifactStore, open_store
@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 ENTRY_MODULE = "cube_jupyter.jobs.entry"
 MPI_MODULE = "cube_jupyter.jobs.local.mpi"
 RESTARTED_MESSAGE = "the workbench restarted while it ran"
+STOPPED_MESSAGE = "the process supervising it stopped while it ran"
 TAIL_LINES = 20
 # How long the other replicas may take to exit on their own once the job has succeeded.
 SUCCESS_SETTLE_SECONDS = 5.0
@@ -262,6 +263,12 @@ class LocalTrainingRunner:
                 replica.argv, env, Path(record.work_dir), self._log_path(record, replica), header
             )
         except OSError as exc:
+            if exc.filename == replica.argv[0]:  # the spec's command is what cannot run, not the backend
+                raise InvalidInput(
+                    f"command {replica.argv[0]!r} of replica {replica.name} cannot be run on this "
+                    f"machine: {exc.strerror or exc}",
+                    field="command",
+                ) from None
             raise BackendUnavailable(
                 f"replica {replica.name} of {record.name!r} could not be started: {exc.strerror or exc}",
                 field="command",
@@ -314,24 +321,35 @@ class LocalTrainingRunner:
             self._forget(record.user, record.name)
         return record
 
-    def _orphaned(self, record: JobRecord) -> None:
+    def abandon(self) -> None:
+        """This process stops supervising (the workbench shuts down, `train run` is interrupted): its
+        unfinished jobs fail now and their replicas are stopped. They run in their own sessions, so
+        they would otherwise outlive it, unsupervised, until another process reconciles them."""
+        with self._lock:
+            for record, owner in self.state.list():
+                if owner == self.owner and record.completed is None:
+                    self._orphaned(record, "SupervisorStopped", STOPPED_MESSAGE)
+
+    def _orphaned(
+        self, record: JobRecord, reason: str = "WorkbenchRestarted", why: str = RESTARTED_MESSAGE
+    ) -> None:
         """The job's supervisor died: kill what is left and, if it was still running, fail it."""
         self._kill_all(record)
         now = time.time()
         for replica in record.replicas:
             if replica.state in ("Pending", "Running"):
                 replica.state = "Failed"
-                replica.message = RESTARTED_MESSAGE
+                replica.message = why
         if not record.completed:
             kind = ops.kind_name(record.framework)
             record.conditions = ops.add_condition(
                 record.conditions,
                 "Failed",
-                "WorkbenchRestarted",
-                f"{kind} {record.name}: {RESTARTED_MESSAGE}",
+                reason,
+                f"{kind} {record.name}: {why}",
                 now,
             )
-            record.message = f"{kind} {record.name} failed: {RESTARTED_MESSAGE}"
+            record.message = f"{kind} {record.name} failed: {why}"
             record.completed = now
         self.state.save(record, self.owner)
 
@@ -542,12 +560,7 @@ class LocalTrainingRunner:
 
     def wait(self, user: str, name: str, timeout: float, poll: float = 0.1) -> Job:
         """Reconcile until the job has finished or `timeout` seconds passed; the last status."""
-        deadline = time.monotonic() + timeout
-        job = self.status(user, name)
-        while not job.finished and time.monotonic() < deadline:
-            time.sleep(poll)
-            job = self.status(user, name)
-        return job
+        return wait_until_finished(lambda: self.status(user, name), timeout, poll)
 
     def _require(self, user: str, name: str) -> JobRecord:
         found = self.state.get(user, name)
@@ -692,11 +705,12 @@ class AsyncLocalTraining:
             self._task = asyncio.create_task(self._supervise(), name="cube-local-training")
 
     async def close(self) -> None:
-        """Stop reconciling; running replicas keep running until this process exits."""
+        """Stop reconciling; the jobs this process supervises fail and their replicas are stopped."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+        await asyncio.to_thread(self.runner.abandon)
 
     async def _supervise(self) -> None:
         while True:

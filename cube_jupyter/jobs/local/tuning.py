@@ -39,7 +39,7 @@ from cube_jupyter.jobs.local.tuning_state import (
     trial_log,
     write_state,
 )
-from cube_jupyter.jobs.model import Condition, Job, Replica, Trial
+from cube_jupyter.jobs.model import Condition, Job, Replica, Trial, wait_until_finished
 from cube_jupyter.jobs.tuning_spec import TuningSpec
 from cube_jupyter.names import user_slug
 from cube_jupyter.storage import ArtifactStore, open_store
@@ -172,12 +172,7 @@ class LocalTuner:
 
     def wait(self, user: str, name: str, timeout: float, poll: float = 0.2) -> Job:
         """Poll until the experiment has finished or `timeout` seconds passed; the last status."""
-        deadline = time.monotonic() + timeout
-        job = self.status(user, name)
-        while not job.finished and time.monotonic() < deadline:
-            time.sleep(poll)
-            job = self.status(user, name)
-        return job
+        return wait_until_finished(lambda: self.status(user, name), timeout, poll)
 
     def optimization_history(self, user: str, name: str) -> History:
         """(trial number, objective, best objective so far) for each trial with an objective, in

@@ -18,6 +18,7 @@ from cube_jupyter.jobs.resources import ResourceSpec
 from cube_jupyter.jobs.training_spec import WORKSPACE_VOLUME, CodeSpec, VolumeSpec
 from cube_jupyter.names import user_slug
 from cube_jupyter.notebooks.render import HOME, MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION, USER_LABEL
+from cube_jupyter.storage.config import pod_store_env
 
 JOB_LABEL = "cube-jupyter/job"
 JOB_KIND_LABEL = "cube-jupyter/job-kind"
@@ -76,22 +77,8 @@ def env_list(*maps: dict[str, str]) -> list[dict[str, Any]]:
 
 
 def store_env(config: JobSettings) -> list[dict[str, Any]]:
-    """How a replica reopens the artifact store: endpoint and region as values, credentials only as
-    references to the Secret (the workbench never reads its values)."""
-    storage = config.storage
-    env: list[dict[str, Any]] = []
-    if storage.endpoint:
-        endpoint = storage.endpoint.strip()
-        if "://" not in endpoint:
-            endpoint = ("https://" if storage.secure else "http://") + endpoint
-        env.append({"name": "MINIO_ENDPOINT", "value": endpoint})
-    if storage.region:
-        env.append({"name": "AWS_REGION", "value": storage.region})
-    if storage.credentials_secret:
-        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-            ref = {"name": storage.credentials_secret, "key": key}
-            env.append({"name": key, "valueFrom": {"secretKeyRef": ref}})
-    return env
+    """How a replica reopens the artifact store (credentials only as Secret references)."""
+    return pod_store_env(config.storage)
 
 
 class ShippedCode:
