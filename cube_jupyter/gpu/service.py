@@ -19,7 +19,7 @@ from typing import Any
 
 from cube_jupyter.backends.periodic import repeat
 from cube_jupyter.config import Settings
-from cube_jupyter.errors import CubeError, Forbidden, InvalidInput
+from cube_jupyter.errors import ConfigError, CubeError, Forbidden, InvalidInput
 from cube_jupyter.gpu.attribution import KernelProcess, attribute, server_kernels
 from cube_jupyter.gpu.cache import CoalescingCache
 from cube_jupyter.gpu.config import MAX_HISTORY_SECONDS, GpuSettings, gpu_config
@@ -106,6 +106,7 @@ class GpuService:
         self.reads: CoalescingCache[Any] = CoalescingCache(self.config.cache_seconds)
         self._holders: list[HolderProvider] = []
         self._sampler: asyncio.Task[None] | None = None
+        self._jobs: Any = None  # the jobs' settings (where job pods run), read on first need
 
     @property
     def _on_cluster(self) -> bool:
@@ -318,7 +319,7 @@ class GpuService:
 
     async def _cluster_report(self, caller: str, all_users: bool, seconds: float) -> GpuReport:
         prometheus = self.prometheus
-        namespaces = None if all_users else (self.settings.namespace_for(user_slug(caller)),)
+        namespaces = None if all_users else self._namespaces_of(caller)
         scope = list(namespaces) if namespaces else None
         why: str | None = None
         try:
@@ -329,12 +330,12 @@ class GpuService:
             devices, why = [], exc.message
         now = time.time()
         if not devices:
-            where = f"namespace {namespaces[0]}" if namespaces else "the cluster"
+            where = f"namespace {', '.join(namespaces)}" if namespaces else "the cluster"
             message = why or f"no GPU visible: Prometheus reports no GPU allocated to pods in {where}"
             return GpuReport(source="prometheus", available=False, timestamp=now, message=message)
         servers = self._servers(None if all_users else caller)
         notebooks: dict[str, set[str]] = {}
-        owners: dict[str, str] = {} if all_users else {namespaces[0]: caller} if namespaces else {}
+        owners: dict[str, str] = dict.fromkeys(namespaces or (), caller)
         for server in servers:
             namespace = self._namespace_of(server)
             notebooks.setdefault(namespace, set()).add(server.name)
@@ -403,6 +404,24 @@ class GpuService:
         except CubeError as exc:
             log.debug("servers unavailable for GPU pods: %s", exc.message)
             return []
+
+    def _namespaces_of(self, user: str) -> tuple[str, ...]:
+        """The user's notebook namespace and, where `CubeJobs.namespace_template` puts jobs elsewhere,
+        their jobs' namespace: job replicas are the user's pods too."""
+        from cube_jupyter.jobs.config import JobSettings, jobs_config
+
+        if self._jobs is None:
+            try:
+                self._jobs = jobs_config(self.settings)
+            except ConfigError:
+                self._jobs = False  # jobs are misconfigured (and say so themselves): none run
+        slug = user_slug(user)
+        namespaces = [self.settings.namespace_for(slug)]
+        if isinstance(self._jobs, JobSettings):
+            jobs_namespace = self._jobs.namespace_for(self.settings, slug)
+            if jobs_namespace not in namespaces:
+                namespaces.append(jobs_namespace)
+        return tuple(namespaces)
 
     def _namespace_of(self, server: NotebookServer) -> str:
         return server.namespace or self.settings.namespace_for(user_slug(server.user))

@@ -261,6 +261,24 @@ async def test_cluster_pods_are_scoped_to_the_callers_namespace(tmp_path: Path, 
     assert {p.pod for p in everyone.pods} == {"alice-nb-0", "resnet-ddp-worker-0", "bob-lab-0"}
 
 
+async def test_cluster_pods_include_the_callers_job_namespace(tmp_path: Path, prometheus_url: str) -> None:
+    """With `CubeJobs.namespace_template` apart from the servers' namespace, job replicas are the
+    caller's pods too (the sample page has alice's in cube-alice; her servers would be in nb-alice)."""
+    config = Config()
+    config.CubeWorkbench.state_dir = str(tmp_path / "state")
+    config.CubeSpawner.namespace_template = "nb-{username}"
+    config.CubeJobs.namespace_template = "cube-{username}"
+    config.CubeGPU.prometheus_url = prometheus_url
+    config.CubeGPU.idle_warning_seconds = 0
+    service = make_service(load_settings(config))
+    alice = await service.report("alice", history_seconds=0)
+    assert alice.available, alice.message
+    assert {p.pod for p in alice.pods} == {"alice-nb-0", "resnet-ddp-worker-0"}
+    assert {p.owner for p in alice.pods} == {"alice"}
+    carol = await service.report("carol", history_seconds=0)
+    assert not carol.available and "nb-carol, cube-carol" in (carol.message or "")
+
+
 async def test_cluster_history_and_idle_pod(tmp_path: Path, prometheus_url: str) -> None:
     """bob-lab-0 holds 512 MiB at 0% in the sample page: idle for as long as Prometheus has scraped it."""
     service = make_service(

@@ -329,6 +329,19 @@ def test_duplicate_and_impossible_jobs_leave_nothing_behind(runner: LocalTrainin
     assert [job.name for job in runner.list(USER)] == ["dup"]
 
 
+def test_a_command_that_cannot_run_is_bad_input_naming_command_and_leaves_nothing(
+    runner: LocalTrainingRunner, tmp_path: Path
+) -> None:
+    missing = str(tmp_path / "no-such-program")
+    spec = {"name": "nocmd", "framework": "pytorch", "replicas": {"worker": 2}, "command": [missing]}
+    with pytest.raises(InvalidInput) as err:
+        runner.start(training(spec))
+    assert err.value.field == "command"
+    assert missing in err.value.message
+    assert runner.get(USER, "nocmd") is None
+    assert not runner.work_dir(USER, "nocmd").exists()
+
+
 def test_mpi_launcher_starts_the_ranks_with_their_env(runner: LocalTrainingRunner, tmp_path: Path) -> None:
     (tmp_path / "code").mkdir()
     (tmp_path / "code" / "ranks.py").write_text(RANKS_SCRIPT)
@@ -464,6 +477,36 @@ def test_async_facade_supervises_in_the_background_and_streams_logs(runner: Loca
         "tick 1",
         "tick 2",
     ]
+
+
+def test_closing_the_supervisor_fails_its_running_jobs_and_stops_their_replicas(
+    runner: LocalTrainingRunner,
+) -> None:
+    """What an interrupted `train run` or a workbench shutdown does: replicas live in their own
+    sessions, so without this they would keep running (and holding GPUs) with nobody supervising."""
+    from cube_jupyter.jobs.local.training import STOPPED_MESSAGE, AsyncLocalTraining
+
+    spec = training(
+        {
+            "name": "left",
+            "framework": "pytorch",
+            "replicas": {"master": 1, "worker": 1},
+            "command": [PY, "-c", "import time; time.sleep(120)"],
+        }
+    )
+
+    async def scenario() -> list[int | None]:
+        facade = AsyncLocalTraining(runner, poll=0.05)
+        await facade.start()
+        job = await facade.submit(spec)
+        await facade.close()
+        return [r.pid for r in job.replicas]
+
+    pids = asyncio.run(scenario())
+    assert len(pids) == 2 and all(gone(p) for p in pids)
+    job = runner.status(USER, "left")
+    assert job.phase == "Failed" and job.conditions[-1].reason == "SupervisorStopped"
+    assert job.message and STOPPED_MESSAGE in job.message
 
 
 def test_what_a_finished_replica_left_running_in_its_group_is_killed(
