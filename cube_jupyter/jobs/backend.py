@@ -65,11 +65,12 @@ class JobBackend(Protocol):
 
 def make_job_backend(settings: Settings, root_dir: str | None = None) -> JobBackend:
     """The job backend `c.CubeWorkbench.backend` names, imported only when chosen. Local jobs find
-    the scripts and notebooks their specs name under `root_dir` (default: the working directory)."""
+    the scripts and notebooks their specs name under `root_dir` (default: the working directory); so
+    do cluster jobs, which ship them to the artifact store."""
     if settings.workbench.backend == "kubernetes":
         from cube_jupyter.backends.kubernetes.jobs import KubernetesJobBackend
 
-        return KubernetesJobBackend(settings)
+        return KubernetesJobBackend(settings, root_dir=root_dir)
     from cube_jupyter.jobs.local.backend import LocalJobBackend
 
     return LocalJobBackend(settings, root_dir=root_dir)

@@ -26,7 +26,7 @@ from typing import IO, Any
 import yaml
 
 from cube_jupyter.config import Settings
-from cube_jupyter.errors import InvalidInput
+from cube_jupyter.errors import InvalidInput, NotFound
 from cube_jupyter.jobs.model import Job, JobKind
 from cube_jupyter.jobs.service import JobService, parse_kind, render_job
 
@@ -154,8 +154,20 @@ def _list(args: argparse.Namespace, settings: Settings) -> int:
     return with_job_service(settings, run)
 
 
+def _require_kind(service: JobService, args: argparse.Namespace, settings: Settings) -> None:
+    """`train delete iris` must not delete the served model `iris`: the command names the kind."""
+    job = service.get(_user(args, settings), args.name)
+    if job.kind != args.kind:
+        command = next(c for c, (kind, _) in COMMANDS.items() if kind == job.kind)
+        raise NotFound(
+            f"{args.name!r} is a {job.kind} job, not a {args.kind} one: use `cube-jupyter {command}`",
+            field="name",
+        )
+
+
 def _logs(args: argparse.Namespace, settings: Settings) -> int:
     async def run(service: JobService) -> int:
+        _require_kind(service, args, settings)
         try:
             stream = service.logs(
                 _user(args, settings), args.name, args.replica, follow=args.follow, tail=args.tail
@@ -172,6 +184,7 @@ def _logs(args: argparse.Namespace, settings: Settings) -> int:
 
 def _delete(args: argparse.Namespace, settings: Settings) -> int:
     async def run(service: JobService) -> int:
+        _require_kind(service, args, settings)
         await service.delete(_user(args, settings), args.name)
         print(f"deleted {args.name}")
         return 0

@@ -24,7 +24,12 @@ TRAIN_PARSER = MagicArgumentParser(
     description="Run this cell as a distributed training job (one process or pod per replica).",
 )
 TRAIN_PARSER.add_argument("--framework", choices=FRAMEWORKS, default="pytorch")
-TRAIN_PARSER.add_argument("--workers", type=int, default=2, help="worker replicas (default 2)")
+TRAIN_PARSER.add_argument(
+    "--workers",
+    type=int,
+    default=2,
+    help="processes training together (default 2): for pytorch and xgboost a Master and N-1 Workers",
+)
 TRAIN_PARSER.add_argument("--name", help="job name (default: cell-XXXXXX)")
 TRAIN_PARSER.add_argument("--gpus", type=int, default=0, help="GPUs per replica")
 TRAIN_PARSER.add_argument("--image", help="container image on the cluster (default: the admin's)")

@@ -32,6 +32,7 @@ from urllib.parse import unquote, urlsplit
 from cube_jupyter.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:  # a replica's entry imports this module: it stays light (no traitlets, no cloudpickle)
+    from cube_jupyter.jobs.training_spec import TrainingSpec
     from cube_jupyter.storage import ArtifactStore, CubeStorage
 
 PackageKind = Literal["script", "notebook", "function"]
@@ -369,3 +370,58 @@ def fetch_package(uri: str, dest: str | Path, storage: CubeStorage | None = None
 def new_package_dir(parent: str | Path | None = None) -> Path:
     """A fresh directory to unpack one replica's package into."""
     return Path(tempfile.mkdtemp(prefix="cube-package-", dir=parent))
+
+
+def ship_training_code(spec: TrainingSpec, store: ArtifactStore, code_dir: Path) -> TrainingSpec:
+    """The spec with its script, notebook or function shipped to `store`: `package_uri` set and the
+    target named as the package holds it (a script `src/train.py` travels as `train.py`). Commands,
+    and code already packaged, are left as they are (they are in the image, or shipped already)."""
+    from dataclasses import replace
+
+    code = spec.code
+    if code.kind == "command" or code.package_uri:
+        return spec
+    if code.kind == "function":
+        shipped = package_module_function(code.target, store, base_dir=code_dir)
+        return replace(spec, code=replace(code, package_uri=shipped.uri))
+    path = Path(code.target)
+    shipped = package_file(path if path.is_absolute() else code_dir / path, store)
+    return replace(spec, code=replace(code, package_uri=shipped.uri, path=shipped.target))
+
+
+def ship_to_cluster(spec: Any, storage: CubeStorage, code_dir: Path) -> Any:
+    """A training or tuning spec whose code is a local script, notebook or function, with that code
+    shipped to the S3 store the replicas' pods read (`CubeStorage.url`); commands (in the image) and
+    code already packaged go as they are. Pods cannot read this machine's disk, so a local store is
+    an error naming the spec's field."""
+    from dataclasses import replace
+
+    from cube_jupyter.jobs.training_spec import TrainingSpec
+    from cube_jupyter.jobs.tuning_spec import TuningSpec
+
+    if isinstance(spec, TrainingSpec):
+        if spec.code.kind == "command" or spec.code.package_uri:
+            return spec
+        return ship_training_code(spec, _cluster_store(storage, spec.code.kind), code_dir)
+    if isinstance(spec, TuningSpec):
+        if spec.trial_training is not None:
+            return replace(spec, trial_training=ship_to_cluster(spec.trial_training, storage, code_dir))
+        if spec.trial_notebook and not spec.trial_package_uri:
+            path = Path(spec.trial_notebook)
+            shipped = package_file(
+                path if path.is_absolute() else code_dir / path, _cluster_store(storage, "trial.notebook")
+            )
+            return replace(spec, trial_package_uri=shipped.uri, trial_notebook=shipped.target)
+    return spec
+
+
+def _cluster_store(storage: CubeStorage, field: str) -> ArtifactStore:
+    from cube_jupyter.storage import open_store
+
+    if not storage.url.strip().startswith("s3://"):
+        raise InvalidInput(
+            f"shipping the {field} to the cluster needs an artifact store its pods can read: set "
+            "c.CubeStorage.url = 's3://bucket/prefix', or run a command that is in the image",
+            field=field,
+        )
+    return open_store(storage.url, storage)

@@ -127,6 +127,8 @@ def test_run_wait_list_logs_and_delete_a_local_job(folder: Path) -> None:
     missing = cube(folder, "train", "logs", "ddp", "--replica", "chief-0")
     assert missing.returncode == 1 and "chief-0" in missing.stderr
 
+    wrong_kind = cube(folder, "serve", "delete", "ddp")  # the command names the kind it acts on
+    assert wrong_kind.returncode == 1 and "cube-jupyter train" in wrong_kind.stderr, wrong_kind
     deleted = cube(folder, "train", "delete", "ddp")
     assert deleted.returncode == 0, deleted.stderr
     assert json.loads(cube(folder, "train", "list", "--json").stdout) == []

@@ -15,9 +15,11 @@ import codecs
 import contextlib
 import json
 import logging
+import os
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import urllib3
@@ -36,6 +38,7 @@ from cube_jupyter.config import Settings
 from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFound
 from cube_jupyter.jobs.config import jobs_config
 from cube_jupyter.jobs.model import Condition, Job, JobKind, Replica, Trial
+from cube_jupyter.jobs.package import ship_to_cluster
 from cube_jupyter.jobs.render.pods import SPEC_ANNOTATION
 from cube_jupyter.names import user_slug
 from cube_jupyter.notebooks.render import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION
@@ -387,8 +390,10 @@ class KubernetesJobBackend:
         *,
         sync_timeout: float = 30.0,
         watch_timeout_seconds: int = 300,
+        root_dir: str | None = None,
     ) -> None:
         self.settings = settings
+        self.root_dir = Path(root_dir or os.getcwd())  # where specs' scripts and notebooks are
         self.config = jobs_config(settings)
         self._owns_client = api_client is None
         self.client = KubeClient(api_client if api_client is not None else make_api_client(settings))
@@ -481,9 +486,11 @@ class KubernetesJobBackend:
     # -- writes ------------------------------------------------------------------------------------
 
     async def submit(self, kind: JobKind, spec: Any) -> Job:
-        """Create the rendered objects in order; if one fails, delete those made before it."""
+        """Ship local code to the store, then create the rendered objects in order; if one fails,
+        delete those made before it."""
         from cube_jupyter.jobs.service import render_spec
 
+        spec = await asyncio.to_thread(ship_to_cluster, spec, self.config.storage, self.root_dir)
         objects = render_spec(kind, spec, self.config, self.settings)
         primary = next(o for o in objects if o["kind"] in self.kinds)
         created: builtins.list[Obj] = []

@@ -33,7 +33,6 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -106,7 +105,7 @@ class LocalTrainingRunner:
         """Ship the code (from `code_dir`, default the working directory, unless the spec names a
         package), record the job and start its replicas. Conflict for a duplicate name; when a
         replica cannot be started, nothing of the job is left."""
-        spec = self._ship(spec, Path(code_dir or os.getcwd()))
+        spec = packaging.ship_training_code(spec, self.store, Path(code_dir or os.getcwd()))
         record = self._plan(spec, spec.code.package_uri)
         with self._lock:
             self.state.insert(record, self.owner)
@@ -131,19 +130,6 @@ class LocalTrainingRunner:
                 self._remove_files(record)
                 raise
             return self._job(record)
-
-    def _ship(self, spec: TrainingSpec, code_dir: Path) -> TrainingSpec:
-        """The spec with its code shipped: `package_uri` set and the target named as the package
-        holds it (a script `src/train.py` travels as `train.py`)."""
-        code = spec.code
-        if code.kind == "command" or code.package_uri:
-            return spec
-        if code.kind == "function":
-            shipped = packaging.package_module_function(code.target, self.store, base_dir=code_dir)
-            return replace(spec, code=replace(code, package_uri=shipped.uri))
-        path = Path(code.target)
-        shipped = packaging.package_file(path if path.is_absolute() else code_dir / path, self.store)
-        return replace(spec, code=replace(code, package_uri=shipped.uri, path=shipped.target))
 
     def _plan(self, spec: TrainingSpec, package_uri: str | None) -> JobRecord:
         """Every replica's argv and env, before anything starts."""
