@@ -14,23 +14,12 @@ from cube_jupyter.config import Settings
 from cube_jupyter.jobs.model import Job, JobKind
 
 
-class JobSpec(Protocol):
-    """What every parsed spec (`TrainingSpec`, `TuningSpec`, `ServingSpec`) offers a backend."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def user(self) -> str: ...
-
-    def to_dict(self) -> dict[str, Any]: ...
-
-
 class JobBackend(Protocol):
     """Submits, lists, reads, deletes and streams the logs of jobs."""
 
     async def start(self) -> None:
-        """Begin background work: informers (kubernetes), re-attaching to running replicas (local)."""
+        """Begin background work: informers (kubernetes); supervising replicas (local), where jobs whose
+        supervisor is gone are marked Failed."""
 
     async def close(self) -> None:
         """Stop background work."""

@@ -240,10 +240,6 @@ class TrainingSpec:
     def total_gpus(self) -> int:
         return sum(role.replicas * role.resources.gpu for role in self.roles)
 
-    @property
-    def replica_count(self) -> int:
-        return sum(role.replicas for role in self.roles)
-
     def role(self, name: str) -> RoleSpec | None:
         """The role called `name` (any case), or None when the job has no replicas of it."""
         return next((r for r in self.roles if r.role.lower() == name.lower()), None)

@@ -53,7 +53,7 @@ def test_pytorch_spec_with_roles_resources_and_defaults() -> None:
     assert spec.code.kind == "script" and spec.code.path == "train.py"
     assert spec.code.args == ("--epochs", "3", "--lr", "0.1")
     assert spec.total_gpus == 2
-    assert spec.replica_count == 3
+    assert sum(role.replicas for role in spec.roles) == 3
     assert spec.restart_policy == "Never" and spec.clean_pod_policy == "Running"
 
 
