@@ -9,11 +9,7 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import {
-  ICommandPalette,
-  MainAreaWidget,
-  WidgetTracker
-} from '@jupyterlab/apputils';
+import { ICommandPalette } from '@jupyterlab/apputils';
 import { ILauncher } from '@jupyterlab/launcher';
 import { IMainMenu } from '@jupyterlab/mainmenu';
 import { INotebookTracker } from '@jupyterlab/notebook';
@@ -28,9 +24,8 @@ import { GpuModel } from '../gpu/model';
 import { GpuPanel } from '../gpu/panel';
 import { KernelGpuStatus, KernelGpuStatusModel } from '../gpu/status';
 import { GpuCommandIDs } from '../tokens';
-
-const CATEGORY = 'Cube Workbench';
-const PANEL_ID = 'cube-gpu';
+import { addToCatalog } from './catalog';
+import { MainAreaPanel } from './mainAreaPanel';
 
 export const gpuPlugin: JupyterFrontEndPlugin<void> = {
   id: 'cube-jupyter:gpu',
@@ -59,39 +54,23 @@ export const gpuPlugin: JupyterFrontEndPlugin<void> = {
     );
     // Only a server with the workbench's GPU API gets the UI (not a spawned child).
     const available = model.probe();
-    const tracker = new WidgetTracker<MainAreaWidget<GpuPanel>>({
-      namespace: 'cube-gpu'
-    });
     const openNotebook = (path: string) =>
       void app.commands.execute('docmanager:open', { path });
+    const panel = new MainAreaPanel(app, {
+      id: 'cube-gpu',
+      label: 'GPU',
+      caption: 'GPU use: devices, kernels, pods and quota',
+      icon: gpuIcon,
+      create: () => new GpuPanel(model, openNotebook)
+    });
 
     const open = async (mode?: DockLayout.InsertMode): Promise<void> => {
       if (!(await available)) {
         return;
       }
-      let widget = tracker.currentWidget;
-      if (!widget || widget.isDisposed) {
-        const panel = new GpuPanel(model, openNotebook);
-        widget = new MainAreaWidget({ content: panel });
-        widget.id = PANEL_ID;
-        widget.title.label = 'GPU';
-        widget.title.icon = gpuIcon;
-        widget.title.caption = 'GPU use: devices, kernels, pods and quota';
-        widget.title.closable = true;
-        void tracker.add(widget);
-      }
       // Opened for a notebook (status bar, idle warning): beside it, unless already in view.
       const beside = notebooks?.currentWidget;
-      if (!widget.isAttached || (mode && !widget.isVisible)) {
-        app.shell.add(
-          widget,
-          'main',
-          mode
-            ? { mode, ref: beside?.isAttached ? beside.id : null }
-            : undefined
-        );
-      }
-      app.shell.activateById(widget.id);
+      panel.show(mode, beside?.isAttached ? beside.id : null);
     };
 
     app.commands.addCommand(GpuCommandIDs.open, {
@@ -106,12 +85,7 @@ export const gpuPlugin: JupyterFrontEndPlugin<void> = {
       caption: 'Read the GPUs again now',
       execute: () => model.refresh()
     });
-    if (restorer) {
-      void restorer.restore(tracker, {
-        command: GpuCommandIDs.open,
-        name: () => PANEL_ID
-      });
-    }
+    panel.restore(restorer, GpuCommandIDs.open);
 
     void available.then(ok => {
       if (!ok) {
@@ -121,19 +95,12 @@ export const gpuPlugin: JupyterFrontEndPlugin<void> = {
       model.start();
       const openBeside = () =>
         void app.commands.execute(GpuCommandIDs.open, { mode: 'split-right' });
-      if (palette) {
-        for (const command of Object.values(GpuCommandIDs)) {
-          palette.addItem({ command, category: CATEGORY });
-        }
-      }
-      if (launcher) {
-        launcher.add({
-          command: GpuCommandIDs.open,
-          category: 'Other',
-          rank: 11,
-          args: { isLauncher: true }
-        });
-      }
+      addToCatalog({
+        palette,
+        commands: Object.values(GpuCommandIDs),
+        launcher,
+        card: { command: GpuCommandIDs.open, rank: 11 }
+      });
       if (mainMenu) {
         mainMenu.viewMenu.addGroup([{ command: GpuCommandIDs.open }], 100);
       }

@@ -8,11 +8,7 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import {
-  ICommandPalette,
-  MainAreaWidget,
-  WidgetTracker
-} from '@jupyterlab/apputils';
+import { ICommandPalette } from '@jupyterlab/apputils';
 import { ILauncher } from '@jupyterlab/launcher';
 
 import { CubeClient } from '../api';
@@ -22,9 +18,8 @@ import { JobsModel } from '../jobs/model';
 import { JobsPanel } from '../jobs/panel';
 import type { JobKind } from '../jobs/types';
 import { IJobsPanel, JobsCommandIDs } from '../tokens';
-
-const CATEGORY = 'Cube Workbench';
-const WIDGET_ID = 'cube-jobs';
+import { addToCatalog } from './catalog';
+import { MainAreaPanel } from './mainAreaPanel';
 
 export const jobsPlugin: JupyterFrontEndPlugin<IJobsPanel> = {
   id: 'cube-jupyter:jobs',
@@ -45,28 +40,19 @@ export const jobsPlugin: JupyterFrontEndPlugin<IJobsPanel> = {
     const model = new JobsModel(client);
     // Only a server with the workbench's jobs API gets the panel (not a spawned child).
     const available = client.isAvailable();
-    const tracker = new WidgetTracker<MainAreaWidget<JobsPanel>>({
-      namespace: 'cube-jobs'
+    const panel = new MainAreaPanel(app, {
+      id: 'cube-jobs',
+      label: 'Jobs',
+      caption: 'Training, tuning and serving jobs',
+      icon: jobsIcon,
+      create: () => new JobsPanel(model)
     });
 
     const open = async (kind?: JobKind): Promise<void> => {
       if (!(await available)) {
         return;
       }
-      let widget = tracker.currentWidget;
-      if (!widget || widget.isDisposed) {
-        widget = new MainAreaWidget({ content: new JobsPanel(model) });
-        widget.id = WIDGET_ID;
-        widget.title.label = 'Jobs';
-        widget.title.icon = jobsIcon;
-        widget.title.caption = 'Training, tuning and serving jobs';
-        widget.title.closable = true;
-        void tracker.add(widget);
-      }
-      if (!widget.isAttached) {
-        app.shell.add(widget, 'main');
-      }
-      app.shell.activateById(widget.id);
+      panel.show();
       if (kind) {
         model.startLaunch(kind);
       }
@@ -96,31 +82,19 @@ export const jobsPlugin: JupyterFrontEndPlugin<IJobsPanel> = {
       caption: 'Fetch the job list again',
       execute: () => model.refresh()
     });
-    if (restorer) {
-      void restorer.restore(tracker, {
-        command: JobsCommandIDs.open,
-        name: () => WIDGET_ID
-      });
-    }
+    panel.restore(restorer, JobsCommandIDs.open);
 
     void available.then(ok => {
       if (!ok) {
         model.dispose();
         return;
       }
-      if (palette) {
-        for (const command of Object.values(JobsCommandIDs)) {
-          palette.addItem({ command, category: CATEGORY });
-        }
-      }
-      if (launcher) {
-        launcher.add({
-          command: JobsCommandIDs.open,
-          category: 'Other',
-          rank: 12,
-          args: { isLauncher: true }
-        });
-      }
+      addToCatalog({
+        palette,
+        commands: Object.values(JobsCommandIDs),
+        launcher,
+        card: { command: JobsCommandIDs.open, rank: 12 }
+      });
     });
 
     return {

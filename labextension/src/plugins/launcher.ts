@@ -11,8 +11,7 @@ import { ILauncher } from '@jupyterlab/launcher';
 
 import { serverIcon } from '../icons';
 import { CommandIDs, INotebookServers } from '../tokens';
-
-const CATEGORY = 'Cube Workbench';
+import { addToCatalog } from './catalog';
 
 export const launcherPlugin: JupyterFrontEndPlugin<void> = {
   id: 'cube-jupyter:launcher',
@@ -48,19 +47,12 @@ export const launcherPlugin: JupyterFrontEndPlugin<void> = {
       if (!ok) {
         return;
       }
-      if (palette) {
-        for (const command of Object.values(CommandIDs)) {
-          palette.addItem({ command, category: CATEGORY });
-        }
-      }
-      if (launcher) {
-        launcher.add({
-          command: CommandIDs.create,
-          category: 'Other',
-          rank: 10,
-          args: { isLauncher: true }
-        });
-      }
+      addToCatalog({
+        palette,
+        commands: Object.values(CommandIDs),
+        launcher,
+        card: { command: CommandIDs.create, rank: 10 }
+      });
     });
   }
 };

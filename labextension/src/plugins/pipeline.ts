@@ -30,8 +30,7 @@ import {
 import { PipelinePanel } from '../pipeline/panel';
 import type { IRun, IRunStep } from '../pipeline/types';
 import { PipelineCommandIDs } from '../tokens';
-
-const CATEGORY = 'Cube Workbench';
+import { addToCatalog } from './catalog';
 
 /** Whether a notebook panel shows an executed step notebook (from the `cube-runs:` drive). */
 function isStepNotebook(panel: NotebookPanel): boolean {
@@ -134,11 +133,10 @@ export const pipelinePlugin: JupyterFrontEndPlugin<void> = {
           isEnabled: () => model.notebook !== null,
           execute: () => runAsPipeline(model.notebook)
         });
-        if (palette) {
-          for (const command of Object.values(PipelineCommandIDs)) {
-            palette.addItem({ command, category: CATEGORY });
-          }
-        }
+        addToCatalog({
+          palette,
+          commands: Object.values(PipelineCommandIDs)
+        });
         app.docRegistry.addWidgetExtension(
           'Notebook',
           new RunAsPipelineButton(notebook => void runAsPipeline(notebook))

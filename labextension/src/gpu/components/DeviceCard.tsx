@@ -5,30 +5,18 @@
  */
 import * as React from 'react';
 
-import {
-  formatMemory,
-  formatMiB,
-  formatPct,
-  formatUnit,
-  fraction
-} from '../format';
+import { formatMemory, formatMiB, formatUnit } from '../format';
 import type { IGpuDevice, IGpuProcess, IMigInstance } from '../types';
-import { Bar } from './Bar';
-import { LineChart } from './LineChart';
+import { IUsageHistory, UsageBars, UsageCharts } from './Usage';
 
-export interface IDeviceCardProps {
+export interface IDeviceCardProps extends IUsageHistory {
   device: IGpuDevice;
-  utilization: readonly (readonly [number, number])[];
-  memory: readonly (readonly [number, number])[];
-  from: number;
-  to: number;
   /** Whether the server reports a kernel or pod idle on this GPU. */
   idle: boolean;
 }
 
 export function DeviceCard(props: IDeviceCardProps): JSX.Element {
   const d = props.device;
-  const memoryTotal = d.memory_total_mib ?? maxOf(props.memory);
   return (
     <section
       className={`cube-GpuCard${props.idle ? ' cube-mod-idle' : ''}`}
@@ -51,53 +39,17 @@ export function DeviceCard(props: IDeviceCardProps): JSX.Element {
           </span>
         )}
       </div>
-      <Bar
-        label="Utilization"
-        fraction={fraction(d.utilization_pct, 100)}
-        text={formatPct(d.utilization_pct)}
-        testid="cube-gpu-util"
-      />
-      <Bar
-        label="Memory"
-        fraction={fraction(d.memory_used_mib, d.memory_total_mib)}
-        text={formatMemory(d.memory_used_mib, d.memory_total_mib)}
-        testid="cube-gpu-memory"
-      />
+      <UsageBars usage={d} testid="cube-gpu" />
       <div className="cube-GpuCard-stats" data-testid="cube-gpu-stats">
         <span title="Temperature">{formatUnit(d.temperature_c, '°C')}</span>
         <span title="Power draw">{formatUnit(d.power_w, 'W')}</span>
         <span title="SM clock">{formatUnit(d.sm_clock_mhz, 'MHz')}</span>
       </div>
-      <div className="cube-GpuCard-charts">
-        <LineChart
-          label="Utilization"
-          metric="utilization_pct"
-          points={props.utilization}
-          from={props.from}
-          to={props.to}
-          max={100}
-          current={formatPct(d.utilization_pct)}
-          format={formatPct}
-        />
-        <LineChart
-          label="Memory"
-          metric="memory_used_mib"
-          points={props.memory}
-          from={props.from}
-          to={props.to}
-          max={memoryTotal ?? 0}
-          current={formatMiB(d.memory_used_mib)}
-          format={formatMiB}
-        />
-      </div>
+      <UsageCharts usage={d} history={props} />
       {d.processes.length > 0 && <ProcessTable processes={d.processes} />}
       {d.mig.length > 0 && <MigTable instances={d.mig} />}
     </section>
   );
-}
-
-function maxOf(points: readonly (readonly [number, number])[]): number | null {
-  return points.length ? Math.max(...points.map(p => p[1])) : null;
 }
 
 function ProcessTable(props: { processes: IGpuProcess[] }): JSX.Element {

@@ -4,16 +4,9 @@
  */
 import * as React from 'react';
 
-import {
-  formatMemory,
-  formatMiB,
-  formatPct,
-  fraction,
-  gpuLabel
-} from '../format';
+import { formatMemory, formatPct, gpuLabel } from '../format';
 import type { IPodGpu } from '../types';
-import { Bar } from './Bar';
-import { LineChart } from './LineChart';
+import { IUsageHistory, UsageBars, UsageCharts } from './Usage';
 
 export function podKey(pod: IPodGpu): string {
   return `pod:${pod.namespace}/${pod.pod}`;
@@ -69,20 +62,13 @@ export function PodTable(props: IPodTableProps): JSX.Element {
   );
 }
 
-export interface IPodCardProps {
+export interface IPodCardProps extends IUsageHistory {
   pod: IPodGpu;
-  utilization: readonly (readonly [number, number])[];
-  memory: readonly (readonly [number, number])[];
-  from: number;
-  to: number;
   idle: boolean;
 }
 
 export function PodCard(props: IPodCardProps): JSX.Element {
   const p = props.pod;
-  const memoryMax =
-    p.memory_total_mib ??
-    (props.memory.length ? Math.max(...props.memory.map(x => x[1])) : 0);
   return (
     <section
       className={`cube-GpuCard${props.idle ? ' cube-mod-idle' : ''}`}
@@ -96,40 +82,8 @@ export function PodCard(props: IPodCardProps): JSX.Element {
           {p.gpus.length === 1 ? '' : 's'}
         </span>
       </header>
-      <Bar
-        label="Utilization"
-        fraction={fraction(p.utilization_pct, 100)}
-        text={formatPct(p.utilization_pct)}
-        testid="cube-gpu-pod-util"
-      />
-      <Bar
-        label="Memory"
-        fraction={fraction(p.memory_used_mib, p.memory_total_mib)}
-        text={formatMemory(p.memory_used_mib, p.memory_total_mib)}
-        testid="cube-gpu-pod-memory"
-      />
-      <div className="cube-GpuCard-charts">
-        <LineChart
-          label="Utilization"
-          metric="utilization_pct"
-          points={props.utilization}
-          from={props.from}
-          to={props.to}
-          max={100}
-          current={formatPct(p.utilization_pct)}
-          format={formatPct}
-        />
-        <LineChart
-          label="Memory"
-          metric="memory_used_mib"
-          points={props.memory}
-          from={props.from}
-          to={props.to}
-          max={memoryMax}
-          current={formatMiB(p.memory_used_mib)}
-          format={formatMiB}
-        />
-      </div>
+      <UsageBars usage={p} testid="cube-gpu-pod" />
+      <UsageCharts usage={p} history={props} />
     </section>
   );
 }

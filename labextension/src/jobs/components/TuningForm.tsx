@@ -7,18 +7,22 @@ import { addIcon, Button, closeIcon } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { ErrorMessage } from '../../components/ErrorMessage';
-import type { IFieldError } from '../model';
 import {
   compact,
-  Field,
+  FieldRow,
+  FieldError,
+  ILaunchFormProps,
   isInvalid,
-  IPlacedError,
+  LaunchFormShell,
+  NumberField,
   numberOrText,
-  placed,
+  SelectField,
   SelectInput,
-  TextInput
-} from './FormField';
-import { LaunchButton } from './TrainingForm';
+  TextField,
+  TextInput,
+  useFormText,
+  usePlacedError
+} from './form';
 
 /** Katib's algorithm names (Optuna runs them locally). */
 const ALGORITHMS = [
@@ -80,35 +84,29 @@ function parameterSpec(row: IParameterRow): Record<string, unknown> {
   });
 }
 
-export interface ITuningFormProps {
-  launching: boolean;
-  error: IFieldError | null;
-  onLaunch: (spec: Record<string, unknown>) => Promise<boolean>;
-  onEdit: () => void;
-}
-
-export function TuningForm(props: ITuningFormProps): JSX.Element {
-  const [name, setName] = React.useState('');
-  const [metric, setMetric] = React.useState('');
-  const [goalType, setGoalType] = React.useState('maximize');
-  const [goal, setGoal] = React.useState('');
-  const [algorithm, setAlgorithm] = React.useState('tpe');
+export function TuningForm(props: ILaunchFormProps): JSX.Element {
+  const { text, bind, set } = useFormText(
+    {
+      name: '',
+      metric: '',
+      goalType: 'maximize',
+      goal: '',
+      algorithm: 'tpe',
+      notebook: '',
+      maxTrials: '12',
+      parallelTrials: '2'
+    },
+    props.onEdit
+  );
   const [rows, setRows] = React.useState<IParameterRow[]>([newRow(0, 'lr')]);
-  const [notebook, setNotebook] = React.useState('');
-  const [maxTrials, setMaxTrials] = React.useState('12');
-  const [parallelTrials, setParallelTrials] = React.useState('2');
   const nextKey = React.useRef(1);
 
-  const edit =
-    <T,>(set: (value: T) => void) =>
-    (value: T) => {
-      set(value);
-      props.onEdit();
-    };
-  const editRow = (key: number, change: Partial<IParameterRow>) => {
-    setRows(rows.map(row => (row.key === key ? { ...row, ...change } : row)));
+  const editRows = (next: IParameterRow[]) => {
+    setRows(next);
     props.onEdit();
   };
+  const editRow = (key: number, change: Partial<IParameterRow>) =>
+    editRows(rows.map(row => (row.key === key ? { ...row, ...change } : row)));
 
   const rowPaths = (row: IParameterRow) => {
     const at = `parameters.${row.name.trim()}`;
@@ -129,115 +127,78 @@ export function TuningForm(props: ITuningFormProps): JSX.Element {
     'max_trials',
     'parallel_trials'
   ];
-  const error = placed(paths, props.error);
 
-  const submit = async (event: React.FormEvent) => {
-    event.preventDefault();
+  const spec = () => {
     const parameters: Record<string, unknown> = {};
     for (const row of rows) {
       parameters[row.name.trim()] = parameterSpec(row);
     }
-    const spec = compact({
-      name: name.trim(),
+    return compact({
+      name: text.name.trim(),
       objective: compact({
-        metric: metric.trim(),
-        type: goalType,
-        goal: numberOrText(goal)
+        metric: text.metric.trim(),
+        type: text.goalType,
+        goal: numberOrText(text.goal)
       }),
-      algorithm: { name: algorithm },
+      algorithm: { name: text.algorithm },
       parameters,
-      trial: { notebook: notebook.trim() },
-      max_trials: numberOrText(maxTrials),
-      parallel_trials: numberOrText(parallelTrials)
+      trial: { notebook: text.notebook.trim() },
+      max_trials: numberOrText(text.maxTrials),
+      parallel_trials: numberOrText(text.parallelTrials)
     });
-    if (await props.onLaunch(spec)) {
-      setName('');
-    }
   };
 
   return (
-    <form
-      className="cube-JobForm"
-      data-testid="cube-job-form"
-      data-kind="tuning"
-      onSubmit={event => void submit(event)}
+    <LaunchFormShell
+      kind="tuning"
+      form={props}
+      paths={paths}
+      spec={spec}
+      onLaunched={() => set('name', '')}
     >
       <div className="cube-JobForm-grid">
-        <Field label="Name" path="name" error={error}>
-          <TextInput
-            path="name"
-            value={name}
-            error={error}
-            placeholder="tune-mnist"
-            onChange={edit(setName)}
-          />
-        </Field>
-        <Field
+        <TextField
+          label="Name"
+          path="name"
+          placeholder="tune-mnist"
+          {...bind('name')}
+        />
+        <TextField
           label="Trial notebook"
           path="trial.notebook"
-          error={error}
           hint="run with each trial's parameters"
-        >
-          <TextInput
-            path="trial.notebook"
-            value={notebook}
-            error={error}
-            placeholder="train.ipynb"
-            onChange={edit(setNotebook)}
-          />
-        </Field>
+          placeholder="train.ipynb"
+          {...bind('notebook')}
+        />
       </div>
-      <fieldset className="cube-JobForm-group">
-        <legend>Objective</legend>
-        <div className="cube-JobForm-row">
-          <Field
-            label="Metric"
-            path="objective.metric"
-            error={error}
-            hint="name=value"
-          >
-            <TextInput
-              path="objective.metric"
-              value={metric}
-              error={error}
-              placeholder="accuracy"
-              onChange={edit(setMetric)}
-            />
-          </Field>
-          <Field label="Type" path="objective.type" error={error}>
-            <SelectInput
-              path="objective.type"
-              value={goalType}
-              error={error}
-              options={['maximize', 'minimize']}
-              onChange={edit(setGoalType)}
-            />
-          </Field>
-          <Field
-            label="Goal"
-            path="objective.goal"
-            error={error}
-            hint="optional"
-          >
-            <TextInput
-              path="objective.goal"
-              value={goal}
-              error={error}
-              placeholder="0.99"
-              onChange={edit(setGoal)}
-            />
-          </Field>
-          <Field label="Algorithm" path="algorithm.name" error={error}>
-            <SelectInput
-              path="algorithm.name"
-              value={algorithm}
-              error={error}
-              options={ALGORITHMS}
-              onChange={edit(setAlgorithm)}
-            />
-          </Field>
-        </div>
-      </fieldset>
+      <FieldRow legend="Objective">
+        <TextField
+          label="Metric"
+          path="objective.metric"
+          hint="name=value"
+          placeholder="accuracy"
+          {...bind('metric')}
+        />
+        <SelectField
+          label="Type"
+          path="objective.type"
+          options={['maximize', 'minimize']}
+          {...bind('goalType')}
+        />
+        <TextField
+          label="Goal"
+          path="objective.goal"
+          hint="optional"
+          placeholder="0.99"
+          {...bind('goal')}
+        />
+        <SelectField
+          label="Algorithm"
+          path="algorithm.name"
+          options={ALGORITHMS}
+          {...bind('algorithm')}
+        />
+      </FieldRow>
       <fieldset
         className="cube-JobForm-group"
         data-testid="cube-job-field"
@@ -262,13 +223,9 @@ export function TuningForm(props: ITuningFormProps): JSX.Element {
               <ParameterRow
                 key={row.key}
                 row={row}
-                error={error}
                 removable={rows.length > 1}
                 onChange={change => editRow(row.key, change)}
-                onRemove={() => {
-                  setRows(rows.filter(r => r.key !== row.key));
-                  props.onEdit();
-                }}
+                onRemove={() => editRows(rows.filter(r => r.key !== row.key))}
               />
             ))}
           </tbody>
@@ -279,58 +236,33 @@ export function TuningForm(props: ITuningFormProps): JSX.Element {
             minimal
             small
             data-testid="cube-tuning-add-parameter"
-            onClick={() => {
-              setRows([...rows, newRow(nextKey.current++)]);
-              props.onEdit();
-            }}
+            onClick={() => editRows([...rows, newRow(nextKey.current++)])}
           >
             <addIcon.react tag="span" elementSize="small" /> Parameter
           </Button>
         </div>
-        {error && error.at === 'parameters' && (
-          <ErrorMessage
-            message={error.message}
-            testid="cube-job-field-error"
-            field="parameters"
-          />
-        )}
+        <FieldError path="parameters" />
       </fieldset>
-      <fieldset className="cube-JobForm-group">
-        <legend>Trials</legend>
-        <div className="cube-JobForm-row">
-          <Field label="Max trials" path="max_trials" error={error}>
-            <TextInput
-              path="max_trials"
-              type="number"
-              min={1}
-              value={maxTrials}
-              error={error}
-              onChange={edit(setMaxTrials)}
-            />
-          </Field>
-          <Field label="In parallel" path="parallel_trials" error={error}>
-            <TextInput
-              path="parallel_trials"
-              type="number"
-              min={1}
-              value={parallelTrials}
-              error={error}
-              onChange={edit(setParallelTrials)}
-            />
-          </Field>
-        </div>
-      </fieldset>
-      <LaunchButton launching={props.launching} />
-      {error && error.at === null && (
-        <ErrorMessage message={error.message} testid="cube-job-form-error" />
-      )}
-    </form>
+      <FieldRow legend="Trials">
+        <NumberField
+          label="Max trials"
+          path="max_trials"
+          min={1}
+          {...bind('maxTrials')}
+        />
+        <NumberField
+          label="In parallel"
+          path="parallel_trials"
+          min={1}
+          {...bind('parallelTrials')}
+        />
+      </FieldRow>
+    </LaunchFormShell>
   );
 }
 
 interface IParameterRowProps {
   row: IParameterRow;
-  error: IPlacedError | null;
   removable: boolean;
   onChange: (change: Partial<IParameterRow>) => void;
   onRemove: () => void;
@@ -338,7 +270,8 @@ interface IParameterRowProps {
 
 /** One search dimension; the server's error about it shows under the row. */
 function ParameterRow(props: IParameterRowProps): JSX.Element {
-  const { row, error } = props;
+  const { row } = props;
+  const error = usePlacedError();
   const at = `parameters.${row.name.trim()}`;
   const mine =
     !!error &&
@@ -350,7 +283,6 @@ function ParameterRow(props: IParameterRowProps): JSX.Element {
       <TextInput
         path={`${at}.${key}`}
         value={row[key]}
-        error={error}
         placeholder={placeholder}
         onChange={value => props.onChange({ [key]: value })}
       />
@@ -378,7 +310,6 @@ function ParameterRow(props: IParameterRowProps): JSX.Element {
           <SelectInput
             path={`${at}.type`}
             value={row.type}
-            error={error}
             options={PARAMETER_TYPES}
             onChange={type => props.onChange({ type })}
           />
