@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.parse
@@ -26,6 +24,7 @@ from pathlib import Path
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
+from tests.benchmarks.server import jupyter_server_argv
 from tests.benchmarks.timing import summary
 from tests.gpu.prometheus_server import NO_DCGM_PAGE, SAMPLE_PAGE, DcgmPrometheus
 
@@ -51,18 +50,7 @@ def start_workbench(
         f"c.CubeGPU.prometheus_url = {prometheus_url!r}\n"
         f"c.CubeGPU.cache_seconds = {cache_seconds!r}\n"
     )
-    argv = [
-        sys.executable,
-        "-m",
-        "jupyter",
-        "server",
-        "--no-browser",
-        f"--config={config}",
-        f"--ServerApp.port={port}",
-        f"--ServerApp.root_dir={tmp}",
-    ]
-    if os.geteuid() == 0:
-        argv.append("--allow-root")
+    argv = jupyter_server_argv(config, port, tmp)
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

@@ -14,7 +14,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from cube_jupyter.backends.kubernetes.client import KubeClient, make_api_client
 from cube_jupyter.backends.kubernetes.notebooks import KubernetesNotebookBackend
 from cube_jupyter.notebooks.render import MANAGED_BY, MANAGED_BY_LABEL
+from tests.benchmarks.server import jupyter_server_argv
 from tests.benchmarks.timing import print_table
 from tests.kubernetes.conftest import PROFILES, make_emulator, make_settings
 from tests.kubernetes.listbench import cluster_objects
@@ -65,18 +65,7 @@ def start_workbench(tmp: Path, cluster_url: str, port: int) -> subprocess.Popen[
         f"c.CubeSpawner.profiles = {PROFILES!r}\n"
         f"c.CubeSpawner.admin_users = [{ADMIN!r}]\n"
     )
-    argv = [
-        sys.executable,
-        "-m",
-        "jupyter",
-        "server",
-        "--no-browser",
-        f"--config={config}",
-        f"--ServerApp.port={port}",
-        f"--ServerApp.root_dir={tmp}",
-    ]
-    if os.geteuid() == 0:
-        argv.append("--allow-root")
+    argv = jupyter_server_argv(config, port, tmp)
     env = {**os.environ, "KUBECONFIG": str(kubeconfig), "KUBERNETES_SERVICE_HOST": ""}
     return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 
-from tests.browser.lab import Lab
+from tests.browser.lab import ARTIFACTS, Lab, running_lab
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -23,7 +21,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--disable-quic",
 ]
-ARTIFACTS = Path(__file__).parent / "artifacts"
 
 
 @pytest.fixture
@@ -42,18 +39,8 @@ def jp_server_cleanup() -> None:
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator[Lab]:
-    # Not tmp_path_factory: a concurrent pytest run prunes old basetemps, children's dirs included.
-    with tempfile.TemporaryDirectory(prefix="cube-browser-") as root:
-        server = Lab(root=Path(root))
-        try:
-            server.start()
-            yield server
-        finally:
-            server.stop()
-            ARTIFACTS.mkdir(exist_ok=True)
-            shutil.copy(server.log_path, ARTIFACTS / "lab.log")
-            for log in Path(root, "state").rglob("*.log"):
-                shutil.copy(log, ARTIFACTS / f"child-{log.parent.name}-{log.name}")
+    with running_lab(lambda root: Lab(root=root), "cube-browser-", "lab.log") as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

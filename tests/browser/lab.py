@@ -9,16 +9,19 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Locator, Page, expect
@@ -234,3 +237,25 @@ def run_from_palette(page: Page, query: str, label: str) -> None:
         except PlaywrightError:
             continue
     raise AssertionError(f"could not run {label!r} from the command palette")
+
+
+ARTIFACTS = Path(__file__).parent / "artifacts"
+LabT = TypeVar("LabT", bound=Lab)
+
+
+@contextlib.contextmanager
+def running_lab(make: Callable[[Path], LabT], prefix: str, log_name: str) -> Iterator[LabT]:
+    """A Lab started in a fresh directory and stopped after, its log (and its child servers' logs)
+    kept in tests/browser/artifacts. Not tmp_path_factory: a concurrent pytest run prunes old
+    basetemps, children's dirs included."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as root:
+        server = make(Path(root))
+        try:
+            server.start()
+            yield server
+        finally:
+            server.stop()
+            ARTIFACTS.mkdir(exist_ok=True)
+            shutil.copy(server.log_path, ARTIFACTS / log_name)
+            for log in Path(root, "state").rglob("*.log"):
+                shutil.copy(log, ARTIFACTS / f"child-{log.parent.name}-{log.name}")

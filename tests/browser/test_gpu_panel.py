@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,8 +30,7 @@ from playwright.sync_api import Locator, Page, expect
 
 from cube_jupyter.gpu.nvml import NvmlSource
 from cube_jupyter.gpu.sources import NoGpuVisible
-from tests.browser.conftest import ARTIFACTS
-from tests.browser.lab import Lab, LapTimer, run_from_palette
+from tests.browser.lab import ARTIFACTS, Lab, LapTimer, run_from_palette, running_lab
 from tests.browser.test_notebook_servers_panel import dark_theme, open_lab, shot
 
 pytestmark = pytest.mark.browser
@@ -130,15 +127,8 @@ def idle_stretched(source: Path, target: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator[ReplayLab]:
-    with tempfile.TemporaryDirectory(prefix="cube-browser-gpu-") as root:
-        server = ReplayLab(root=Path(root))
-        try:
-            server.start()
-            yield server
-        finally:
-            server.stop()
-            ARTIFACTS.mkdir(exist_ok=True)
-            shutil.copy(server.log_path, ARTIFACTS / "lab-gpu.log")
+    with running_lab(lambda root: ReplayLab(root=root), "cube-browser-gpu-", "lab-gpu.log") as server:
+        yield server
 
 
 # -- what the recordings say, as the panel shows it --------------------------------------------------

@@ -21,8 +21,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from tests.browser.conftest import ARTIFACTS
-from tests.browser.lab import Lab, LapTimer
+from tests.browser.lab import ARTIFACTS, Lab, LapTimer
 from tests.browser.test_notebook_servers_panel import confirm_dialog, dark_theme, open_lab
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]

@@ -14,8 +14,7 @@ from contextlib import contextmanager
 
 from playwright.sync_api import Locator, Page, expect
 
-from tests.browser.conftest import ARTIFACTS
-from tests.browser.lab import PROFILES, USER, Lab, LapTimer, open_palette, run_from_palette
+from tests.browser.lab import ARTIFACTS, PROFILES, USER, Lab, LapTimer, open_palette, run_from_palette
 
 PANEL_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="cube-notebook-servers"]'
 PANEL = "#cube-notebook-servers"

@@ -14,8 +14,7 @@ import json
 
 from playwright.sync_api import Locator, Page, expect
 
-from tests.browser.conftest import ARTIFACTS
-from tests.browser.lab import Lab, LapTimer
+from tests.browser.lab import ARTIFACTS, Lab, LapTimer
 from tests.browser.test_notebook_servers_panel import dark_theme, open_lab
 from tests.browser.test_notebook_servers_panel import shot as shot_panel
 from tests.pipelines.notebooks import FANOUT_ML
