@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import shutil
 import signal
@@ -45,7 +46,7 @@ from cube_jupyter.jobs.local import processes, rendezvous
 from cube_jupyter.jobs.local.state import JobRecord, ReplicaRecord, TrainingState
 from cube_jupyter.jobs.model import Condition, Job, Replica, wait_until_finished
 from cube_jupyter.jobs.training_spec import RoleSpec, TrainingSpec
-from cube_jupyter.names import user_slug
+from cube_jupyter.names import parse_quantity, user_slug
 from cube_jupyter.storage import ArtifactStore, open_store
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,11 @@ class LocalTrainingRunner:
         for slot in rendezvous.slots(roles):
             role = spec.role(slot.role)
             assert role is not None
-            env = {**spec.env, **role.env}
+            env = {
+                **cpu_threads_env(role.resources.cpu, len(rendezvous.slots(roles))),
+                **spec.env,
+                **role.env,
+            }
             env.update(rendezvous.replica_env(spec.framework, roles, slot, rdv, hostfile=hostfile))
             ids = gpu_ids.pop(slot.name, [])
             env["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
@@ -740,3 +745,14 @@ class AsyncLocalTraining:
             if chunk is done:
                 return
             yield chunk  # type: ignore[misc]
+
+
+def cpu_threads_env(cpu: str | None, replicas: int) -> dict[str, str]:
+    """A pod's CPU limit caps its math libraries' threads; local replicas share one machine, so each
+    gets the role's `cpu` (whole cores, at least one) or its share of the cores, else every rank's
+    thread pool would claim every core. The spec's own env wins."""
+    if cpu:
+        threads = max(1, math.floor(parse_quantity(cpu, "resources.cpu")))
+    else:
+        threads = max(1, (os.cpu_count() or 1) // max(1, replicas))
+    return {name: str(threads) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}

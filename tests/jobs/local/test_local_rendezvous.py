@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 
 from cube_jupyter.jobs.local import rendezvous
 from cube_jupyter.jobs.local.rendezvous import Rendezvous, Slot
+from cube_jupyter.jobs.local.training import cpu_threads_env
 
 
 def test_slots_follow_roles_in_order() -> None:
@@ -82,3 +84,11 @@ def test_planned_ports_are_free_and_distinct() -> None:
     rdv = rendezvous.plan("tensorflow", [("Chief", 1), ("Worker", 3)])
     assert len(set(rdv.ports.values())) == 4
     assert rendezvous.plan("mpi", [("Launcher", 1), ("Worker", 1)]) == Rendezvous()
+
+
+def test_each_replica_gets_its_share_of_the_cores_as_math_library_threads() -> None:
+
+    assert cpu_threads_env("2", 4) == {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
+    assert cpu_threads_env("500m", 1)["OMP_NUM_THREADS"] == "1"  # at least one thread
+    cores = os.cpu_count() or 1
+    assert cpu_threads_env(None, 2)["OMP_NUM_THREADS"] == str(max(1, cores // 2))
