@@ -384,9 +384,18 @@ def ship_training_code(spec: TrainingSpec, store: ArtifactStore, code_dir: Path)
     if code.kind == "function":
         shipped = package_module_function(code.target, store, base_dir=code_dir)
         return replace(spec, code=replace(code, package_uri=shipped.uri))
-    path = Path(code.target)
-    shipped = package_file(path if path.is_absolute() else code_dir / path, store)
+    shipped = ship_spec_file(code.target, code_dir, store, code.kind)
     return replace(spec, code=replace(code, package_uri=shipped.uri, path=shipped.target))
+
+
+def ship_spec_file(name: str, code_dir: Path, store: ArtifactStore, field: str) -> ShippedCode:
+    """Ship the script or notebook a spec names (relative to `code_dir`); a missing file is bad input
+    naming the spec's own field (`script`, `notebook`, `trial.notebook`)."""
+    path = Path(name)
+    path = path if path.is_absolute() else code_dir / path
+    if not path.is_file():
+        raise InvalidInput(f"{field} {name!r} is not a file in {code_dir}", field=field)
+    return package_file(path, store)
 
 
 def ship_to_cluster(spec: Any, storage: CubeStorage, code_dir: Path) -> Any:
@@ -407,10 +416,8 @@ def ship_to_cluster(spec: Any, storage: CubeStorage, code_dir: Path) -> Any:
         if spec.trial_training is not None:
             return replace(spec, trial_training=ship_to_cluster(spec.trial_training, storage, code_dir))
         if spec.trial_notebook and not spec.trial_package_uri:
-            path = Path(spec.trial_notebook)
-            shipped = package_file(
-                path if path.is_absolute() else code_dir / path, _cluster_store(storage, "trial.notebook")
-            )
+            store = _cluster_store(storage, "trial.notebook")
+            shipped = ship_spec_file(spec.trial_notebook, code_dir, store, "trial.notebook")
             return replace(spec, trial_package_uri=shipped.uri, trial_notebook=shipped.target)
     return spec
 

@@ -242,6 +242,7 @@ async def test_a_served_model_answers_predictions_through_the_api(api: Any, tmp_
             },
             "min_replicas",
         ),
+        ({"kind": "training", "spec": {**DDP, "script": "missing.py"}}, "script"),
         ({"kind": "baking", "spec": DDP}, "kind"),
         ({"kind": "training"}, "spec"),
         ({"kind": "training", "spec": DDP, "extra": 1}, "extra"),

@@ -28,7 +28,7 @@ import psutil
 
 import cube_jupyter
 from cube_jupyter.backends.local import files, process
-from cube_jupyter.errors import BackendUnavailable, Conflict, InvalidInput, NotFound
+from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound
 from cube_jupyter.jobs import package as packaging
 from cube_jupyter.jobs.local.tuning_state import (
     DRIVER,
@@ -102,13 +102,7 @@ class LocalTuner:
             return None, None
         if spec.trial_package_uri:
             return spec.trial_package_uri, spec.trial_notebook
-        path = Path(spec.trial_notebook)
-        path = path if path.is_absolute() else base / path
-        if not path.is_file():
-            raise InvalidInput(
-                f"trial.notebook {spec.trial_notebook!r} is not a file in {base}", field="trial.notebook"
-            )
-        shipped = packaging.package_file(path, self.store)
+        shipped = packaging.ship_spec_file(spec.trial_notebook, base, self.store, "trial.notebook")
         return shipped.uri, shipped.target
 
     def _spawn_driver(self, spec: TuningSpec, directory: Path) -> subprocess.Popen[bytes]:
