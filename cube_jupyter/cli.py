@@ -18,11 +18,11 @@ from datetime import UTC, datetime
 import yaml
 from traitlets.config import Config
 
-from cube_jupyter.backends import make_notebook_backend
 from cube_jupyter.config import Settings, load_config_file, load_settings
 from cube_jupyter.errors import CubeError
 from cube_jupyter.gpu.cli import add_gpu_commands
 from cube_jupyter.jobs.cli import add_job_commands
+from cube_jupyter.notebooks.backend import make_notebook_backend
 from cube_jupyter.notebooks.render import render_notebook_objects
 from cube_jupyter.notebooks.service import NotebookService, parse_create_request
 from cube_jupyter.notebooks.spec import NotebookServer, ServerStatus

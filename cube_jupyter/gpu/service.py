@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cube_jupyter.backends.periodic import repeat
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import ConfigError, CubeError, Forbidden, InvalidInput
 from cube_jupyter.gpu.attribution import KernelProcess, attribute, server_kernels
@@ -38,6 +37,7 @@ from cube_jupyter.gpu.sources import NoGpuVisible
 from cube_jupyter.names import user_slug
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import NotebookServer
+from cube_jupyter.periodic import repeat
 
 log = logging.getLogger(__name__)
 
@@ -250,8 +250,8 @@ class GpuService:
 
     def _running_children(self) -> list[tuple[str, str, str, int, str]]:
         """(user, url, token, pid, label) of the local backend's running child servers."""
-        from cube_jupyter.backends.local.notebooks import LocalNotebookBackend
-        from cube_jupyter.backends.local.process import LOOPBACK
+        from cube_jupyter.local.processes import LOOPBACK
+        from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
         from cube_jupyter.notebooks.spec import ServerStatus
 
         backend = self.notebooks.backend

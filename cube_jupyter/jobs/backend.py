@@ -57,7 +57,7 @@ def make_job_backend(settings: Settings, root_dir: str | None = None) -> JobBack
     the scripts and notebooks their specs name under `root_dir` (default: the working directory); so
     do cluster jobs, which ship them to the artifact store."""
     if settings.workbench.backend == "kubernetes":
-        from cube_jupyter.backends.kubernetes.jobs import KubernetesJobBackend
+        from cube_jupyter.jobs.kubernetes.backend import KubernetesJobBackend
 
         return KubernetesJobBackend(settings, root_dir=root_dir)
     from cube_jupyter.jobs.local.backend import LocalJobBackend

@@ -28,7 +28,9 @@ import yaml
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import InvalidInput, NotFound
 from cube_jupyter.jobs.model import Job, JobKind
-from cube_jupyter.jobs.service import JobService, parse_kind, render_job
+from cube_jupyter.jobs.render import render_job
+from cube_jupyter.jobs.service import JobService
+from cube_jupyter.jobs.specs import parse_kind
 
 INVALID = 2
 COMMANDS: dict[str, tuple[JobKind, str]] = {
@@ -194,8 +196,8 @@ def _delete(args: argparse.Namespace, settings: Settings) -> int:
 
 def with_job_service(settings: Settings, run: Callable[[JobService], Awaitable[int]]) -> int:
     """Start the configured backends (jobs, and notebooks for the GPU quota) for one command."""
-    from cube_jupyter.backends import make_notebook_backend
     from cube_jupyter.jobs.backend import make_job_backend
+    from cube_jupyter.notebooks.backend import make_notebook_backend
 
     async def go() -> int:
         notebooks = make_notebook_backend(settings)

@@ -7,7 +7,6 @@ the name and the quota, and calls one backend method. The same rules hold on bot
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from typing import Any
@@ -26,69 +25,12 @@ from cube_jupyter.jobs.backend import JobBackend
 from cube_jupyter.jobs.config import JobSettings, jobs_config
 from cube_jupyter.jobs.fields import choice, job_name, mapping
 from cube_jupyter.jobs.model import Job, JobKind
-from cube_jupyter.jobs.render.pods import SPEC_ANNOTATION
+from cube_jupyter.jobs.render import render_job
 from cube_jupyter.jobs.serving_spec import ServingSpec
-from cube_jupyter.jobs.training_spec import TrainingSpec
-from cube_jupyter.jobs.tuning_spec import TuningSpec
+from cube_jupyter.jobs.specs import Spec, parse_kind, parse_spec, spec_gpus
 from cube_jupyter.notebooks.service import NotebookService
 
-KINDS: tuple[JobKind, ...] = ("training", "tuning", "serving")
-Spec = TrainingSpec | TuningSpec | ServingSpec
 PROTOCOLS = ("v1", "v2")
-# The objects that are the job itself (the rest of a rendering are what they need, e.g. ConfigMaps).
-JOB_OBJECT_KINDS = frozenset(
-    {"PyTorchJob", "TFJob", "XGBoostJob", "MPIJob", "Experiment", "InferenceService"}
-)
-
-
-def parse_kind(value: object) -> JobKind:
-    kind = choice(value, "kind", KINDS)
-    return kind  # type: ignore[return-value]
-
-
-def parse_spec(kind: JobKind, raw: object, user: str, base_dir: str | None = None) -> Spec:
-    """The typed spec of `kind`, validated; InvalidInput names the bad field (`spec.replicas.worker`).
-    Relative local paths (a model's `storage_uri`) mean paths under `base_dir` (default: the cwd)."""
-    if kind == "training":
-        return TrainingSpec.from_dict(raw, user=user)
-    if kind == "tuning":
-        return TuningSpec.from_dict(raw, user=user)
-    return ServingSpec.from_dict(raw, user=user, base_dir=base_dir)
-
-
-def render_spec(kind: JobKind, spec: Spec, config: JobSettings, settings: Settings) -> list[dict[str, Any]]:
-    """The Kubernetes objects the kubernetes backend creates for `spec`, in creation order. The job
-    object itself carries the normalized spec as an annotation, so the Jobs panel can show what a
-    cluster job was submitted with (and which way a tuning goal points) from the informer cache."""
-    objects = _render(spec, config, settings)
-    for obj in objects:
-        if obj["kind"] in JOB_OBJECT_KINDS:
-            annotations = obj.setdefault("metadata", {}).setdefault("annotations", {})
-            annotations[SPEC_ANNOTATION] = json.dumps(spec.to_dict(), sort_keys=True)
-    return objects
-
-
-def _render(spec: Spec, config: JobSettings, settings: Settings) -> list[dict[str, Any]]:
-    if isinstance(spec, TrainingSpec):
-        from cube_jupyter.jobs.render.training import render_training
-
-        return render_training(spec, config, settings)
-    if isinstance(spec, TuningSpec):
-        from cube_jupyter.jobs.render.tuning import render_tuning
-
-        return render_tuning(spec, config, settings)
-    from cube_jupyter.jobs.render.serving import render_serving
-
-    return render_serving(spec, config, settings)
-
-
-def render_job(
-    settings: Settings, kind: str, raw: object, user: str, config: JobSettings | None = None
-) -> list[dict[str, Any]]:
-    """What `cube-jupyter train|tune|serve render` prints: the objects the cluster would get."""
-    job_kind = parse_kind(kind)
-    spec = parse_spec(job_kind, raw, user)
-    return render_spec(job_kind, spec, config or jobs_config(settings), settings)
 
 
 class JobService:
@@ -277,13 +219,6 @@ class JobService:
                 "(CubeSpawner.gpu_quota_per_user). Stop a GPU server or job first.",
                 field="resources.gpu",
             )
-
-
-def spec_gpus(spec: Spec) -> int:
-    """GPUs the job holds at once: a tuning job's trials running in parallel, each with its own."""
-    if isinstance(spec, TuningSpec):
-        return spec.parallel_trials * spec.gpus_per_trial
-    return int(spec.total_gpus)
 
 
 def optimization_history(job: Job) -> dict[str, Any]:

@@ -10,9 +10,9 @@ import asyncio
 from collections import defaultdict
 from typing import Any
 
-from cube_jupyter.backends.base import NotebookBackend, RoutableBackend
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import Forbidden, InvalidInput, NotFound, QuotaExceeded
+from cube_jupyter.notebooks.backend import NotebookBackend, RoutableBackend
 from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec, server_exists, validate_server_name
 
 CREATE_FIELDS = {"name", "profile"}

@@ -33,7 +33,7 @@ from cube_jupyter.pipelines.model import Pipeline
 from cube_jupyter.pipelines.service import PipelineService
 
 if TYPE_CHECKING:
-    from cube_jupyter.backends.kubernetes.workflows import ClusterPipelineRuns
+    from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns
 
 INVALID = 2
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -126,7 +126,7 @@ def _graph(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _compile(args: argparse.Namespace, settings: Settings) -> int:
-    from cube_jupyter.pipelines.argo import compile_workflow
+    from cube_jupyter.pipelines.kubernetes.argo import compile_workflow
 
     root, path = _locate(args.notebook)
     try:
@@ -214,7 +214,7 @@ async def _cluster_runs(settings: Settings) -> ClusterPipelineRuns:
             "--target cluster needs the kubernetes backend (c.CubeWorkbench.backend = 'kubernetes')",
             field="target",
         )
-    from cube_jupyter.backends.kubernetes.workflows import ClusterPipelineRuns
+    from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns
 
     cluster = ClusterPipelineRuns(settings)
     await cluster.start()

@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, Any
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import Conflict, Forbidden, InvalidInput, NotFound
 from cube_jupyter.pipelines.dag import build_pipeline, load_notebook
-from cube_jupyter.pipelines.executor import LocalExecutor, Observer, RunHandle, RunOptions
 from cube_jupyter.pipelines.history import ACTIVE_RUN, RunHistory, RunRecord, StepRecord, now
+from cube_jupyter.pipelines.local.executor import LocalExecutor, Observer, RunHandle, RunOptions
+from cube_jupyter.pipelines.local.workers import KernelSpec, WorkerPool
 from cube_jupyter.pipelines.model import Pipeline, PipelineError
 from cube_jupyter.pipelines.runner import validate_parameters
-from cube_jupyter.pipelines.workers import KernelSpec, WorkerPool
 from cube_jupyter.storage import ArtifactStore, CubeStorage, open_store
 
 if TYPE_CHECKING:
-    from cube_jupyter.backends.kubernetes.workflows import ClusterPipelineRuns, WorkflowRun
+    from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns, WorkflowRun
 
 LOG = logging.getLogger(__name__)
 TARGETS = ("local", "cluster")

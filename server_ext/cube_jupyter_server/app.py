@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, TypeVar
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.serverapp import ServerApp
 
-from cube_jupyter.backends import make_notebook_backend
 from cube_jupyter.config import Settings, load_settings
 from cube_jupyter.errors import ConfigError, CubeError
 from cube_jupyter.gpu.service import GpuService
 from cube_jupyter.jobs.backend import make_job_backend
 from cube_jupyter.jobs.service import JobService
+from cube_jupyter.notebooks.backend import make_notebook_backend
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.pipelines.service import PipelineService
 from cube_jupyter_server.authorizer import require_cube_authorizer
@@ -26,7 +26,7 @@ from cube_jupyter_server.pipeline_handlers import PIPELINE_HANDLERS
 from cube_jupyter_server.router import ROUTE_PATTERN, NotebookRouterHandler
 
 if TYPE_CHECKING:
-    from cube_jupyter.backends.kubernetes.workflows import ClusterPipelineRuns
+    from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns
 
 T = TypeVar("T")
 
@@ -150,6 +150,6 @@ def _cluster_runs(settings: Settings) -> ClusterPipelineRuns | None:
     """Argo runs of pipelines with the kubernetes backend; started with the extension."""
     if settings.workbench.backend != "kubernetes":
         return None
-    from cube_jupyter.backends.kubernetes.workflows import ClusterPipelineRuns
+    from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns
 
     return ClusterPipelineRuns(settings)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from cube_jupyter.backends.base import NotebookBackend
 from cube_jupyter.errors import BackendUnavailable, CubeError
+from cube_jupyter.notebooks.backend import NotebookBackend
 
 STARTER_SETTING = "cube_backend_starter"
 

@@ -39,9 +39,9 @@ from tornado.websocket import (
     websocket_connect,
 )
 
-from cube_jupyter.backends.base import ROUTE_PREFIX, RoutableBackend, Upstream
 from cube_jupyter.errors import BackendUnavailable, CubeError, Forbidden, NotFound
 from cube_jupyter.names import user_slug
+from cube_jupyter.notebooks.backend import ROUTE_PREFIX, RoutableBackend, Upstream
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import NotebookServer
 from cube_jupyter_server.authorizer import CUBE_RESOURCE

@@ -17,8 +17,8 @@ from pathlib import Path
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from traitlets.config import Config
 
-from cube_jupyter.backends.local.notebooks import LocalNotebookBackend
 from cube_jupyter.config import load_settings
+from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
 from cube_jupyter.notebooks.spec import NotebookSpec
 from tests.benchmarks.timing import print_table, time_async
 

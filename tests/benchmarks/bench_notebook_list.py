@@ -22,8 +22,8 @@ import kmock as kmock_lib
 import yaml
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
-from cube_jupyter.backends.kubernetes.client import KubeClient, make_api_client
-from cube_jupyter.backends.kubernetes.notebooks import KubernetesNotebookBackend
+from cube_jupyter.kube.client import KubeClient, make_api_client
+from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 from cube_jupyter.notebooks.render import MANAGED_BY, MANAGED_BY_LABEL
 from tests.benchmarks.server import jupyter_server_argv
 from tests.benchmarks.timing import print_table

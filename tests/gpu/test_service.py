@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 from traitlets.config import Config
 
-from cube_jupyter.backends.local.notebooks import LocalNotebookBackend
 from cube_jupyter.config import Settings, load_settings
 from cube_jupyter.errors import BackendUnavailable, ConfigError, Forbidden, InvalidInput
 from cube_jupyter.gpu.attribution import KernelProcess
 from cube_jupyter.gpu.config import gpu_config
 from cube_jupyter.gpu.pods import pod_kind
 from cube_jupyter.gpu.service import OTHER_USERS_KERNEL, GpuService
+from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
 from cube_jupyter.notebooks.service import NotebookService
 from tests.gpu.nvml_replay import NvmlReplay
 from tests.gpu.prometheus_server import free_port

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from cube_jupyter.backends.kubernetes.client import KubeClient
+from cube_jupyter.kube.client import KubeClient
 from cube_jupyter.notebooks.render import NOTEBOOK_LABEL, STATEFULSET_LABEL
 from tests.kubernetes.emulator import now_rfc3339
 

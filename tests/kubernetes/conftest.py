@@ -10,9 +10,9 @@ import kmock as kmock_lib
 import pytest
 from traitlets.config import Config
 
-from cube_jupyter.backends.kubernetes.client import KubeClient, make_api_client
-from cube_jupyter.backends.kubernetes.notebooks import KubernetesNotebookBackend
 from cube_jupyter.config import Settings, load_settings
+from cube_jupyter.kube.client import KubeClient, make_api_client
+from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 from tests.kubernetes.emulator import ApiServerEmulator
 
 # The resource types a Kubeflow + Istio cluster serves: core kinds plus the installed CRDs.

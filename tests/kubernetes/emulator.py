@@ -503,7 +503,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
 
     @staticmethod
     def _resource_of(obj: dict[str, Any]) -> kmock.resource:
-        from cube_jupyter.backends.kubernetes.client import resource_type
+        from cube_jupyter.kube.client import resource_type
 
         rtype = resource_type(obj["apiVersion"], obj["kind"])
         group, _, version = obj["apiVersion"].rpartition("/")

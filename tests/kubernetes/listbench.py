@@ -15,10 +15,10 @@ from typing import Any
 
 import kmock as kmock_lib
 
-from cube_jupyter.backends.kubernetes.client import make_api_client
-from cube_jupyter.backends.kubernetes.notebooks import KubernetesNotebookBackend
 from cube_jupyter.config import Settings
+from cube_jupyter.kube.client import make_api_client
 from cube_jupyter.names import user_slug
+from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 from cube_jupyter.notebooks.render import NOTEBOOK_LABEL, STATEFULSET_LABEL, render_notebook_objects
 from cube_jupyter.notebooks.spec import NotebookSpec
 from tests.kubernetes.actors import ready_status, unschedulable_status

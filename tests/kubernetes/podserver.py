@@ -21,7 +21,7 @@ import psutil
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
-from cube_jupyter.backends.local.process import LOOPBACK
+from cube_jupyter.local.processes import LOOPBACK
 from tests.local.support import KERNEL_V1, execute_request, send_shell
 
 # Flags the stand-in sets itself: where it listens, and what keeps it a plain, local server.

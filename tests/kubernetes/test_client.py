@@ -8,7 +8,8 @@ import pathlib
 
 import pytest
 
-from cube_jupyter.backends.kubernetes.client import (
+from cube_jupyter.errors import BackendUnavailable, ConfigError, Conflict, Forbidden, InvalidInput
+from cube_jupyter.kube.client import (
     ApiNotFound,
     KubeClient,
     ResourceGone,
@@ -16,7 +17,6 @@ from cube_jupyter.backends.kubernetes.client import (
     make_api_client,
     resource_type,
 )
-from cube_jupyter.errors import BackendUnavailable, ConfigError, Conflict, Forbidden, InvalidInput
 from tests.kubernetes.conftest import make_settings
 from tests.kubernetes.emulator import ApiServerEmulator
 
@@ -101,7 +101,7 @@ async def test_api_failures_become_messages_a_user_can_act_on(
     # A 422 comes from what the workbench rendered (user input is validated first): a 503 that does not
     # blame the caller, with the API's words in the log for the admin.
     kmock.fail_next("create", "v1/pods", 422, 'Pod "q" is invalid: spec.containers: Required value')
-    logger = "cube_jupyter.backends.kubernetes.client"
+    logger = "cube_jupyter.kube.client"
     with caplog.at_level(logging.WARNING, logger=logger), pytest.raises(BackendUnavailable) as invalid:
         await asyncio.to_thread(kube.create, {**pod, "metadata": {"name": "q", "namespace": "cube-alice"}})
     assert invalid.value.status == 503

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from cube_jupyter.backends.kubernetes.client import KubeClient
-from cube_jupyter.backends.kubernetes.culler import IdleCuller, RunningServer
-from cube_jupyter.backends.kubernetes.notebooks import KubernetesNotebookBackend
-from cube_jupyter.backends.local.process import LOOPBACK, free_port
+from cube_jupyter.kube.client import KubeClient
+from cube_jupyter.local.processes import LOOPBACK, free_port
 from cube_jupyter.notebooks.activity import parse_time
+from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
+from cube_jupyter.notebooks.kubernetes.culler import IdleCuller, RunningServer
 from cube_jupyter.notebooks.render import (
     LAST_ACTIVITY_ANNOTATION,
     STOP_REASON_ANNOTATION,
@@ -179,7 +179,7 @@ async def test_a_cull_decided_on_an_outdated_version_is_refused(
 async def test_unreachable_server_is_never_culled(
     kube: KubeClient, kmock: ApiServerEmulator, culling: Callable[..., Any], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="cube_jupyter.backends.kubernetes.culler")
+    caplog.set_level(logging.DEBUG, logger="cube_jupyter.notebooks.kubernetes.culler")
     backend, _ = await culling(pod=False)  # nobody listens where the backend asks
     ready_at = await make_ready(kube, backend)
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from cube_jupyter.backends.kubernetes.client import KubeClient
-from cube_jupyter.backends.kubernetes.informer import Informer
+from cube_jupyter.kube.client import KubeClient
+from cube_jupyter.kube.informer import Informer
 from tests.kubernetes.actors import eventually
 from tests.kubernetes.emulator import ApiServerEmulator
 

@@ -13,12 +13,12 @@ import kmock as kmock_lib
 import pytest
 from traitlets.config import Config
 
-from cube_jupyter.backends.kubernetes.client import make_api_client
-from cube_jupyter.backends.kubernetes.jobs import KubernetesJobBackend
 from cube_jupyter.config import load_settings
 from cube_jupyter.errors import InvalidInput
+from cube_jupyter.jobs.kubernetes.backend import KubernetesJobBackend
 from cube_jupyter.jobs.package import fetch_package
 from cube_jupyter.jobs.training_spec import TrainingSpec
+from cube_jupyter.kube.client import make_api_client
 from tests.k8s_schemas import validate_object
 from tests.kubernetes.conftest import PROFILES
 from tests.kubernetes.emulator import ApiServerEmulator

@@ -16,8 +16,9 @@ from typing import Any
 import kmock as kmock_lib
 import pytest
 
-from cube_jupyter.backends.kubernetes.client import KubeClient, make_api_client
-from cube_jupyter.backends.kubernetes.jobs import (
+from cube_jupyter.config import Settings
+from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound, QuotaExceeded
+from cube_jupyter.jobs.kubernetes.backend import (
     EXPERIMENT_LABEL,
     JOB_NAME_LABEL,
     REPLICA_INDEX_LABEL,
@@ -25,12 +26,11 @@ from cube_jupyter.backends.kubernetes.jobs import (
     TRIAL_LABEL,
     KubernetesJobBackend,
 )
-from cube_jupyter.config import Settings
-from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound, QuotaExceeded
 from cube_jupyter.jobs.service import JobService
 from cube_jupyter.jobs.serving_spec import ServingSpec
 from cube_jupyter.jobs.training_spec import TrainingSpec
 from cube_jupyter.jobs.tuning_spec import TuningSpec
+from cube_jupyter.kube.client import KubeClient, make_api_client
 from tests.k8s_schemas import validate_object
 from tests.kubernetes.actors import eventually
 from tests.kubernetes.conftest import make_settings

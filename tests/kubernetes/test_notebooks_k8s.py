@@ -9,10 +9,10 @@ from typing import Any
 import kmock as kmock_lib
 import pytest
 
-from cube_jupyter.backends.kubernetes.client import KubeClient
-from cube_jupyter.backends.kubernetes.notebooks import KubernetesNotebookBackend
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound
+from cube_jupyter.kube.client import KubeClient
+from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 from cube_jupyter.notebooks.render import STOPPED_ANNOTATION, render_notebook_objects
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import NotebookSpec, ServerStatus
@@ -472,7 +472,7 @@ async def test_cluster_without_the_notebook_crd_is_a_clear_error(
 
 
 async def test_unreachable_api_is_backend_unavailable() -> None:
-    from cube_jupyter.backends.kubernetes.client import make_api_client
+    from cube_jupyter.kube.client import make_api_client
 
     backend = KubernetesNotebookBackend(
         make_settings(), make_api_client(host="http://127.0.0.1:9"), sync_timeout=1.0
@@ -497,7 +497,7 @@ async def test_list_latency_with_500_cached_servers() -> None:
 async def test_start_without_supervision_never_culls(make_backend: Any, kmock: ApiServerEmulator) -> None:
     """The CLI starts the backend with supervise=False: informers for reads, but no culler."""
     settings = make_settings(cull_idle_seconds=60)
-    from cube_jupyter.backends.kubernetes.client import make_api_client
+    from cube_jupyter.kube.client import make_api_client
 
     backend = KubernetesNotebookBackend(
         settings, make_api_client(host=str(kmock.url).rstrip("/")), sync_timeout=10

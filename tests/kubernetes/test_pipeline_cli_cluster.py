@@ -14,8 +14,8 @@ import kmock as kmock_lib
 import pytest
 import yaml
 
-from cube_jupyter.backends.kubernetes.client import KubeClient
 from cube_jupyter.cli import main
+from cube_jupyter.kube.client import KubeClient
 from cube_jupyter.pipelines.dag import build_pipeline, load_notebook
 from tests.kubernetes.emulator import ApiServerEmulator
 from tests.pipelines.notebooks import EXAMPLES

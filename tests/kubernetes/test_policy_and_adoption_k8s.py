@@ -9,10 +9,10 @@ from typing import Any
 import kmock as kmock_lib
 import pytest
 
-from cube_jupyter.backends.kubernetes.client import KubeClient
-from cube_jupyter.backends.kubernetes.notebooks import KubernetesNotebookBackend
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import Conflict
+from cube_jupyter.kube.client import KubeClient
+from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 from cube_jupyter.notebooks.render import USER_ANNOTATION, render_notebook_objects
 from cube_jupyter.notebooks.spec import NotebookSpec
 from tests.kubernetes.actors import controller_creates_pod, eventually

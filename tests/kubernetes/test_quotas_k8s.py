@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from cube_jupyter.backends.kubernetes.client import KubeClient
 from cube_jupyter.errors import Conflict, QuotaExceeded
+from cube_jupyter.kube.client import KubeClient
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import ServerStatus
 from tests.kubernetes.actors import controller_creates_pod, eventually, kubelet_sets_status

@@ -11,11 +11,11 @@ from typing import Any
 import kmock as kmock_lib
 import pytest
 
-from cube_jupyter.backends.kubernetes.client import KubeClient, make_api_client
-from cube_jupyter.backends.kubernetes.workflows import ClusterPipelineRuns
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import BackendUnavailable, Conflict, InvalidInput, NotFound
-from cube_jupyter.pipelines.argo import API_VERSION, KIND, compile_workflow
+from cube_jupyter.kube.client import KubeClient, make_api_client
+from cube_jupyter.pipelines.kubernetes.argo import API_VERSION, KIND, compile_workflow
+from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns
 from tests.k8s_schemas import validate_object
 from tests.kubernetes.actors import eventually
 from tests.kubernetes.conftest import make_settings

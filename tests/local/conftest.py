@@ -17,8 +17,8 @@ from cube_jupyter_server.identity import make_caller
 from cube_jupyter_server.router import ROUTE_PATTERN, NotebookRouterHandler
 from jupyter_server.utils import url_path_join
 
-from cube_jupyter.backends.local import LocalNotebookBackend
 from cube_jupyter.config import Settings
+from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import NotebookSpec
 from tests.local.support import BASE_URL, kill_children, make_settings

@@ -17,10 +17,10 @@ import psutil
 import pytest
 from tornado.httpclient import AsyncHTTPClient
 
-from cube_jupyter.backends.local import LocalNotebookBackend, process
-from cube_jupyter.backends.local.locks import KeyedLocks
-from cube_jupyter.backends.local.notebooks import DOWN_REASON
 from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound, QuotaExceeded
+from cube_jupyter.local import gpus
+from cube_jupyter.local.locks import KeyedLocks
+from cube_jupyter.notebooks.local.backend import DOWN_REASON, LocalNotebookBackend
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import NotebookSpec, ServerStatus
 from tests.local.support import EXITING_LAB, children_of, make_settings
@@ -141,7 +141,7 @@ def test_child_that_exits_is_failed_with_code_and_log(
 def test_gpu_profile_is_refused_when_the_machine_has_too_few(
     state_dir: Path, backends: Backends, loop: asyncio.AbstractEventLoop
 ) -> None:
-    visible = process.visible_gpu_ids()
+    visible = gpus.visible_gpu_ids()
     wanted = len(visible) + 1
     profiles = [{"name": "big-gpu", "image": "x", "gpu": wanted, "default": True}]
     settings = make_settings(state_dir, profiles=profiles)
@@ -159,10 +159,10 @@ def test_gpu_profile_is_refused_when_the_machine_has_too_few(
 
 
 def test_visible_gpus_follow_nvml_and_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
-    count = process.nvml_device_count()
-    assert process.visible_gpu_ids({}) == [str(i) for i in range(count)]
+    count = gpus.nvml_device_count()
+    assert gpus.visible_gpu_ids({}) == [str(i) for i in range(count)]
     # The admin's own restriction narrows the set, and never invents devices NVML does not see.
-    assert process.visible_gpu_ids({"CUDA_VISIBLE_DEVICES": "1,0"}) == ["1", "0"][:count]
+    assert gpus.visible_gpu_ids({"CUDA_VISIBLE_DEVICES": "1,0"}) == ["1", "0"][:count]
 
 
 def test_restart_reattaches_live_children_and_marks_dead_ones(

@@ -13,8 +13,8 @@ import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.websocket import websocket_connect
 
-from cube_jupyter.backends.local import LocalNotebookBackend
 from cube_jupyter.notebooks.activity import Activity, parse_time, should_cull
+from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
 from cube_jupyter.notebooks.spec import NotebookSpec, ServerStatus
 from tests.local.support import KERNEL_V1, execute_request, make_settings, send_shell
 

@@ -21,7 +21,7 @@ from tornado.httpclient import HTTPClientError, HTTPRequest, HTTPResponse
 from tornado.httputil import HTTPHeaders
 from tornado.websocket import websocket_connect
 
-from cube_jupyter.backends.local import LocalNotebookBackend
+from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import NotebookSpec
 from tests.local.support import BASE_URL, EXITING_LAB, KERNEL_V1, execute

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from cube_jupyter_server import router
 
-from cube_jupyter.backends import base
-from cube_jupyter.backends.kubernetes.client import make_api_client
-from cube_jupyter.backends.kubernetes.notebooks import KubernetesNotebookBackend
-from cube_jupyter.backends.local import LocalNotebookBackend
-from cube_jupyter.backends.local import notebooks as local_notebooks
+from cube_jupyter.kube.client import make_api_client
+from cube_jupyter.notebooks import backend as base
+from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
+from cube_jupyter.notebooks.local import backend as local_notebooks
+from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
 from tests.local.support import make_settings
 
 

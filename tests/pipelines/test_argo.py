@@ -21,14 +21,14 @@ from traitlets.config import Config
 from cube_jupyter.config import Settings, load_settings
 from cube_jupyter.errors import ConfigError, InvalidInput
 from cube_jupyter.pipelines import marshal
-from cube_jupyter.pipelines.argo import (
+from cube_jupyter.pipelines.config import pipeline_config
+from cube_jupyter.pipelines.dag import build_pipeline
+from cube_jupyter.pipelines.kubernetes.argo import (
     PIPELINE_PATH,
     RUN_ID_LABEL,
     compile_workflow,
     step_template_name,
 )
-from cube_jupyter.pipelines.config import pipeline_config
-from cube_jupyter.pipelines.dag import build_pipeline
 from cube_jupyter.pipelines.model import Edge, Parameter, Pipeline, PipelineError, Step, StepOptions
 from cube_jupyter.storage import CubeStorage, open_store
 from tests.k8s_schemas import validate_object

@@ -18,10 +18,10 @@ import psutil
 import pytest
 
 from cube_jupyter.pipelines.dag import build_pipeline, load_notebook
-from cube_jupyter.pipelines.executor import LocalExecutor, RunOptions
 from cube_jupyter.pipelines.history import RunHistory, RunRecord, now
+from cube_jupyter.pipelines.local.executor import LocalExecutor, RunOptions
+from cube_jupyter.pipelines.local.workers import KernelSpec, WorkerPool
 from cube_jupyter.pipelines.model import Pipeline
-from cube_jupyter.pipelines.workers import KernelSpec, WorkerPool
 from cube_jupyter.storage import ArtifactStore, open_store
 from tests.pipelines.notebooks import code, notebook, write
 

@@ -25,9 +25,9 @@ import pytest
 import yaml
 from tornado.httpclient import AsyncHTTPClient
 
-from cube_jupyter.backends.local import process
 from cube_jupyter.gpu.attribution import kernel_pids
 from cube_jupyter.gpu.service import OTHER_USERS_KERNEL
+from cube_jupyter.local import gpus
 from tests.gpu import nvml_replay
 from tests.gpu.prometheus_server import dcgm_prometheus, prometheus_url  # noqa: F401  (fixtures)
 from tests.kubernetes.conftest import make_emulator
@@ -115,7 +115,7 @@ class TestLocalKernels:
         cube_config["CubeSpawner"]["gpu_quota_per_user"] = 2
         cube_config["CubeGPU"] = {"cache_seconds": 0, "sample_seconds": 0.3}
         # The local backend hands out the GPUs NVML counts; the replay has two.
-        monkeypatch.setattr(process, "nvml_device_count", lambda: 2)
+        monkeypatch.setattr(gpus, "nvml_device_count", lambda: 2)
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
         return cube_config
 

@@ -9,7 +9,8 @@ from typing import Any
 import psutil
 import pytest
 
-from cube_jupyter.backends.local import process
+from cube_jupyter.local import gpus
+from cube_jupyter.notebooks.local import children
 from tests.server.openapi import assert_response_matches
 
 pytestmark = pytest.mark.timeout(180)
@@ -98,7 +99,7 @@ async def test_duplicates_quotas_and_users_are_kept_apart(api: Any) -> None:
 
 def visible_gpus(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
     """What NVML would report: the test does not depend on the machine having GPUs (or nvidia-ml-py)."""
-    monkeypatch.setattr(process, "nvml_device_count", lambda: count)
+    monkeypatch.setattr(gpus, "nvml_device_count", lambda: count)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
 
@@ -134,7 +135,7 @@ async def test_gpu_server_gets_a_gpu_of_its_own(
 async def test_concurrent_posts_of_one_name_make_one_server(
     api: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(process, "LAB_COMMAND", process.LAB_COMMAND)  # real children
+    monkeypatch.setattr(children, "LAB_COMMAND", children.LAB_COMMAND)  # real children
     codes = [
         code
         for code, _ in await asyncio.gather(

@@ -20,11 +20,11 @@ Everything here is a pure function of the job's shape and the ports picked for i
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-LOOPBACK = "127.0.0.1"
+from cube_jupyter.local.processes import LOOPBACK, free_port
+
 TF_CLUSTER_ROLES = ("Chief", "Master", "PS", "Worker")  # the evaluator is not part of the cluster
 MPI_HOSTFILE = "hostfile"
 
@@ -54,13 +54,6 @@ class Rendezvous:
 def slots(roles: Sequence[tuple[str, int]]) -> list[Slot]:
     """Every replica of `roles` ((role, replicas) in the operator's order), role by role."""
     return [Slot(role, index) for role, count in roles for index in range(count)]
-
-
-def free_port(host: str = LOOPBACK) -> int:
-    """A port nobody listens on right now (the replica binds it a moment later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def plan(framework: str, roles: Sequence[tuple[str, int]], pick: Callable[[], int] = free_port) -> Rendezvous:

@@ -30,13 +30,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import cube_jupyter
-from cube_jupyter.backends.local import files, process
-from cube_jupyter.backends.local.locks import KeyedLocks
 from cube_jupyter.errors import InvalidInput, NotFound
 from cube_jupyter.jobs.local.model_formats import LOCAL_FORMATS, find_model_file
 from cube_jupyter.jobs.model import Condition, Job, Replica
 from cube_jupyter.jobs.serving_spec import ServingSpec
+from cube_jupyter.local import files, processes
+from cube_jupyter.local.locks import KeyedLocks
 from cube_jupyter.names import user_slug
+from cube_jupyter.notebooks.local import children
 from cube_jupyter.storage import CubeStorage, open_store
 
 RECORD = "record.json"
@@ -85,7 +86,7 @@ class ServingRecord:
 
 def endpoint_url(port: int, name: str) -> str:
     """KServe's V1 model URL on loopback; the V2 routes live on the same host and port."""
-    return f"http://{process.LOOPBACK}:{port}/v1/models/{name}"
+    return f"http://{processes.LOOPBACK}:{port}/v1/models/{name}"
 
 
 class LocalModelServing:
@@ -128,7 +129,7 @@ class LocalModelServing:
         if record is None:
             return None
         if record.phase == "Ready" and self._process(record) is None:
-            tail = process.log_tail(self.log_path(user, name))
+            tail = processes.log_tail(self.log_path(user, name))
             record = _failed(record, "ServerExited", f"the model server exited:\n{tail}".rstrip())
             with contextlib.suppress(OSError):
                 self._write(record)
@@ -270,7 +271,7 @@ class LocalModelServing:
         argv = [sys.executable, "-m", "cube_jupyter.jobs.local.model_server", "--config", str(config)]
         split = ", ".join(f"revision {r.number} {r.traffic}%" for r in record.revisions)
         try:
-            child = process.spawn(
+            child = processes.spawn(
                 argv, _server_env(spec), job_dir, job_dir / LOG, f"{spec.name} revision {number} ({split})"
             )
         except OSError as exc:
@@ -279,15 +280,15 @@ class LocalModelServing:
         port = await self._wait_ready(child, port_file)
         if port is None:
             if child.poll() is None:
-                proc = process.find_child(child.pid, str(config))
+                proc = processes.find_marked(child.pid, str(config))
                 if proc is not None:
-                    await process.terminate(proc, STOP_GRACE)
+                    await processes.stop_tree(proc, STOP_GRACE)
                 why = f"the model server was not ready within {self.ready_timeout:g} s"
             else:
                 why = f"the model server exited with code {child.returncode} before it was ready"
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=1)
-            tail = process.log_tail(job_dir / LOG)
+            tail = processes.log_tail(job_dir / LOG)
             return _failed(running, "ServerFailed", f"{why}:\n{tail}".rstrip())
         now = time.time()
         message = _replica_note(spec)
@@ -331,12 +332,12 @@ class LocalModelServing:
     async def _stop(self, record: ServingRecord) -> None:
         proc = self._process(record)
         if proc is not None:
-            await process.terminate(proc, STOP_GRACE)
+            await processes.stop_tree(proc, STOP_GRACE)
 
     def _process(self, record: ServingRecord) -> Any:
         if record.pid is None or record.marker is None:
             return None
-        return process.find_child(record.pid, record.marker)
+        return processes.find_marked(record.pid, record.marker)
 
     def _job(self, record: ServingRecord) -> Job:
         ready = record.phase == "Ready" and record.port is not None
@@ -416,7 +417,7 @@ def _server_env(spec: ServingSpec) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     if not spec.resources.gpu:
         env["CUDA_VISIBLE_DEVICES"] = ""
-    env[process.CHILD_MARKER_ENV] = "1"
+    env[children.CHILD_MARKER_ENV] = "1"
     return env
 
 
@@ -424,7 +425,7 @@ async def _ready(port: int) -> bool:
     from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
     request = HTTPRequest(
-        f"http://{process.LOOPBACK}:{port}/v2/health/ready", connect_timeout=2, request_timeout=2
+        f"http://{processes.LOOPBACK}:{port}/v2/health/ready", connect_timeout=2, request_timeout=2
     )
     try:
         response = await AsyncHTTPClient().fetch(request, raise_error=False)

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from cube_jupyter import sqlite
-from cube_jupyter.backends.local.files import private_dir, private_file
 from cube_jupyter.errors import Conflict
+from cube_jupyter.local.files import private_dir, private_file
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS training_jobs (

@@ -38,15 +38,16 @@ from pathlib import Path
 
 import psutil
 
-from cube_jupyter.backends.local import files, process
 from cube_jupyter.errors import BackendUnavailable, InvalidInput, NotFound
 from cube_jupyter.jobs import package as packaging
 from cube_jupyter.jobs.local import conditions as ops
-from cube_jupyter.jobs.local import processes, rendezvous
+from cube_jupyter.jobs.local import rendezvous
 from cube_jupyter.jobs.local.state import JobRecord, ReplicaRecord, TrainingState
 from cube_jupyter.jobs.model import Condition, Job, Replica, wait_until_finished
 from cube_jupyter.jobs.training_spec import RoleSpec, TrainingSpec
+from cube_jupyter.local import files, gpus, processes
 from cube_jupyter.names import parse_quantity, user_slug
+from cube_jupyter.notebooks.local import children
 from cube_jupyter.storage import ArtifactStore, open_store
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ TAIL_LINES = 20
 # How long the other replicas may take to exit on their own once the job has succeeded.
 SUCCESS_SETTLE_SECONDS = 5.0
 # The workbench's own secrets never reach a replica.
-DROPPED_ENV = ("JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE", process.CHILD_MARKER_ENV)
+DROPPED_ENV = ("JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE", children.CHILD_MARKER_ENV)
 PYTHON_NAMES = ("python", "python3", f"python3.{sys.version_info.minor}")
 
 
@@ -196,7 +197,7 @@ class LocalTrainingRunner:
         total = sum(count for _, count in wanted)
         if not total:
             return {}
-        available = process.visible_gpu_ids()
+        available = gpus.visible_gpu_ids()
         if total > len(available):
             role = next(role for role, count in wanted if count)
             raise InvalidInput(
@@ -250,7 +251,7 @@ class LocalTrainingRunner:
         env.update(replica.env)
         header = f"{record.name} {replica.name} (attempt {replica.restarts + 1})"
         try:
-            proc = process.spawn(
+            proc = processes.spawn(
                 replica.argv, env, Path(record.work_dir), self._log_path(record, replica), header
             )
         except OSError as exc:
@@ -453,7 +454,7 @@ class LocalTrainingRunner:
         self._spawn(record, replica)
 
     def _fail(self, record: JobRecord, replica: ReplicaRecord, reason: str, summary: str, now: float) -> None:
-        tail = process.log_tail(self._log_path(record, replica), TAIL_LINES)
+        tail = processes.log_tail(self._log_path(record, replica), TAIL_LINES)
         message = f"{summary}: replica {replica.name} exited with code {replica.exit_code}"
         message += f"; last lines of its log:\n{tail}" if tail else " (its log is empty)"
         replica.message = message

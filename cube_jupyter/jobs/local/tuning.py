@@ -27,7 +27,6 @@ from typing import Any, cast
 import psutil
 
 import cube_jupyter
-from cube_jupyter.backends.local import files, process
 from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound
 from cube_jupyter.jobs import package as packaging
 from cube_jupyter.jobs.local.tuning_state import (
@@ -41,7 +40,9 @@ from cube_jupyter.jobs.local.tuning_state import (
 )
 from cube_jupyter.jobs.model import Condition, Job, Replica, Trial, wait_until_finished
 from cube_jupyter.jobs.tuning_spec import TuningSpec
+from cube_jupyter.local import files, processes
 from cube_jupyter.names import user_slug
+from cube_jupyter.notebooks.local import children
 from cube_jupyter.storage import ArtifactStore, open_store
 
 DRIVER_MODULE = "cube_jupyter.jobs.local.tuning_driver"
@@ -111,10 +112,10 @@ class LocalTuner:
         root = str(Path(cube_jupyter.__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         env["PYTHONUNBUFFERED"] = "1"
-        env[process.CHILD_MARKER_ENV] = "1"
+        env[children.CHILD_MARKER_ENV] = "1"
         argv = [sys.executable, "-m", DRIVER_MODULE, "--dir", str(directory)]
         try:
-            return process.spawn(argv, env, directory, directory / DRIVER_LOG, f"experiment {spec.name}")
+            return processes.spawn(argv, env, directory, directory / DRIVER_LOG, f"experiment {spec.name}")
         except OSError as exc:
             raise BackendUnavailable(f"the tuning driver could not be started: {exc}", field="name") from None
 
@@ -130,7 +131,7 @@ class LocalTuner:
         state = read_state(directory)
         if state is None or state.finished or _driver(directory) is not None:
             return state
-        tail = process.log_tail(directory / DRIVER_LOG)
+        tail = processes.log_tail(directory / DRIVER_LOG)
         now = time.time()
         for trial in state.trials:
             if trial.state in ("Pending", "Running"):

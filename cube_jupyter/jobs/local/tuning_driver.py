@@ -29,7 +29,6 @@ from typing import Any, Protocol
 import optuna
 import psutil
 
-from cube_jupyter.backends.local import files, process
 from cube_jupyter.jobs.local import optuna_search
 from cube_jupyter.jobs.local.trial_metrics import TrialMetrics
 from cube_jupyter.jobs.local.tuning_state import (
@@ -41,12 +40,14 @@ from cube_jupyter.jobs.local.tuning_state import (
     write_state,
 )
 from cube_jupyter.jobs.tuning_spec import TuningSpec
+from cube_jupyter.local import files, processes
+from cube_jupyter.notebooks.local import children
 
 LOG = logging.getLogger("cube_jupyter.tuning")
 POLL_SECONDS = 0.2
 STOP_GRACE = 5.0
 ENTRY_MODULE = "cube_jupyter.jobs.entry"
-DROPPED_ENV = ("JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE", process.CHILD_MARKER_ENV)
+DROPPED_ENV = ("JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE", children.CHILD_MARKER_ENV)
 
 
 class TrialRun(Protocol):
@@ -118,7 +119,7 @@ class NotebookRun:
         if not spec.trial_resources.gpu:
             env["CUDA_VISIBLE_DEVICES"] = ""
         self.log_path = trial_log(directory, trial)
-        self.proc = process.spawn(argv, env, work, self.log_path, f"{trial.name} {trial.parameters}")
+        self.proc = processes.spawn(argv, env, work, self.log_path, f"{trial.name} {trial.parameters}")
         self.offset = 0
 
     @property
@@ -139,7 +140,7 @@ class NotebookRun:
         return self.proc.poll()
 
     def failure(self) -> str:
-        return f"exited with code {self.proc.returncode}:\n{process.log_tail(self.log_path, 10)}".rstrip()
+        return f"exited with code {self.proc.returncode}:\n{processes.log_tail(self.log_path, 10)}".rstrip()
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cube_jupyter.backends.local import files
+from cube_jupyter.local import files
 
 STATE = "state.json"
 DRIVER = "driver.json"  # the driver's pid and create time (a recycled pid is not it), by LocalTuner

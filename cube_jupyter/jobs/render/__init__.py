@@ -1,8 +1,51 @@
 """Renderers: pure functions `spec + config + settings -> list[dict]` giving the exact Kubernetes objects
 the kubernetes backend creates (and `cube-jupyter train|tune|serve render` prints)."""
 
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cube_jupyter.config import Settings
+from cube_jupyter.jobs.config import JobSettings, jobs_config
+from cube_jupyter.jobs.model import JobKind
+from cube_jupyter.jobs.render.pods import SPEC_ANNOTATION
 from cube_jupyter.jobs.render.serving import render_serving
 from cube_jupyter.jobs.render.training import render_training
 from cube_jupyter.jobs.render.tuning import render_tuning
+from cube_jupyter.jobs.specs import Spec, parse_kind, parse_spec
+from cube_jupyter.jobs.training_spec import TrainingSpec
+from cube_jupyter.jobs.tuning_spec import TuningSpec
 
-__all__ = ["render_serving", "render_training", "render_tuning"]
+__all__ = ["render_job", "render_serving", "render_spec", "render_training", "render_tuning"]
+
+# The objects that are the job itself (the rest of a rendering are what they need, e.g. ConfigMaps).
+JOB_OBJECT_KINDS = frozenset(
+    {"PyTorchJob", "TFJob", "XGBoostJob", "MPIJob", "Experiment", "InferenceService"}
+)
+
+
+def render_spec(kind: JobKind, spec: Spec, config: JobSettings, settings: Settings) -> list[dict[str, Any]]:
+    """The Kubernetes objects the kubernetes backend creates for `spec`, in creation order. The job
+    object itself carries the normalized spec as an annotation, so the Jobs panel can show what a
+    cluster job was submitted with (and which way a tuning goal points) from the informer cache."""
+    if isinstance(spec, TrainingSpec):
+        objects = render_training(spec, config, settings)
+    elif isinstance(spec, TuningSpec):
+        objects = render_tuning(spec, config, settings)
+    else:
+        objects = render_serving(spec, config, settings)
+    for obj in objects:
+        if obj["kind"] in JOB_OBJECT_KINDS:
+            annotations = obj.setdefault("metadata", {}).setdefault("annotations", {})
+            annotations[SPEC_ANNOTATION] = json.dumps(spec.to_dict(), sort_keys=True)
+    return objects
+
+
+def render_job(
+    settings: Settings, kind: str, raw: object, user: str, config: JobSettings | None = None
+) -> list[dict[str, Any]]:
+    """What `cube-jupyter train|tune|serve render` prints: the objects the cluster would get."""
+    job_kind = parse_kind(kind)
+    spec = parse_spec(job_kind, raw, user)
+    return render_spec(job_kind, spec, config or jobs_config(settings), settings)

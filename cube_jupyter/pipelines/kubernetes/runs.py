@@ -17,19 +17,20 @@ from typing import Any
 
 from kubernetes.client import ApiClient
 
-from cube_jupyter.backends.kubernetes.client import (
+from cube_jupyter.config import Settings
+from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFound
+from cube_jupyter.kube.client import (
     ApiNotFound,
     KubeClient,
     ResourceType,
     make_api_client,
     register_resource_type,
 )
-from cube_jupyter.backends.kubernetes.informer import Informer, Obj
-from cube_jupyter.config import Settings
-from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFound
+from cube_jupyter.kube.informer import Informer, Obj
 from cube_jupyter.names import user_slug
 from cube_jupyter.notebooks.render import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION
-from cube_jupyter.pipelines.argo import (
+from cube_jupyter.pipelines.config import PipelineSettings, pipeline_config
+from cube_jupyter.pipelines.kubernetes.argo import (
     API_VERSION,
     COMPONENT,
     COMPONENT_LABEL,
@@ -37,7 +38,6 @@ from cube_jupyter.pipelines.argo import (
     RUN_ID_LABEL,
     compile_workflow,
 )
-from cube_jupyter.pipelines.config import PipelineSettings, pipeline_config
 from cube_jupyter.pipelines.model import Pipeline
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,14 @@ from typing import Any
 import urllib3
 from kubernetes.client import ApiClient
 
-from cube_jupyter.backends.kubernetes.client import (
+from cube_jupyter.config import Settings
+from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFound
+from cube_jupyter.jobs.config import jobs_config
+from cube_jupyter.jobs.model import Condition, Job, JobKind, Replica, Trial
+from cube_jupyter.jobs.package import ship_to_cluster
+from cube_jupyter.jobs.render import render_spec
+from cube_jupyter.jobs.render.pods import SPEC_ANNOTATION
+from cube_jupyter.kube.client import (
     ApiNotFound,
     KubeClient,
     ResourceType,
@@ -33,13 +40,7 @@ from cube_jupyter.backends.kubernetes.client import (
     make_api_client,
     register_resource_type,
 )
-from cube_jupyter.backends.kubernetes.informer import Informer, Obj
-from cube_jupyter.config import Settings
-from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFound
-from cube_jupyter.jobs.config import jobs_config
-from cube_jupyter.jobs.model import Condition, Job, JobKind, Replica, Trial
-from cube_jupyter.jobs.package import ship_to_cluster
-from cube_jupyter.jobs.render.pods import SPEC_ANNOTATION
+from cube_jupyter.kube.informer import Informer, Obj
 from cube_jupyter.names import user_slug
 from cube_jupyter.notebooks.render import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION
 
@@ -488,8 +489,6 @@ class KubernetesJobBackend:
     async def submit(self, kind: JobKind, spec: Any) -> Job:
         """Ship local code to the store, then create the rendered objects in order; if one fails,
         delete those made before it."""
-        from cube_jupyter.jobs.service import render_spec
-
         spec = await asyncio.to_thread(ship_to_cluster, spec, self.config.storage, self.root_dir)
         objects = render_spec(kind, spec, self.config, self.settings)
         primary = next(o for o in objects if o["kind"] in self.kinds)
@@ -517,8 +516,6 @@ class KubernetesJobBackend:
     async def roll_out(self, spec: Any) -> Job:
         """A new revision of a served model: merge-patch the InferenceService's spec, as `kubectl
         apply` would; KServe keeps the previous revision for the rest of a canary's traffic."""
-        from cube_jupyter.jobs.service import render_spec
-
         rendered = next(
             o
             for o in render_spec("serving", spec, self.config, self.settings)

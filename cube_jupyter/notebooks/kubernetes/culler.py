@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from cube_jupyter.backends.kubernetes.client import KubeClient
-from cube_jupyter.backends.kubernetes.informer import Obj
-from cube_jupyter.backends.periodic import repeat
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import Conflict, CubeError
+from cube_jupyter.kube.client import KubeClient
+from cube_jupyter.kube.informer import Obj
 from cube_jupyter.notebooks import activity
 from cube_jupyter.notebooks.render import LAST_ACTIVITY_ANNOTATION, route_prefix, stop_annotation_patch
+from cube_jupyter.periodic import repeat
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cube_jupyter import sqlite
-from cube_jupyter.backends.local.files import PRIVATE_FILE, private_dir, private_file
+from cube_jupyter.local.files import PRIVATE_FILE, private_dir, private_file
 from cube_jupyter.notebooks.spec import NotebookServer, Resources, ServerStatus, server_exists
 
 SCHEMA = """

@@ -17,16 +17,17 @@ import subprocess
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from cube_jupyter.backends.base import ROUTE_PREFIX, Upstream
-from cube_jupyter.backends.local import files, process
-from cube_jupyter.backends.local.locks import KeyedLocks
-from cube_jupyter.backends.local.state import ACTIVE, ServerRecord, StateStore
-from cube_jupyter.backends.periodic import repeat
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound
+from cube_jupyter.local import files, gpus, processes
+from cube_jupyter.local.locks import KeyedLocks
 from cube_jupyter.names import user_slug
 from cube_jupyter.notebooks import activity as culler
+from cube_jupyter.notebooks.backend import ROUTE_PREFIX, Upstream
+from cube_jupyter.notebooks.local import children
+from cube_jupyter.notebooks.local.state import ACTIVE, ServerRecord, StateStore
 from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec, ServerStatus
+from cube_jupyter.periodic import repeat
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ class LocalNotebookBackend:
         settings: Settings,
         *,
         base_url: str = "/",
-        lab_command: Sequence[str] = process.LAB_COMMAND,
+        lab_command: Sequence[str] = children.LAB_COMMAND,
         stop_grace_seconds: float = 10.0,
         ready_timeout_seconds: float = 120.0,
     ) -> None:
@@ -147,7 +148,9 @@ class LocalNotebookBackend:
         record = self.state.get(user, name)
         if record is None or record.status != ServerStatus.RUNNING or not record.port or not record.token:
             return None
-        return Upstream(host=process.LOOPBACK, port=record.port, token=record.token, base_url=record.base_url)
+        return Upstream(
+            host=processes.LOOPBACK, port=record.port, token=record.token, base_url=record.base_url
+        )
 
     async def wait_until_ready(self, user: str, name: str, timeout: float = 60.0) -> NotebookServer:
         """Wait until the server runs; BackendUnavailable if it fails or stops, TimeoutError if slow."""
@@ -172,7 +175,7 @@ class LocalNotebookBackend:
         """After a restart: live children that answer with their token are running again (or still
         starting); recorded children that are gone are marked failed."""
         for record in self.state.list(statuses=ACTIVE):
-            child = process.find_child(record.pid, process.base_url_arg(record.base_url))
+            child = processes.find_marked(record.pid, children.base_url_arg(record.base_url))
             if child is None:
                 self.state.update(
                     record.user,
@@ -192,7 +195,7 @@ class LocalNotebookBackend:
             elif (
                 record.port
                 and record.token
-                and await process.probe_status(record.port, record.base_url, record.token)
+                and await children.probe_status(record.port, record.base_url, record.token)
             ):
                 self.state.update(
                     record.user, record.name, expect={"pid": record.pid}, status=ServerStatus.RUNNING
@@ -212,7 +215,7 @@ class LocalNotebookBackend:
             if record.status == ServerStatus.PENDING:
                 self._watch(record)
                 continue
-            if process.find_child(record.pid, process.base_url_arg(record.base_url)) is None:
+            if processes.find_marked(record.pid, children.base_url_arg(record.base_url)) is None:
                 self._mark_exited(record)
                 continue
             if not (record.port and record.token):
@@ -220,7 +223,7 @@ class LocalNotebookBackend:
             started = culler.parse_time(record.started) or datetime.now(UTC)
             try:
                 activity = await culler.fetch_activity(
-                    f"http://{process.LOOPBACK}:{record.port}{record.base_url}", started, token=record.token
+                    f"http://{processes.LOOPBACK}:{record.port}{record.base_url}", started, token=record.token
                 )
             except culler.ActivityUnavailable as exc:
                 log.debug("activity of %s/%s unavailable: %s", record.user, record.name, exc)
@@ -249,10 +252,12 @@ class LocalNotebookBackend:
         log_path = files.log_path(self.settings.state_dir, record.slug, record.name)
         try:
             workspace.mkdir(parents=True, exist_ok=True)
-            port, token = process.free_port(), secrets.token_hex(24)
-            argv = process.lab_argv(self.lab_command, base_url=record.base_url, port=port, root_dir=workspace)
-            env = process.child_env(os.environ, token=token, profile_env=record.env, gpu_ids=record.gpu_ids)
-            child = process.spawn(
+            port, token = processes.free_port(), secrets.token_hex(24)
+            argv = children.lab_argv(
+                self.lab_command, base_url=record.base_url, port=port, root_dir=workspace
+            )
+            env = children.child_env(os.environ, token=token, profile_env=record.env, gpu_ids=record.gpu_ids)
+            child = processes.spawn(
                 argv, env, workspace, log_path, header=f"{record.user}/{record.name} at {_now()}"
             )
         except OSError as exc:
@@ -289,18 +294,18 @@ class LocalNotebookBackend:
     async def _wait_ready(self, record: ServerRecord) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.ready_timeout_seconds
-        marker = process.base_url_arg(record.base_url)
+        marker = children.base_url_arg(record.base_url)
         while True:
             current = self.state.get(record.user, record.name)
             if current is None or current.status != ServerStatus.PENDING or current.pid != record.pid:
                 return
-            if self._exit_code(record) is not None or process.find_child(record.pid, marker) is None:
+            if self._exit_code(record) is not None or processes.find_marked(record.pid, marker) is None:
                 self._mark_exited(record)
                 return
             if (
                 record.port
                 and record.token
-                and await process.probe_status(record.port, record.base_url, record.token)
+                and await children.probe_status(record.port, record.base_url, record.token)
             ):
                 self.state.update(
                     record.user,
@@ -325,7 +330,7 @@ class LocalNotebookBackend:
         if code is not None:
             self._children.pop(record.key, None)
         reason = "process exited" if code is None else f"process exited with code {code}"
-        tail = process.log_tail(files.log_path(self.settings.state_dir, record.slug, record.name))
+        tail = processes.log_tail(files.log_path(self.settings.state_dir, record.slug, record.name))
         if tail:
             reason += f"; last lines of its log:\n{tail}"
         self.state.update(
@@ -357,10 +362,10 @@ class LocalNotebookBackend:
         watcher = self._watchers.pop(record.key, None)
         if watcher is not None and watcher is not asyncio.current_task():
             watcher.cancel()
-        child = process.find_child(record.pid, process.base_url_arg(record.base_url))
+        child = processes.find_marked(record.pid, children.base_url_arg(record.base_url))
         if child is not None:
             self.state.update(record.user, record.name, status=ServerStatus.STOPPING)
-            await process.terminate(child, self.stop_grace_seconds)
+            await processes.stop_tree(child, self.stop_grace_seconds)
         popen = self._children.pop(record.key, None)
         if popen is not None:
             popen.poll()  # reap it if psutil did not
@@ -373,7 +378,7 @@ class LocalNotebookBackend:
         """`count` GPUs no live server holds; refuse, naming the profile, when there are too few."""
         if count <= 0:
             return ()
-        visible = process.visible_gpu_ids()
+        visible = gpus.visible_gpu_ids()
         held = {
             gpu
             for record in self.state.list(statuses=ACTIVE)

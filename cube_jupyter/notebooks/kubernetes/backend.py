@@ -20,13 +20,13 @@ from typing import Any
 
 from kubernetes.client import ApiClient
 
-from cube_jupyter.backends.kubernetes.client import ApiNotFound, KubeClient, make_api_client, resource_type
-from cube_jupyter.backends.kubernetes.culler import IdleCuller, RunningServer
-from cube_jupyter.backends.kubernetes.informer import Informer, Obj
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFound
+from cube_jupyter.kube.client import ApiNotFound, KubeClient, make_api_client, resource_type
+from cube_jupyter.kube.informer import Informer, Obj
 from cube_jupyter.names import DNS1123_LABEL, user_slug
 from cube_jupyter.notebooks.activity import parse_time
+from cube_jupyter.notebooks.kubernetes.culler import IdleCuller, RunningServer
 from cube_jupyter.notebooks.render import (
     LAST_ACTIVITY_ANNOTATION,
     MANAGED_BY,

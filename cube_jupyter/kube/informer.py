@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from cube_jupyter.backends.kubernetes.client import KubeClient, ResourceGone
 from cube_jupyter.errors import CubeError
+from cube_jupyter.kube.client import KubeClient, ResourceGone
 
 log = logging.getLogger(__name__)
 

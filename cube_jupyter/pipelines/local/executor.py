@@ -20,9 +20,9 @@ from typing import Any
 from cube_jupyter.pipelines import marshal
 from cube_jupyter.pipelines.cache import CacheEntry, StepCache, step_cache_key
 from cube_jupyter.pipelines.history import RunHistory, RunRecord, StepRecord, now
+from cube_jupyter.pipelines.local.workers import KernelSpec, StepTask, WorkerDied, WorkerPool
 from cube_jupyter.pipelines.model import Pipeline
 from cube_jupyter.pipelines.runner import INTERRUPT_GRACE
-from cube_jupyter.pipelines.workers import KernelSpec, StepTask, WorkerDied, WorkerPool
 from cube_jupyter.storage import ArtifactStore, CubeStorage
 
 LOG = logging.getLogger(__name__)

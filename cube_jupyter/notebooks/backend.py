@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from cube_jupyter.config import Settings
 from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec
 
 # Local servers live under `{main base_url}cube/notebook/{user_slug}/{name}/`: the backend gives each
@@ -62,3 +63,17 @@ class RoutableBackend(Protocol):
     def upstream(self, user: str, name: str) -> Upstream | None:
         """Where a running server listens and the token it expects; None unless it is running."""
         ...
+
+
+def make_notebook_backend(settings: Settings, base_url: str = "/") -> NotebookBackend:
+    """The notebook backend `c.CubeWorkbench.backend` names, imported only when chosen.
+
+    `base_url` is the main Jupyter server's: local servers are reached under it, through its router.
+    """
+    if settings.workbench.backend == "kubernetes":
+        from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
+
+        return KubernetesNotebookBackend(settings)
+    from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
+
+    return LocalNotebookBackend(settings, base_url=base_url)

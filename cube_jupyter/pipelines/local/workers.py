@@ -5,7 +5,7 @@ A step's fixed cost is mostly kernel start-up (about a second); papermill with a
 takes it, the next one starts in the background while the step runs, and the used kernel is shut
 down afterwards, so every step still gets a fresh kernel (isolation) without waiting for one.
 
-Workers are `python -m cube_jupyter.pipelines.workers` children speaking JSON lines: the parent
+Workers are `python -m cube_jupyter.pipelines.local.workers` children speaking JSON lines: the parent
 writes commands to stdin, the worker answers on its original stdout (anything else printed there is
 sent to stderr). Each worker runs in its own session so a terminal's Ctrl-C reaches only the parent,
 which cancels the run itself. A step's timeout and a cancel kill the step's kernel (its process
@@ -158,7 +158,7 @@ class WorkerPool:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "cube_jupyter.pipelines.workers",
+            "cube_jupyter.pipelines.local.workers",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,

@@ -1,0 +1,1 @@
+"""Training, tuning and serving jobs on Kubernetes: operator objects and their status."""

@@ -1,0 +1,1 @@
+"""Shared infrastructure for the cluster: one API client, one informer registry."""

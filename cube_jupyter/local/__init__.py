@@ -1,0 +1,1 @@
+"""Shared infrastructure for local processes: spawning, supervision, private files, keyed locks."""

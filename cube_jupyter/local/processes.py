@@ -1,0 +1,194 @@
+"""The one local process supervisor: how every local child (notebook server, replica, trial driver,
+model server, pipeline worker) is started, found again, stopped and read.
+
+- a child runs in its own session and process group, so a restart of the workbench does not take it
+  down and stopping it stops everything it started;
+- a process is found again by (pid, create time) or by a marker in its argv, so a recycled pid is
+  never mistaken for one of ours;
+- its stdout and stderr go to a private log, read from an offset as it grows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import psutil
+
+from cube_jupyter.local import files
+
+LOOPBACK = "127.0.0.1"
+LOG_SEPARATOR = "==== cube-jupyter: starting "
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A port nobody listens on right now (the child binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+# -- start -----------------------------------------------------------------------------------------
+
+
+def spawn(
+    argv: Sequence[str], env: Mapping[str, str], cwd: Path, log_path: Path, header: str
+) -> subprocess.Popen[bytes]:
+    """Start `argv` in a new session with stdout and stderr appended to `log_path` (made 0600),
+    after a separator line naming this start (`log_tail` reads from the latest one).
+
+    Raises OSError when the log cannot be opened or the executable cannot be started.
+    """
+    with files.open_private_append(log_path) as log:
+        log.write(f"{LOG_SEPARATOR}{header} ====\n".encode())
+        log.flush()
+        return subprocess.Popen(
+            list(argv),
+            env=dict(env),
+            cwd=str(cwd),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+
+
+# -- find ------------------------------------------------------------------------------------------
+
+
+def this_process_id() -> str:
+    """This process, so a recycled pid is never mistaken for it: 'pid:create_time'."""
+    return f"{os.getpid()}:{psutil.Process().create_time():.3f}"
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether the process `this_process_id()` named is still running."""
+    pid_text, _, created = owner.partition(":")
+    try:
+        proc = psutil.Process(int(pid_text))
+        return f"{proc.create_time():.3f}" == created and proc.status() != psutil.STATUS_ZOMBIE
+    except (ValueError, psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return False
+
+
+def live_process(pid: int | None, started: float | None) -> psutil.Process | None:
+    """The process `pid` if it is still the one that was started at `started` (its create time)."""
+    if not pid or started is None:
+        return None
+    try:
+        proc = psutil.Process(pid)
+        if abs(proc.create_time() - started) > 0.01 or proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+
+
+def find_marked(pid: int | None, marker: str) -> psutil.Process | None:
+    """The live (non-zombie) process `pid` if its command line carries `marker`, else None."""
+    if not pid:
+        return None
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc if marker in proc.cmdline() else None
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+
+
+def exited(proc: subprocess.Popen[bytes]) -> bool:
+    """True once our child has exited, without reaping it (its pid and group id stay reserved)."""
+    if proc.returncode is not None:
+        return True
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def finished(proc: psutil.Process) -> bool:
+    """True once a process that is not our child has exited (a zombie has)."""
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return True
+
+
+# -- stop ------------------------------------------------------------------------------------------
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL a process group at once (sync): a replica group whose job is over."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+async def stop_tree(proc: psutil.Process, grace: float) -> None:
+    """SIGTERM the process's group, wait up to `grace` s, then SIGKILL what is left of it and of its
+    descendants (kernels live in process groups of their own: they are collected first so that any
+    not shut down in time are killed too instead of being orphaned)."""
+    try:
+        family = [proc, *proc.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    try:
+        if os.getpgid(proc.pid) == proc.pid:
+            os.killpg(proc.pid, signal.SIGTERM)
+        else:
+            proc.terminate()
+    except (ProcessLookupError, psutil.NoSuchProcess):
+        pass
+    _, alive = await asyncio.to_thread(psutil.wait_procs, family, grace)
+    for leftover in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            leftover.kill()
+    if alive:
+        await asyncio.to_thread(psutil.wait_procs, alive, 5)
+
+
+# -- logs ------------------------------------------------------------------------------------------
+
+
+def read_log(path: Path, offset: int = 0) -> bytes:
+    """The log from byte `offset` on; nothing when it does not exist yet."""
+    try:
+        with open(path, "rb") as stream:
+            stream.seek(offset)
+            return stream.read()
+    except FileNotFoundError:
+        return b""
+
+
+def log_tail(path: Path, lines: int = 20, max_chars: int = 2000) -> str:
+    """The last lines of a log since its latest start, for a failed child's reason."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            size = log.tell()
+            log.seek(max(0, size - 64 * 1024))
+            text = log.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    start = text.rfind(LOG_SEPARATOR)
+    if start >= 0:
+        text = text[start:].split("\n", 1)[1] if "\n" in text[start:] else ""
+    tail = "\n".join(text.rstrip().splitlines()[-lines:])
+    return tail[-max_chars:]
+
+
+def select_lines(data: bytes, tags: tuple[bytes, ...], tail: int | None) -> bytes:
+    """The lines of `data` that start with one of `tags` (all when none), the last `tail` of them."""
+    lines = data.splitlines(keepends=True)
+    if tags:
+        lines = [line for line in lines if line.startswith(tags)]
+    if tail is not None:
+        lines = lines[-tail:] if tail > 0 else []
+    return b"".join(lines)

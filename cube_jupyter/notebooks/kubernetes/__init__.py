@@ -1,0 +1,1 @@
+"""Notebook servers on Kubernetes: objects, informer-cached status, idle culling."""

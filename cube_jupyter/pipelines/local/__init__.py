@@ -1,0 +1,1 @@
+"""Pipeline runs on this machine: the parallel executor and its worker processes."""
