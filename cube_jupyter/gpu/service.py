@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from cube_jupyter import access
 from cube_jupyter.config import Settings
-from cube_jupyter.errors import ConfigError, CubeError, Forbidden, InvalidInput
+from cube_jupyter.errors import ConfigError, CubeError, InvalidInput
 from cube_jupyter.gpu.attribution import KernelProcess, attribute, server_kernels
 from cube_jupyter.gpu.cache import CoalescingCache
 from cube_jupyter.gpu.config import MAX_HISTORY_SECONDS, GpuSettings, gpu_config
@@ -41,7 +42,6 @@ from cube_jupyter.periodic import repeat
 
 log = logging.getLogger(__name__)
 
-HolderProvider = Callable[[str], list[dict[str, Any]]]
 OTHER_USERS_KERNEL = "a kernel of another workbench user"
 NO_PROMETHEUS = (
     "no GPU metrics: the kubernetes backend reads GPUs from the DCGM exporter through Prometheus; "
@@ -104,7 +104,6 @@ class GpuService:
         self.history = SampleHistory(self.config.history_seconds, self.config.sample_seconds)
         self.idle = IdleTracker()
         self.reads: CoalescingCache[Any] = CoalescingCache(self.config.cache_seconds)
-        self._holders: list[HolderProvider] = []
         self._sampler: asyncio.Task[None] | None = None
         self._jobs: Any = None  # the jobs' settings (where job pods run), read on first need
 
@@ -130,11 +129,6 @@ class GpuService:
         if close is not None:
             await asyncio.to_thread(close)
 
-    def add_holders(self, provider: HolderProvider) -> None:
-        """Count more GPU holders against a user's quota: `provider(user)` returns
-        `[{"kind": "job", "name": ..., "gpus": n}, ...]` (training jobs add theirs here)."""
-        self._holders.append(provider)
-
     # -- reports -----------------------------------------------------------------------------------
 
     async def report(
@@ -144,8 +138,8 @@ class GpuService:
         and pods. No GPU is a report with `available` False; an unreachable Prometheus raises
         BackendUnavailable naming prometheus_url."""
         is_admin = self.settings.is_admin(caller)
-        if all_users and not is_admin:
-            raise Forbidden(f"only admins may see every user's GPU use; {caller!r} is not one", field="all")
+        if all_users:
+            access.require_admin_for_all(self.settings, caller, "see every user's GPU use")
         seconds = self.config.history_seconds if history_seconds is None else history_seconds
         if not (isinstance(seconds, int | float) and 0 <= seconds <= MAX_HISTORY_SECONDS):
             raise InvalidInput(
@@ -168,25 +162,18 @@ class GpuService:
         )
 
     def quota(self, caller: str) -> GpuQuota | None:
-        """GPUs the caller's servers (and jobs, through `add_holders`) hold against the limit."""
+        """GPUs the caller's servers and unfinished jobs hold against the limit: the ledger's view."""
+        ledger = self.notebooks.ledger
         try:
-            servers = self.notebooks.list_servers(caller)
+            holders = ledger.holders(caller)
         except CubeError as exc:
             log.debug("GPU quota of %s unavailable: %s", caller, exc.message)
             return None
-        holders: list[dict[str, Any]] = [
-            {"kind": "notebook", "name": s.name, "gpus": s.gpus_held} for s in servers if s.gpus_held
-        ]
-        for provider in self._holders:
-            try:
-                holders.extend(provider(caller))
-            except CubeError as exc:  # e.g. jobs are off on this cluster: they hold nothing we can see
-                log.debug("GPU holders of %s unavailable: %s", caller, exc.message)
-            except Exception:  # one provider failing must not hide the rest of the report
-                log.exception("GPU holder provider %r failed", provider)
-        limit = self.settings.spawner.gpu_quota_per_user
-        used = sum(int(h.get("gpus", 0)) for h in holders)
-        return GpuQuota(used=used, limit=limit or None, holders=tuple(holders))
+        return GpuQuota(
+            used=sum(h.gpus for h in holders),
+            limit=ledger.limit,
+            holders=tuple(h.to_dict() for h in holders),
+        )
 
     # -- local: NVML + kernels ---------------------------------------------------------------------
 

@@ -197,6 +197,7 @@ def _delete(args: argparse.Namespace, settings: Settings) -> int:
 def with_job_service(settings: Settings, run: Callable[[JobService], Awaitable[int]]) -> int:
     """Start the configured backends (jobs, and notebooks for the GPU quota) for one command."""
     from cube_jupyter.jobs.backend import make_job_backend
+    from cube_jupyter.ledger import GpuLedger
     from cube_jupyter.notebooks.backend import make_notebook_backend
 
     async def go() -> int:
@@ -206,9 +207,7 @@ def with_job_service(settings: Settings, run: Callable[[JobService], Awaitable[i
         backend = make_job_backend(settings)
         await backend.start()
         try:
-            from cube_jupyter.notebooks.service import NotebookService
-
-            return await run(JobService(settings, backend, notebooks=NotebookService(settings, notebooks)))
+            return await run(JobService(settings, backend, ledger=GpuLedger(settings, notebooks)))
         finally:
             await backend.close()
             await notebooks.close()

@@ -7,19 +7,17 @@ the name and the quota, and calls one backend method. The same rules hold on bot
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
 from collections.abc import AsyncIterator
 from typing import Any
 
+from cube_jupyter import access
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import (
     BackendUnavailable,
     Conflict,
     CubeError,
-    Forbidden,
     InvalidInput,
     NotFound,
-    QuotaExceeded,
 )
 from cube_jupyter.jobs.backend import JobBackend
 from cube_jupyter.jobs.config import JobSettings, jobs_config
@@ -28,7 +26,7 @@ from cube_jupyter.jobs.model import Job, JobKind
 from cube_jupyter.jobs.render import render_job
 from cube_jupyter.jobs.serving_spec import ServingSpec
 from cube_jupyter.jobs.specs import Spec, parse_kind, parse_spec, spec_gpus
-from cube_jupyter.notebooks.service import NotebookService
+from cube_jupyter.ledger import GpuLedger
 
 PROTOCOLS = ("v1", "v2")
 
@@ -39,17 +37,18 @@ class JobService:
         settings: Settings,
         backend: JobBackend,
         *,
-        notebooks: NotebookService | None = None,
+        ledger: GpuLedger | None = None,
         root_dir: str | None = None,
     ) -> None:
+        """`ledger` is the workbench's one GPU ledger (shared with the notebook service); the jobs of
+        this backend are entered in it. Without one, jobs count only against each other."""
         self.settings = settings
         self.backend = backend
         self.root_dir = root_dir  # relative paths in specs are under it, as scripts are for replicas
-        self.notebooks = notebooks  # the caller's running servers count against the GPU quota
+        self.ledger = ledger if ledger is not None else GpuLedger(settings)
+        self.ledger.jobs = backend
         self._config: JobSettings | None = None
         self.unavailable: str | None = None  # why the backend did not start
-        # The quota check and the submit it guards run under the user's lock.
-        self._user_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     @property
     def config(self) -> JobSettings:
@@ -77,11 +76,7 @@ class JobService:
 
     def owner(self, caller: str, user: str | None) -> str:
         """Whose jobs a request means: the caller's own, or (admins only) another user's."""
-        if not user or user == caller:
-            return caller
-        if not self.settings.is_admin(caller):
-            raise Forbidden(f"user {caller!r} may not act on jobs of user {user!r}", field="user")
-        return user
+        return access.owner(self.settings, caller, user, "jobs")
 
     # -- reads -------------------------------------------------------------------------------------
 
@@ -90,8 +85,7 @@ class JobService:
     ) -> list[Job]:
         wanted = parse_kind(kind) if kind else None
         if all_users:
-            if not self.settings.is_admin(caller):
-                raise Forbidden(f"only admins may list every user's jobs; {caller!r} is not one", field="all")
+            access.require_admin_for_all(self.settings, caller, "list every user's jobs")
             jobs = self.backend.list(None)
         else:
             jobs = self.backend.list(self.owner(caller, user))
@@ -141,18 +135,18 @@ class JobService:
         """`body` is {kind, spec}: validate, check the name and the GPU quota, then start it."""
         owner = self.owner(caller, user)
         kind, spec = self.parse_request(body, owner)
-        async with self._user_locks[owner]:
+        async with self.ledger.locked(owner):
             # Checked before the quota so a duplicate is a 409 even at the limit; the backend's own
             # atomic check (state file, API 409) is what holds across processes.
             existing = self.backend.get(owner, spec.name)
             if existing is not None and isinstance(spec, ServingSpec) and existing.kind == "serving":
                 # Like `kubectl apply` of an InferenceService: a new revision of the served model,
                 # taking canary_traffic_percent of the traffic when set.
-                self._check_gpu_quota(owner, max(0, spec_gpus(spec) - existing.gpus))
+                self.ledger.check(owner, spec_gpus(spec), field="resources.gpu", replacing=("job", spec.name))
                 return await self.backend.roll_out(spec)
             if existing is not None:
                 raise Conflict(f"user {owner!r} already has a job named {spec.name!r}", field="name")
-            self._check_gpu_quota(owner, spec_gpus(spec))
+            self.ledger.check(owner, spec_gpus(spec), field="resources.gpu")
             return await self.backend.submit(kind, spec)
 
     async def delete(self, caller: str, name: str, user: str | None = None) -> None:
@@ -194,31 +188,6 @@ class JobService:
 
     def render(self, kind: str, raw: object, user: str) -> list[dict[str, Any]]:
         return render_job(self.settings, kind, raw, user, self.config)
-
-    def gpu_holders(self, user: str) -> list[dict[str, Any]]:
-        """The user's unfinished jobs holding GPUs, for the GPU report's quota (`GpuService.add_holders`)."""
-        return [
-            {"kind": "job", "name": job.name, "gpus": job.gpus}
-            for job in self.backend.list(user)
-            if job.gpus and not job.finished
-        ]
-
-    def _check_gpu_quota(self, owner: str, wanted: int) -> None:
-        quota = self.settings.spawner.gpu_quota_per_user
-        if not quota or not wanted:
-            return
-        in_servers = 0
-        if self.notebooks is not None:
-            in_servers = sum(s.gpus_held for s in self.notebooks.backend.list_servers(owner))
-        in_jobs = sum(job.gpus for job in self.backend.list(owner) if not job.finished)
-        held = in_servers + in_jobs
-        if held + wanted > quota:
-            raise QuotaExceeded(
-                f"user {owner!r} holds {held} GPU(s) ({in_servers} in running servers, {in_jobs} in "
-                f"running jobs) and the job asks for {wanted} more; the limit is {quota} "
-                "(CubeSpawner.gpu_quota_per_user). Stop a GPU server or job first.",
-                field="resources.gpu",
-            )
 
 
 def optimization_history(job: Job) -> dict[str, Any]:

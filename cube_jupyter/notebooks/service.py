@@ -6,12 +6,12 @@ one backend method. The same rules hold on both backends.
 
 from __future__ import annotations
 
-import asyncio
-from collections import defaultdict
 from typing import Any
 
+from cube_jupyter import access
 from cube_jupyter.config import Settings
-from cube_jupyter.errors import Forbidden, InvalidInput, NotFound, QuotaExceeded
+from cube_jupyter.errors import InvalidInput, NotFound, QuotaExceeded
+from cube_jupyter.ledger import GpuLedger
 from cube_jupyter.notebooks.backend import NotebookBackend, RoutableBackend
 from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec, server_exists, validate_server_name
 
@@ -19,32 +19,25 @@ CREATE_FIELDS = {"name", "profile"}
 
 
 class NotebookService:
-    def __init__(self, settings: Settings, backend: NotebookBackend) -> None:
+    def __init__(self, settings: Settings, backend: NotebookBackend, ledger: GpuLedger | None = None) -> None:
         self.settings = settings
         self.backend = backend
-        # Quota checks and the create/start they guard run under the user's lock, so two concurrent
-        # requests cannot both squeeze under a limit.
-        self._user_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        # Quota checks and the create/start they guard run under the user's ledger lock, so two
+        # concurrent requests (for servers or jobs) cannot both squeeze under a limit.
+        self.ledger = ledger if ledger is not None else GpuLedger(settings, backend)
 
     def profiles(self) -> list[dict[str, Any]]:
         return [profile.to_dict() for profile in self.settings.profiles]
 
     def owner(self, caller: str, user: str | None) -> str:
         """Whose servers a request means: the caller's own, or (admins only) another user's."""
-        if not user or user == caller:
-            return caller
-        if not self.settings.is_admin(caller):
-            raise Forbidden(f"user {caller!r} may not act on servers of user {user!r}", field="user")
-        return user
+        return access.owner(self.settings, caller, user, "servers")
 
     def list_servers(
         self, caller: str, user: str | None = None, all_users: bool = False
     ) -> list[NotebookServer]:
         if all_users:
-            if not self.settings.is_admin(caller):
-                raise Forbidden(
-                    f"only admins may list every user's servers; {caller!r} is not one", field="all"
-                )
+            access.require_admin_for_all(self.settings, caller, "list every user's servers")
             servers = self.backend.list_servers(None)
         else:
             servers = self.backend.list_servers(self.owner(caller, user))
@@ -68,7 +61,7 @@ class NotebookService:
     async def create(self, caller: str, body: object, user: str | None = None) -> NotebookServer:
         owner = self.owner(caller, user)
         spec = parse_create_request(self.settings, owner, body)
-        async with self._user_locks[owner]:
+        async with self.ledger.locked(owner):
             # Checked before the quotas so a duplicate is a 409 even at the limit; the backend's own
             # atomic check (sqlite primary key, API 409) is what holds across processes.
             if self.backend.get_server(owner, spec.name) is not None:
@@ -81,7 +74,7 @@ class NotebookService:
                     "(CubeSpawner.max_servers_per_user). Delete one first.",
                     field="name",
                 )
-            self._check_gpu_quota(owner, existing, spec.profile.gpu)
+            self.ledger.check(owner, spec.profile.gpu, field="profile")
             return await self.backend.create_server(spec)
 
     async def set_stopped(
@@ -90,27 +83,16 @@ class NotebookService:
         if not isinstance(stopped, bool):
             raise InvalidInput(f"stopped must be true or false, got {stopped!r}", field="stopped")
         server = self.get(caller, name, user)
-        async with self._user_locks[server.user]:
+        async with self.ledger.locked(server.user):
             if not stopped and server.gpus_held == 0:
-                others = [s for s in self.backend.list_servers(server.user) if s.name != server.name]
-                self._check_gpu_quota(server.user, others, server.resources.gpu)
+                self.ledger.check(
+                    server.user, server.resources.gpu, field="stopped", replacing=("notebook", server.name)
+                )
             return await self.backend.set_stopped(server.user, server.name, stopped)
 
     async def delete(self, caller: str, name: str, user: str | None = None) -> None:
         server = self.get(caller, name, user)
         await self.backend.delete_server(server.user, server.name)
-
-    def _check_gpu_quota(self, owner: str, servers: list[NotebookServer], wanted: int) -> None:
-        quota = self.settings.spawner.gpu_quota_per_user
-        if not quota or not wanted:
-            return
-        held = sum(s.gpus_held for s in servers)
-        if held + wanted > quota:
-            raise QuotaExceeded(
-                f"user {owner!r} holds {held} GPU(s) in running servers and asks for {wanted} more; "
-                f"the limit is {quota} (CubeSpawner.gpu_quota_per_user). Stop a GPU server first.",
-                field="profile",
-            )
 
 
 def parse_create_request(settings: Settings, owner: str, body: object) -> NotebookSpec:

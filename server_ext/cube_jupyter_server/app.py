@@ -65,11 +65,10 @@ class CubeJupyterApp(ExtensionApp):
             lambda: JobService(
                 settings,
                 make_job_backend(settings, serverapp.root_dir),
-                notebooks=self.notebook_service,
+                ledger=self.notebook_service.ledger,
                 root_dir=serverapp.root_dir,
             )
         )
-        self.gpu_service.add_holders(self.job_service.gpu_holders)
         self.settings.update(
             {
                 GPU_SETTING: self.gpu_service,

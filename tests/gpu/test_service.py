@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -219,17 +220,28 @@ async def test_concurrent_reports_share_one_read(
     assert replay.reads == 51
 
 
-async def test_quota_counts_servers_and_other_holders(tmp_path: Path) -> None:
+async def test_quota_is_the_ledgers_view_of_servers_and_jobs(tmp_path: Path) -> None:
     service = make_service(make_settings(tmp_path))
     quota = service.quota("alice")
     assert quota is not None and (quota.used, quota.limit, quota.holders) == (0, 4, ())
-    service.add_holders(
-        lambda user: [{"kind": "job", "name": "resnet", "gpus": 2}] if user == "alice" else []
-    )
+    service.notebooks.ledger.jobs = HeldJobs({"alice": [("resnet", 2, False), ("done", 4, True)]})
     quota = service.quota("alice")
-    assert quota is not None and quota.used == 2
+    assert quota is not None and quota.used == 2  # a finished job holds nothing
     assert quota.holders == ({"kind": "job", "name": "resnet", "gpus": 2},)
     assert service.quota("bob") == type(quota)(used=0, limit=4, holders=())
+
+
+class HeldJobs:
+    """A job backend's `list` as the ledger reads it: (name, gpus, finished) per user."""
+
+    def __init__(self, jobs: dict[str, list[tuple[str, int, bool]]]) -> None:
+        self.jobs = jobs
+
+    def list(self, user: str | None) -> list[Any]:
+        return [
+            SimpleNamespace(name=name, gpus=gpus, finished=finished)
+            for name, gpus, finished in self.jobs.get(user or "", [])
+        ]
 
 
 # -- the cluster path: a real Prometheus scraping the DCGM sample page -------------------------------

@@ -556,8 +556,8 @@ async def test_the_service_counts_cluster_jobs_against_the_gpu_quota(
             },
         )
     assert refused.value.field == "resources.gpu"
-    held = service.gpu_holders("alice")
-    assert held == [{"kind": "job", "name": "mnist-ddp", "gpus": 2}]
+    held = service.ledger.holders("alice")
+    assert [h.to_dict() for h in held] == [{"kind": "job", "name": "mnist-ddp", "gpus": 2}]
 
 
 async def test_running_notebook_servers_count_against_the_job_gpu_quota(
@@ -568,7 +568,7 @@ async def test_running_notebook_servers_count_against_the_job_gpu_quota(
     settings = make_settings(gpu_quota_per_user=2)
     notebooks = NotebookService(settings, await make_backend(settings))
     await notebooks.create("alice", {"name": "gpu-nb", "profile": "gpu"})  # holds 1 GPU
-    service = JobService(settings, await make_jobs(settings), notebooks=notebooks)
+    service = JobService(settings, await make_jobs(settings), ledger=notebooks.ledger)
     with pytest.raises(QuotaExceeded) as refused:
         await service.submit("alice", {"kind": "training", "spec": DDP})  # 2 more
     assert refused.value.field == "resources.gpu"
@@ -579,3 +579,21 @@ async def test_running_notebook_servers_count_against_the_job_gpu_quota(
     await notebooks.set_stopped("alice", "gpu-nb", True)
     with pytest.raises(QuotaExceeded):  # the job's GPU and this one's two are three
         await service.submit("alice", {"kind": "training", "spec": {**DDP, "name": "more"}})
+
+
+async def test_a_gpu_server_is_refused_while_cluster_jobs_hold_the_quota(
+    make_jobs: Callable[..., Any], make_backend: Callable[..., Any]
+) -> None:
+    """The bug the one ledger fixed: a server's create counted only servers, not the user's jobs."""
+    from cube_jupyter.notebooks.service import NotebookService
+
+    settings = make_settings(gpu_quota_per_user=2)
+    notebooks = NotebookService(settings, await make_backend(settings))
+    jobs = JobService(settings, await make_jobs(settings), ledger=notebooks.ledger)
+    await jobs.submit("alice", {"kind": "training", "spec": DDP})  # 2 GPUs
+    with pytest.raises(QuotaExceeded) as refused:
+        await notebooks.create("alice", {"name": "gpu-nb", "profile": "gpu"})
+    assert refused.value.field == "profile"
+    assert "2 in unfinished jobs" in refused.value.message
+    assert notebooks.list_servers("alice") == []
+    await notebooks.create("alice", {"name": "cpu-nb", "profile": "cpu"})  # CPU servers need none

@@ -1,0 +1,83 @@
+"""One GPU ledger for servers and jobs, through the REST API of a real server (local backend): a GPU
+job holds quota against a new GPU server, a GPU server against a new GPU job, and `/gpu` reports
+both holders."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cube_jupyter.local import gpus
+from tests.server.openapi import assert_response_matches
+
+pytestmark = pytest.mark.timeout(180)
+
+# A replica that holds its GPU until the job is deleted.
+HOLD_SCRIPT = "import time\nprint('holding', flush=True)\ntime.sleep(300)\n"
+ONE_GPU_JOB = {
+    "name": "holder",
+    "framework": "pytorch",
+    "replicas": {"master": {"replicas": 1, "resources": {"gpu": 1}}},
+    "script": "hold.py",
+}
+
+
+@pytest.fixture
+def cube_config(cube_config: dict[str, Any]) -> dict[str, Any]:
+    """One GPU per user, on a machine NVML says has two (the test needs no real GPU)."""
+    cube_config["CubeSpawner"]["gpu_quota_per_user"] = 1
+    return cube_config
+
+
+@pytest.fixture(autouse=True)
+def two_visible_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gpus, "nvml_device_count", lambda: 2)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+async def test_a_gpu_server_is_refused_while_the_users_jobs_hold_the_quota(
+    api: Any, jp_root_dir: Any
+) -> None:
+    (jp_root_dir / "hold.py").write_text(HOLD_SCRIPT)
+    code, job = await api("POST", "jobs", body={"kind": "training", "spec": ONE_GPU_JOB})
+    assert code == 201, job
+    assert job["gpus"] == 1 and job["finished"] is False
+
+    code, error = await api("POST", "notebooks", body={"name": "g1", "profile": "gpu"})
+    assert_response_matches("/notebooks", "post", code, error)
+    assert (code, error["reason"], error["field"]) == (403, "QuotaExceeded", "profile"), error
+    assert "1 in unfinished jobs" in error["message"] and "gpu_quota_per_user" in error["message"]
+    code, listing = await api("GET", "notebooks")
+    assert listing["notebooks"] == []  # nothing half-created
+
+    # bob's quota is his own
+    code, server = await api("POST", "notebooks", as_user="bob", body={"name": "g1", "profile": "gpu"})
+    assert code == 201, server
+
+    # the GPU report counts the same holders the check did
+    code, report = await api("GET", "gpu")
+    assert code == 200, report
+    assert report["quota"]["used"] == 1 and report["quota"]["limit"] == 1
+    assert report["quota"]["holders"] == [{"kind": "job", "name": "holder", "gpus": 1}]
+
+    # once the job is gone its GPU is free for a server
+    assert (await api("DELETE", "jobs/holder"))[0] == 204
+    code, server = await api("POST", "notebooks", body={"name": "g1", "profile": "gpu"})
+    assert code == 201, server
+    for user in ("alice", "bob"):
+        assert (await api("DELETE", "notebooks/g1", as_user=user))[0] == 204
+
+
+async def test_a_gpu_job_is_refused_while_the_users_server_holds_the_quota(
+    api: Any, jp_root_dir: Any
+) -> None:
+    (jp_root_dir / "hold.py").write_text(HOLD_SCRIPT)
+    code, server = await api("POST", "notebooks", body={"name": "g1", "profile": "gpu"})
+    assert code == 201, server
+    code, error = await api("POST", "jobs", body={"kind": "training", "spec": ONE_GPU_JOB})
+    assert (code, error["reason"], error["field"]) == (403, "QuotaExceeded", "resources.gpu"), error
+    assert "1 in running servers" in error["message"]
+    code, jobs = await api("GET", "jobs")
+    assert jobs["jobs"] == []
+    assert (await api("DELETE", "notebooks/g1"))[0] == 204
