@@ -131,27 +131,31 @@ def kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-async def stop_tree(proc: psutil.Process, grace: float) -> None:
-    """SIGTERM the process's group, wait up to `grace` s, then SIGKILL what is left of it and of its
-    descendants (kernels live in process groups of their own: they are collected first so that any
-    not shut down in time are killed too instead of being orphaned)."""
+def stop_tree_sync(proc: psutil.Process | int, grace: float) -> None:
+    """SIGTERM a process, its process group and every descendant (kernels and trials live in
+    sessions of their own), wait up to `grace` s, then SIGKILL whatever is left."""
     try:
-        family = [proc, *proc.children(recursive=True)]
+        root = proc if isinstance(proc, psutil.Process) else psutil.Process(proc)
+        family = [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
         return
-    try:
-        if os.getpgid(proc.pid) == proc.pid:
-            os.killpg(proc.pid, signal.SIGTERM)
-        else:
-            proc.terminate()
-    except (ProcessLookupError, psutil.NoSuchProcess):
-        pass
-    _, alive = await asyncio.to_thread(psutil.wait_procs, family, grace)
+    with contextlib.suppress(ProcessLookupError, PermissionError, psutil.NoSuchProcess):
+        if os.getpgid(root.pid) == root.pid:
+            os.killpg(root.pid, signal.SIGTERM)
+    for member in family:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            member.terminate()
+    _, alive = psutil.wait_procs(family, grace)
     for leftover in alive:
         with contextlib.suppress(psutil.NoSuchProcess):
             leftover.kill()
     if alive:
-        await asyncio.to_thread(psutil.wait_procs, alive, 5)
+        psutil.wait_procs(alive, 5)
+
+
+async def stop_tree(proc: psutil.Process, grace: float) -> None:
+    """`stop_tree_sync` without blocking the event loop."""
+    await asyncio.to_thread(stop_tree_sync, proc, grace)
 
 
 # -- logs ------------------------------------------------------------------------------------------

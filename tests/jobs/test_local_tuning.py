@@ -147,7 +147,7 @@ def test_random_search_runs_notebook_trials_in_parallel(tuner: LocalTuner, workd
     assert history[-1][2] == max(t.objective or 0 for t in job.trials)
 
     # a workbench restart: a new tuner on the same state directory lists the finished experiment
-    again = LocalTuner(tuner.root.parent, store=LocalStore(workdir / "store"))
+    again = LocalTuner(tuner.records.root.parent, store=LocalStore(workdir / "store"))
     listed = again.list(USER)
     assert [j.name for j in listed] == ["rand"] and listed[0].best_trial == job.best_trial
 

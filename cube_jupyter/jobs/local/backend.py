@@ -1,9 +1,10 @@
 """Jobs on this machine: the local training runner, tuner and model server behind one `JobBackend`.
 
-Each kind keeps its own state under `CubeWorkbench.state_dir`; this class routes a job to the one
-that holds it (names are unique per user across kinds, so the first that knows the name has it) and
-turns their logs into one async interface. Scripts and notebooks named by a spec are found under
-`root_dir` (the Jupyter server's root, or the CLI's working directory).
+Each kind keeps its records under `CubeWorkbench.state_dir`, the one way every local job does
+(`cube_jupyter.local.records`); this class routes a job to the one that holds it (names are unique
+per user across kinds, so the first that knows the name has it) and turns their logs into one async
+interface. Scripts and notebooks named by a spec are found under `root_dir` (the Jupyter server's
+root, or the CLI's working directory).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from cube_jupyter.jobs.model import Job, JobKind
 from cube_jupyter.jobs.serving_spec import ServingSpec
 from cube_jupyter.jobs.training_spec import TrainingSpec
 from cube_jupyter.jobs.tuning_spec import TuningSpec
+from cube_jupyter.local import processes
 from cube_jupyter.storage import open_store
 
 FOLLOW_POLL_SECONDS = 0.2
@@ -107,7 +109,7 @@ class LocalJobBackend:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         while True:
             job = self.get(user, name)
-            data = await asyncio.to_thread(_read_from, path, offset)
+            data = await asyncio.to_thread(processes.read_log, path, offset)
             offset += len(data)
             text = decoder.decode(data)
             if text:
@@ -115,12 +117,3 @@ class LocalJobBackend:
             if job is None or job.finished:
                 return
             await asyncio.sleep(FOLLOW_POLL_SECONDS)
-
-
-def _read_from(path: Path, offset: int) -> bytes:
-    try:
-        with open(path, "rb") as stream:
-            stream.seek(offset)
-            return stream.read()
-    except FileNotFoundError:
-        return b""

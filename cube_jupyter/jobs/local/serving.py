@@ -36,11 +36,10 @@ from cube_jupyter.jobs.model import Condition, Job, Replica
 from cube_jupyter.jobs.serving_spec import ServingSpec
 from cube_jupyter.local import files, processes
 from cube_jupyter.local.locks import KeyedLocks
-from cube_jupyter.names import user_slug
+from cube_jupyter.local.records import RecordStore
 from cube_jupyter.notebooks.local import children
 from cube_jupyter.storage import CubeStorage, open_store
 
-RECORD = "record.json"
 LOG = "server.log"
 STOP_GRACE = 5.0  # seconds a model server gets to exit on SIGTERM
 
@@ -95,7 +94,7 @@ class LocalModelServing:
     def __init__(
         self, state_dir: str | Path, *, storage: CubeStorage | None = None, ready_timeout: float = 120.0
     ) -> None:
-        self.root = Path(state_dir) / "serving"
+        self.records = RecordStore(Path(state_dir) / "serving", "served model")
         self.storage = storage
         self.ready_timeout = ready_timeout
         self._locks = KeyedLocks()
@@ -103,23 +102,17 @@ class LocalModelServing:
     # -- paths and records ----------------------------------------------------------------------------
 
     def job_dir(self, user: str, name: str) -> Path:
-        return self.root / user_slug(user) / name
+        return self.records.directory(user, name)
 
     def log_path(self, user: str, name: str) -> Path:
         return self.job_dir(user, name) / LOG
 
     def _read(self, user: str, name: str) -> ServingRecord | None:
-        try:
-            return ServingRecord.from_json((self.job_dir(user, name) / RECORD).read_text())
-        except FileNotFoundError:
-            return None
+        text = self.records.read(user, name)
+        return ServingRecord.from_json(text) if text is not None else None
 
     def _write(self, record: ServingRecord) -> None:
-        directory = files.private_dir(self.job_dir(record.user, record.name))
-        partial = directory / f"{RECORD}.partial"
-        partial.write_text(record.to_json())
-        os.chmod(partial, files.PRIVATE_FILE)
-        os.replace(partial, directory / RECORD)
+        self.records.write(record.user, record.name, record.to_json())
 
     # -- reads -----------------------------------------------------------------------------------------
 
@@ -137,12 +130,10 @@ class LocalModelServing:
 
     def list(self, user: str | None = None) -> list[Job]:
         """Jobs of `user` (every user's when None)."""
-        if not self.root.is_dir():
-            return []
         jobs: list[Job] = []
-        for record_file in sorted(self.root.glob(f"{user_slug(user) if user else '*'}/*/{RECORD}")):
+        for text in self.records.list(user):
             with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-                record = ServingRecord.from_json(record_file.read_text())
+                record = ServingRecord.from_json(text)
                 if user is None or record.user == user:
                     job = self.status(record.user, record.name)
                     if job is not None:
@@ -153,13 +144,9 @@ class LocalModelServing:
         """The model server's log (every revision's, each after a separator line)."""
         if self._read(user, name) is None:
             raise NotFound(f"user {user!r} has no served model named {name!r}", field="name")
-        try:
-            text = self.log_path(user, name).read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-        if tail is not None:
-            text = "".join(text.splitlines(keepends=True)[-tail:]) if tail else ""
-        return text
+        return processes.select_lines(processes.read_log(self.log_path(user, name)), (), tail).decode(
+            "utf-8", "replace"
+        )
 
     # -- writes ----------------------------------------------------------------------------------------
 
@@ -327,7 +314,7 @@ class LocalModelServing:
             if record is None:
                 raise NotFound(f"user {user!r} has no served model named {name!r}", field="name")
             await self._stop(record)
-            shutil.rmtree(self.job_dir(user, name), ignore_errors=True)
+            self.records.remove(user, name)
 
     async def _stop(self, record: ServingRecord) -> None:
         proc = self._process(record)

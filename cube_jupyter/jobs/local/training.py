@@ -1,10 +1,12 @@
-"""Training jobs on this machine: one process per replica, with the env the operator would set.
+"""Training jobs on this machine: the supervisor that starts, reaps and stops one process per
+replica, with the env the operator would set (planned, and judged by the operator's rules, in
+`training_plan`).
 
 `LocalTrainingRunner` is the synchronous core: `start(spec)` ships the code (when it is not shipped
-yet), writes the job's record and starts every replica as `python -m cube_jupyter.jobs.entry ...` (or
-the spec's command) in its own process group, in a per-job work directory, with stdout and stderr in
-a per-replica log. `refresh` is the operator's reconcile loop: it reaps replicas, restarts failed
-ones while the restart policy and backoff limit allow, marks the job Succeeded or Failed (the failed
+yet), records the job and starts every replica as `python -m cube_jupyter.jobs.entry ...` (or the
+spec's command) in its own process group, in the job's work directory, with stdout and stderr in a
+per-replica log. `refresh` is the operator's reconcile loop: it reaps replicas, restarts failed ones
+while the restart policy and backoff limit allow, marks the job Succeeded or Failed (the failed
 replica's name, exit code and log tail in the message), stops the others by `clean_pod_policy`
 (SIGTERM to the process group, SIGKILL after a grace period), enforces `active_deadline_seconds`,
 and deletes finished jobs after `ttl_seconds_after_finished`.
@@ -25,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import os
 import shutil
 import signal
@@ -42,26 +43,19 @@ from cube_jupyter.errors import BackendUnavailable, InvalidInput, NotFound
 from cube_jupyter.jobs import package as packaging
 from cube_jupyter.jobs.local import conditions as ops
 from cube_jupyter.jobs.local import rendezvous
-from cube_jupyter.jobs.local.state import JobRecord, ReplicaRecord, TrainingState
-from cube_jupyter.jobs.model import Condition, Job, Replica, wait_until_finished
-from cube_jupyter.jobs.training_spec import RoleSpec, TrainingSpec
+from cube_jupyter.jobs.local import training_plan as plan
+from cube_jupyter.jobs.local.training_state import JobRecord, ReplicaRecord
+from cube_jupyter.jobs.model import Job, wait_until_finished
+from cube_jupyter.jobs.training_spec import TrainingSpec
 from cube_jupyter.local import files, gpus, processes
-from cube_jupyter.names import parse_quantity, user_slug
-from cube_jupyter.notebooks.local import children
+from cube_jupyter.local.records import RecordStore
 from cube_jupyter.storage import ArtifactStore, open_store
 
 log = logging.getLogger(__name__)
 
-ENTRY_MODULE = "cube_jupyter.jobs.entry"
-MPI_MODULE = "cube_jupyter.jobs.local.mpi"
-RESTARTED_MESSAGE = "the workbench restarted while it ran"
-STOPPED_MESSAGE = "the process supervising it stopped while it ran"
 TAIL_LINES = 20
 # How long the other replicas may take to exit on their own once the job has succeeded.
 SUCCESS_SETTLE_SECONDS = 5.0
-# The workbench's own secrets never reach a replica.
-DROPPED_ENV = ("JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE", children.CHILD_MARKER_ENV)
-PYTHON_NAMES = ("python", "python3", f"python3.{sys.version_info.minor}")
 
 
 class LocalTrainingRunner:
@@ -77,7 +71,7 @@ class LocalTrainingRunner:
         stop_grace_seconds: float = 10.0,
     ) -> None:
         self.root = files.private_dir(Path(state_dir) / "training")
-        self.state = TrainingState(self.root / "training.sqlite")
+        self.records = RecordStore(self.root, "training job")
         self._store = store
         self.python = python
         # None: Open MPI's mpirun when installed; "": start MPI ranks directly (see local.mpi).
@@ -96,10 +90,10 @@ class LocalTrainingRunner:
     # -- paths ---------------------------------------------------------------------------------------
 
     def work_dir(self, user: str, name: str) -> Path:
-        return self.root / "work" / user_slug(user) / name
+        return self.records.directory(user, name) / "work"
 
     def log_dir(self, user: str, name: str) -> Path:
-        return self.root / "logs" / user_slug(user) / name
+        return self.records.directory(user, name) / "logs"
 
     # -- start ---------------------------------------------------------------------------------------
 
@@ -108,146 +102,60 @@ class LocalTrainingRunner:
         package), record the job and start its replicas. Conflict for a duplicate name; when a
         replica cannot be started, nothing of the job is left."""
         spec = packaging.ship_training_code(spec, self.store, Path(code_dir or os.getcwd()))
-        record = self._plan(spec, spec.code.package_uri)
+        record = plan.plan_job(
+            spec,
+            rdv=rendezvous.plan(spec.framework, [(role.role, role.replicas) for role in spec.roles]),
+            gpu_ids=plan.assign_gpus(spec, gpus.visible_gpu_ids() if spec.total_gpus else []),
+            work_dir=str(self.work_dir(spec.user, spec.name)),
+            log_dir=str(self.log_dir(spec.user, spec.name)),
+            package_uri=spec.code.package_uri,
+            python=self.python,
+            mpirun=self.mpirun,
+            now=time.time(),
+            as_root=hasattr(os, "geteuid") and os.geteuid() == 0,
+        )
+        record.owner = self.owner
         with self._lock:
-            self.state.insert(record, self.owner)
+            self.records.create(record.user, record.name, record.to_json())
             try:
                 files.private_dir(Path(record.work_dir))
                 files.private_dir(Path(record.log_dir))
                 if spec.framework == "mpi":
                     self._write_hostfile(spec, Path(record.work_dir))
-                now = time.time()
-                kind = ops.kind_name(spec.framework)
-                record.conditions = ops.add_condition(
-                    [], "Created", f"{kind}Created", f"{kind} {spec.name} is created.", now
-                )
+                plan.mark_created(record, time.time())
                 for replica in record.replicas:
                     if not replica.virtual:
                         self._spawn(record, replica)
                 self._reconcile(record)
-                self.state.save(record, self.owner)
+                self._save(record)
             except BaseException:
                 self._kill_all(record)
-                self.state.delete(record.user, record.name)
-                self._remove_files(record)
+                self.records.remove(record.user, record.name)
                 raise
-            return self._job(record)
-
-    def _plan(self, spec: TrainingSpec, package_uri: str | None) -> JobRecord:
-        """Every replica's argv and env, before anything starts."""
-        roles = [(role.role, role.replicas) for role in spec.roles]
-        rdv = rendezvous.plan(spec.framework, roles)
-        work_dir = self.work_dir(spec.user, spec.name)
-        hostfile = str(work_dir / rendezvous.MPI_HOSTFILE)
-        gpu_ids = self._gpu_plan(spec)
-        replicas = []
-        for slot in rendezvous.slots(roles):
-            role = spec.role(slot.role)
-            assert role is not None
-            env = {
-                **cpu_threads_env(role.resources.cpu, len(rendezvous.slots(roles))),
-                **spec.env,
-                **role.env,
-            }
-            env.update(rendezvous.replica_env(spec.framework, roles, slot, rdv, hostfile=hostfile))
-            ids = gpu_ids.pop(slot.name, [])
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
-            env["CUBE_JOB_NAME"] = spec.name
-            env["CUBE_REPLICA"] = slot.name
-            virtual = spec.framework == "mpi" and slot.role == "Worker"
-            if (
-                spec.framework == "mpi"
-                and slot.role == "Launcher"
-                and hasattr(os, "geteuid")
-                and os.geteuid() == 0
-            ):
-                env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
-            argv = [] if virtual else self._argv(spec, role, package_uri, hostfile)
-            replicas.append(
-                ReplicaRecord(
-                    role=slot.role,
-                    index=slot.index,
-                    argv=argv,
-                    env=env,
-                    gpus=role.resources.gpu,
-                    gpu_ids=ids,
-                    virtual=virtual,
-                )
-            )
-        return JobRecord(
-            user=spec.user,
-            name=spec.name,
-            framework=spec.framework,
-            spec=spec.to_dict(),
-            created=time.time(),
-            work_dir=str(work_dir),
-            log_dir=str(self.log_dir(spec.user, spec.name)),
-            replicas=replicas,
-            restart_policy=spec.restart_policy,
-            backoff_limit=spec.backoff_limit,
-            clean_pod_policy=spec.clean_pod_policy,
-            ttl_seconds_after_finished=spec.ttl_seconds_after_finished,
-            active_deadline_seconds=spec.active_deadline_seconds,
-            package_uri=package_uri,
-        )
-
-    def _gpu_plan(self, spec: TrainingSpec) -> dict[str, list[str]]:
-        """Distinct GPU ids per replica; InvalidInput naming the role when this machine has too few."""
-        wanted = [(role, role.resources.gpu) for role in spec.roles for _ in range(role.replicas)]
-        total = sum(count for _, count in wanted)
-        if not total:
-            return {}
-        available = gpus.visible_gpu_ids()
-        if total > len(available):
-            role = next(role for role, count in wanted if count)
-            raise InvalidInput(
-                f"replicas.{role.role.lower()}.resources.gpu: the job asks for {total} GPUs in all and this "
-                f"machine has {len(available)}",
-                field=f"replicas.{role.role.lower()}.resources.gpu",
-            )
-        plan: dict[str, list[str]] = {}
-        for role in spec.roles:
-            for index in range(role.replicas):
-                plan[f"{role.role.lower()}-{index}"] = [available.pop(0) for _ in range(role.resources.gpu)]
-        return plan
-
-    def _command(self, command: Sequence[str]) -> list[str]:
-        """A command as given, with a leading `python` meaning the workbench's interpreter (the
-        image's Python, locally)."""
-        argv = list(command)
-        if argv and argv[0] in PYTHON_NAMES:
-            argv[0] = self.python
-        return argv
-
-    def _entry_argv(self, spec: TrainingSpec, package_uri: str | None) -> list[str]:
-        code = spec.code
-        if code.kind == "command":
-            return self._command([*(code.command or ()), *code.args])
-        argv = [self.python, "-m", ENTRY_MODULE]
-        if package_uri:
-            argv += ["--package", package_uri]
-        return [*argv, "--kind", code.kind, "--target", code.target, "--", *code.args]
-
-    def _argv(self, spec: TrainingSpec, role: RoleSpec, package_uri: str | None, hostfile: str) -> list[str]:
-        if role.command is not None:
-            return self._command(role.command)
-        if spec.framework == "mpi" and role.role == "Launcher" and spec.code.kind != "command":
-            ranks = spec.replicas_of("Worker") * (spec.slots_per_worker or 1)
-            launcher = [self.python, "-m", MPI_MODULE, "--hostfile", hostfile, "--np", str(ranks)]
-            if self.mpirun:
-                launcher += ["--mpirun", self.mpirun]
-            return [*launcher, "--", *self._entry_argv(spec, package_uri)]
-        return self._entry_argv(spec, package_uri)
+            return plan.job_view(record)
 
     def _write_hostfile(self, spec: TrainingSpec, work_dir: Path) -> None:
         text = rendezvous.mpi_hostfile(spec.replicas_of("Worker"), spec.slots_per_worker or 1)
         (work_dir / rendezvous.MPI_HOSTFILE).write_text(text)
 
     def _log_path(self, record: JobRecord, replica: ReplicaRecord) -> Path:
-        return Path(record.log_dir) / f"{replica.name}.log"
+        return Path(record.log_dir) / plan.log_name(replica)
+
+    def _save(self, record: JobRecord) -> bool:
+        """Write the record as its supervisor; False when the job was deleted meanwhile."""
+        record.owner = self.owner
+        return self.records.write(record.user, record.name, record.to_json())
+
+    def _load(self, user: str, name: str) -> JobRecord | None:
+        text = self.records.read(user, name)
+        return JobRecord.from_json(text) if text is not None else None
+
+    def _all(self, user: str | None = None) -> list[JobRecord]:
+        records = [JobRecord.from_json(text) for text in self.records.list(user)]
+        return sorted(records, key=lambda r: (r.created, r.name))
 
     def _spawn(self, record: JobRecord, replica: ReplicaRecord) -> None:
-        env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
+        env = {k: v for k, v in os.environ.items() if k not in plan.DROPPED_ENV}
         env.update(replica.env)
         header = f"{record.name} {replica.name} (attempt {replica.restarts + 1})"
         try:
@@ -280,35 +188,33 @@ class LocalTrainingRunner:
     def refresh(self, user: str, name: str) -> Job:
         """Reconcile one job (when this process supervises it) and return its status."""
         with self._lock:
-            found = self.state.get(user, name)
-            if found is None:
+            record = self._load(user, name)
+            if record is None:
                 self._forget(user, name)
                 raise NotFound(f"training job {name!r} not found", field="name")
-            record, owner = found
-            record = self._reconcile_owned(record, owner)
-            return self._job(record)
+            return plan.job_view(self._reconcile_owned(record))
 
     def refresh_all(self) -> None:
         """Reconcile every job: ours, orphans of a dead owner, and finished ones past their TTL."""
         with self._lock:
-            for record, owner in self.state.list():
+            for record in self._all():
                 try:
-                    record = self._reconcile_owned(record, owner)
-                    if self._expired(record):
+                    record = self._reconcile_owned(record)
+                    if plan.expired(record, time.time()):
                         self._delete_record(record)
                 except Exception:
                     log.exception("reconciling training job %s/%s failed", record.user, record.name)
 
-    def _reconcile_owned(self, record: JobRecord, owner: str) -> JobRecord:
-        if owner != self.owner:
-            if processes.owner_alive(owner):
+    def _reconcile_owned(self, record: JobRecord) -> JobRecord:
+        if record.owner != self.owner:
+            if processes.owner_alive(record.owner):
                 return record  # another live process (the server, a CLI run) supervises it
             if record.completed is None or self._has_live_replicas(record):
                 self._orphaned(record)
             return record
         before = record.to_json()
         self._reconcile(record)
-        if record.to_json() != before and not self.state.save(record, self.owner):
+        if record.to_json() != before and not self._save(record):
             self._kill_all(record)  # deleted meanwhile (another process): leave nothing running
             self._forget(record.user, record.name)
         return record
@@ -318,32 +224,17 @@ class LocalTrainingRunner:
         unfinished jobs fail now and their replicas are stopped. They run in their own sessions, so
         they would otherwise outlive it, unsupervised, until another process reconciles them."""
         with self._lock:
-            for record, owner in self.state.list():
-                if owner == self.owner and record.completed is None:
-                    self._orphaned(record, "SupervisorStopped", STOPPED_MESSAGE)
+            for record in self._all():
+                if record.owner == self.owner and record.completed is None:
+                    self._orphaned(record, "SupervisorStopped", plan.STOPPED_MESSAGE)
 
     def _orphaned(
-        self, record: JobRecord, reason: str = "WorkbenchRestarted", why: str = RESTARTED_MESSAGE
+        self, record: JobRecord, reason: str = "WorkbenchRestarted", why: str = plan.RESTARTED_MESSAGE
     ) -> None:
         """The job's supervisor died: kill what is left and, if it was still running, fail it."""
         self._kill_all(record)
-        now = time.time()
-        for replica in record.replicas:
-            if replica.state in ("Pending", "Running"):
-                replica.state = "Failed"
-                replica.message = why
-        if not record.completed:
-            kind = ops.kind_name(record.framework)
-            record.conditions = ops.add_condition(
-                record.conditions,
-                "Failed",
-                reason,
-                f"{kind} {record.name}: {why}",
-                now,
-            )
-            record.message = f"{kind} {record.name} failed: {why}"
-            record.completed = now
-        self.state.save(record, self.owner)
+        plan.mark_orphaned(record, reason, why, time.time())
+        self._save(record)
 
     def _poll(self, record: JobRecord) -> None:
         """Reap replicas that exited: state, exit status. What a replica left running in its process
@@ -367,62 +258,26 @@ class LocalTrainingRunner:
         self._poll(record)
         if record.completed is None:
             now = time.time()
-            kind = ops.kind_name(record.framework)
-            failed = [r for r in record.replicas if r.state == "Failed" and not r.virtual]
-            for replica in failed:
+            for replica in [r for r in record.replicas if r.state == "Failed" and not r.virtual]:
                 if record.completed is not None:
                     break
-                code = replica.exit_code or 0
-                if ops.should_restart(record.restart_policy, code):
-                    if ops.within_backoff(record.restarts, record.backoff_limit):
-                        self._restart(record, replica, kind, now)
-                        continue
-                    self._fail(
-                        record,
-                        replica,
-                        "BackoffLimitExceeded",
-                        f"{kind} {record.name} has reached the specified backoff limit "
-                        f"({record.backoff_limit} restarts)",
-                        now,
-                    )
+                failure = plan.failure_of(record, replica)
+                if failure is None:
+                    plan.mark_restarting(record, replica, now)
+                    self._spawn(record, replica)
                 else:
-                    self._fail(record, replica, f"{kind}Failed", f"{kind} {record.name} has failed", now)
+                    tail = processes.log_tail(self._log_path(record, replica), TAIL_LINES)
+                    plan.mark_failed(record, replica, *failure, tail, now)
+                    self._clean_up(record)
             if record.completed is None:
-                states = [(r.role, r.state) for r in record.replicas if not r.virtual]
-                if ops.succeeded(record.framework, states):
-                    record.conditions = ops.add_condition(
-                        record.conditions,
-                        "Succeeded",
-                        f"{kind}Succeeded",
-                        f"{kind} {record.name} is successfully completed.",
-                        now,
-                    )
-                    record.completed = now
+                if plan.mark_succeeded_if_done(record, now):
                     self._let_finish(record)
                     self._clean_up(record)
-                elif self._past_deadline(record, now):
-                    record.conditions = ops.add_condition(
-                        record.conditions,
-                        "Failed",
-                        "DeadlineExceeded",
-                        f"{kind} {record.name} was active longer than specified deadline "
-                        f"({record.active_deadline_seconds}s)",
-                        now,
-                    )
-                    record.message = record.conditions[-1]["message"]
-                    record.completed = now
+                elif plan.mark_deadline_exceeded_if_past(record, now):
                     self._stop_running(record)
-                elif ops.phase(record.conditions) in ("Created", "Restarting") and all(
-                    r.state == "Running" for r in record.replicas if not r.virtual
-                ):
-                    record.conditions = ops.add_condition(
-                        record.conditions,
-                        "Running",
-                        f"{kind}Running",
-                        f"{kind} {record.name} is running.",
-                        now,
-                    )
-        self._mirror_virtual(record)
+                else:
+                    plan.mark_running_if_all_run(record, now)
+        plan.mirror_virtual(record)
 
     def _let_finish(self, record: JobRecord) -> None:
         """The success rule fires when the Master exits, often while the other ranks are still leaving
@@ -434,34 +289,6 @@ class LocalTrainingRunner:
         ):
             time.sleep(0.05)
             self._poll(record)
-
-    def _past_deadline(self, record: JobRecord, now: float) -> bool:
-        deadline = record.active_deadline_seconds
-        return deadline is not None and now - record.created >= deadline
-
-    def _restart(self, record: JobRecord, replica: ReplicaRecord, kind: str, now: float) -> None:
-        record.restarts += 1
-        replica.restarts += 1
-        record.conditions = ops.add_condition(
-            record.conditions,
-            "Restarting",
-            f"{kind}Restarting",
-            f"{kind} {record.name} is restarting because replica {replica.name} exited with code "
-            f"{replica.exit_code} (restart {record.restarts}"
-            + (f" of {record.backoff_limit})." if record.backoff_limit is not None else ")."),
-            now,
-        )
-        self._spawn(record, replica)
-
-    def _fail(self, record: JobRecord, replica: ReplicaRecord, reason: str, summary: str, now: float) -> None:
-        tail = processes.log_tail(self._log_path(record, replica), TAIL_LINES)
-        message = f"{summary}: replica {replica.name} exited with code {replica.exit_code}"
-        message += f"; last lines of its log:\n{tail}" if tail else " (its log is empty)"
-        replica.message = message
-        record.message = message
-        record.conditions = ops.add_condition(record.conditions, "Failed", reason, message, now)
-        record.completed = now
-        self._clean_up(record)
 
     def _clean_up(self, record: JobRecord) -> None:
         """cleanPodPolicy once the job finished: Running and All stop the replicas still running
@@ -519,22 +346,9 @@ class LocalTrainingRunner:
     def _has_live_replicas(self, record: JobRecord) -> bool:
         return any(processes.live_process(r.pid, r.started) for r in record.replicas if not r.virtual)
 
-    def _mirror_virtual(self, record: JobRecord) -> None:
-        """MPI workers are ranks under the launcher: they are in the launcher's state."""
-        launcher = next((r for r in record.replicas if r.role == "Launcher"), None)
-        for replica in record.replicas:
-            if replica.virtual and launcher is not None:
-                replica.state = launcher.state
-                replica.exit_code = launcher.exit_code
-                replica.message = "its ranks run under launcher-0"
-
     def _forget(self, user: str, name: str) -> None:
         for key in [k for k in self._procs if k[:2] == (user, name)]:
             self._procs.pop(key, None)
-
-    def _expired(self, record: JobRecord) -> bool:
-        ttl = record.ttl_seconds_after_finished
-        return ttl is not None and record.completed is not None and time.time() - record.completed >= ttl
 
     # -- reading -------------------------------------------------------------------------------------
 
@@ -544,21 +358,21 @@ class LocalTrainingRunner:
 
     def get(self, user: str, name: str) -> Job | None:
         """The recorded status, without reconciling (never waits on a process)."""
-        found = self.state.get(user, name)
-        return self._job(found[0]) if found else None
+        record = self._load(user, name)
+        return plan.job_view(record) if record is not None else None
 
     def list(self, user: str | None = None) -> list[Job]:
-        return [self._job(record) for record, _ in self.state.list(user)]
+        return [plan.job_view(record) for record in self._all(user)]
 
     def wait(self, user: str, name: str, timeout: float, poll: float = 0.1) -> Job:
         """Reconcile until the job has finished or `timeout` seconds passed; the last status."""
         return wait_until_finished(lambda: self.status(user, name), timeout, poll)
 
     def _require(self, user: str, name: str) -> JobRecord:
-        found = self.state.get(user, name)
-        if found is None:
+        record = self._load(user, name)
+        if record is None:
             raise NotFound(f"training job {name!r} not found", field="name")
-        return found[0]
+        return record
 
     def _replica(self, record: JobRecord, replica: str | None) -> ReplicaRecord:
         if replica is None:
@@ -573,13 +387,8 @@ class LocalTrainingRunner:
         return found
 
     def _log_source(self, record: JobRecord, replica: ReplicaRecord) -> tuple[Path, tuple[bytes, ...]]:
-        """The file a replica's log is in, and for an MPI worker the rank tags that are its lines."""
-        if not replica.virtual:
-            return self._log_path(record, replica), ()
-        launcher = next(r for r in record.replicas if r.role == "Launcher")
-        slots = int(record.spec.get("slots_per_worker") or 1)
-        ranks = range(replica.index * slots, (replica.index + 1) * slots)
-        return self._log_path(record, launcher), tuple(f"[1,{rank}]<".encode() for rank in ranks)
+        name, tags = plan.log_source(record, replica)
+        return Path(record.log_dir) / name, tags
 
     def logs(self, user: str, name: str, replica: str | None = None, tail: int | None = None) -> str:
         """One replica's log (all attempts), or its last `tail` lines."""
@@ -632,53 +441,8 @@ class LocalTrainingRunner:
 
     def _delete_record(self, record: JobRecord) -> None:
         self._kill_all(record)
-        self.state.delete(record.user, record.name)
+        self.records.remove(record.user, record.name)
         self._forget(record.user, record.name)
-        self._remove_files(record)
-
-    def _remove_files(self, record: JobRecord) -> None:
-        shutil.rmtree(record.log_dir, ignore_errors=True)
-        shutil.rmtree(record.work_dir, ignore_errors=True)
-
-    # -- the record as the API shows it --------------------------------------------------------------
-
-    def _job(self, record: JobRecord) -> Job:
-        replicas = tuple(
-            Replica(
-                role=r.role,
-                index=r.index,
-                state=r.state,  # type: ignore[arg-type]
-                gpus=r.gpus,
-                exit_code=r.exit_code,
-                pid=r.pid,
-                message=r.message,
-            )
-            for r in record.replicas
-        )
-        return Job(
-            name=record.name,
-            kind="training",
-            user=record.user,
-            phase=ops.phase(record.conditions),  # type: ignore[arg-type]
-            created=record.created,
-            framework=record.framework,
-            backend="local",
-            conditions=tuple(
-                Condition(
-                    type=c["type"],
-                    status=c["status"],
-                    reason=c["reason"],
-                    message=c["message"],
-                    last_transition_time=c["last_transition_time"],
-                )
-                for c in record.conditions
-            ),
-            replicas=replicas,
-            gpus=sum(r.gpus for r in record.replicas),
-            message=record.message,
-            spec=record.spec,
-            completed=record.completed,
-        )
 
 
 class AsyncLocalTraining:
@@ -746,14 +510,3 @@ class AsyncLocalTraining:
             if chunk is done:
                 return
             yield chunk  # type: ignore[misc]
-
-
-def cpu_threads_env(cpu: str | None, replicas: int) -> dict[str, str]:
-    """A pod's CPU limit caps its math libraries' threads; local replicas share one machine, so each
-    gets the role's `cpu` (whole cores, at least one) or its share of the cores, else every rank's
-    thread pool would claim every core. The spec's own env wins."""
-    if cpu:
-        threads = max(1, math.floor(parse_quantity(cpu, "resources.cpu")))
-    else:
-        threads = max(1, (os.cpu_count() or 1) // max(1, replicas))
-    return {name: str(threads) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}

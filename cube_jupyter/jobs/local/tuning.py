@@ -3,7 +3,7 @@
 `LocalTuner.start(spec)` ships the trial notebook (as training ships its code; not needed for a
 training-job trial), records the experiment in `{state_dir}/tuning/{user_slug}/{name}/` and starts
 its driver (`tuning_driver`) in its own session, so an experiment goes on while the workbench
-restarts and a finished one is still listed after. Reads come from the driver's `state.json`: the
+restarts and a finished one is still listed after. Reads come from the record the driver keeps: the
 trial table (parameters, state, metrics, objective), the best trial and Katib's conditions; a driver
 that died before finishing fails the experiment with its log's last lines. `delete` stops the driver,
 which stops its running trials, then removes everything.
@@ -40,8 +40,8 @@ from cube_jupyter.jobs.local.tuning_state import (
 )
 from cube_jupyter.jobs.model import Condition, Job, Replica, Trial, wait_until_finished
 from cube_jupyter.jobs.tuning_spec import TuningSpec
-from cube_jupyter.local import files, processes
-from cube_jupyter.names import user_slug
+from cube_jupyter.local import processes
+from cube_jupyter.local.records import RecordStore
 from cube_jupyter.notebooks.local import children
 from cube_jupyter.storage import ArtifactStore, open_store
 
@@ -55,7 +55,7 @@ class LocalTuner:
     """Start, read, log and delete local tuning experiments."""
 
     def __init__(self, state_dir: str | Path, *, store: ArtifactStore | None = None) -> None:
-        self.root = Path(state_dir) / "tuning"
+        self.records = RecordStore(Path(state_dir) / "tuning", "tuning job")
         self._store = store
 
     @property
@@ -65,7 +65,7 @@ class LocalTuner:
         return self._store
 
     def experiment_dir(self, user: str, name: str) -> Path:
-        return self.root / user_slug(user) / name
+        return self.records.directory(user, name)
 
     # -- start ---------------------------------------------------------------------------------------
 
@@ -73,8 +73,7 @@ class LocalTuner:
         """Ship the trial notebook (from `code_dir`, default the working directory, unless the spec
         names a package) and start the experiment. Conflict for a duplicate name; nothing is left
         when it cannot start."""
-        directory = self.experiment_dir(spec.user, spec.name)
-        if (directory / "state.json").exists():
+        if self.records.read(spec.user, spec.name) is not None:
             raise Conflict(f"user {spec.user!r} already has a tuning job named {spec.name!r}", field="name")
         base = Path(code_dir or os.getcwd()).resolve()
         package_uri, target = self._ship(spec, base)
@@ -88,9 +87,8 @@ class LocalTuner:
             package_target=target,
         )
         state.add_condition("Created", "ExperimentCreated", "Experiment is created", state.created)
+        directory = self.records.create(spec.user, spec.name, state.to_json())
         try:
-            files.private_dir(directory)
-            write_state(directory, state)
             child = self._spawn_driver(spec, directory)
             _write_driver(directory, child.pid)
         except BaseException:
@@ -153,13 +151,11 @@ class LocalTuner:
         return None if state is None else self._job(state)
 
     def list(self, user: str | None = None) -> list[Job]:
-        if not self.root.is_dir():
-            return []
         jobs = []
-        for state_file in sorted(self.root.glob(f"{user_slug(user) if user else '*'}/*/state.json")):
+        for text in self.records.list(user):
             with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-                found = read_state(state_file.parent)
-                if found is not None and (user is None or found.user == user):
+                found = ExperimentState.from_json(text)
+                if user is None or found.user == user:
                     job = self.get(found.user, found.name)
                     if job is not None:
                         jobs.append(job)
@@ -202,13 +198,7 @@ class LocalTuner:
 
     def logs(self, user: str, name: str, replica: str | None = None, tail: int | None = None) -> str:
         path = self.log_path(user, name, replica)
-        try:
-            text = path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-        if tail is not None:
-            text = "".join(text.splitlines(keepends=True)[-tail:]) if tail > 0 else ""
-        return text
+        return processes.select_lines(processes.read_log(path), (), tail).decode("utf-8", "replace")
 
     # -- delete --------------------------------------------------------------------------------------
 
@@ -231,7 +221,7 @@ class LocalTuner:
         for trial in latest.trials:
             if trial.pid and trial.state in ("Pending", "Running"):
                 _kill_trial(trial, directory)
-        shutil.rmtree(directory, ignore_errors=True)
+        self.records.remove(user, name)
 
     # -- the record as the API shows it --------------------------------------------------------------
 
@@ -293,19 +283,14 @@ def _driver(directory: Path) -> psutil.Process | None:
     """The experiment's live driver process, if any."""
     try:
         raw = json.loads((directory / DRIVER).read_text())
-        proc = psutil.Process(int(raw["pid"]))
-        if abs(proc.create_time() - float(raw["started"])) > 0.01 or proc.status() == psutil.STATUS_ZOMBIE:
-            return None
-        return proc
-    except (OSError, ValueError, KeyError, psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return processes.live_process(int(raw["pid"]), float(raw["started"]))
+    except (OSError, ValueError, KeyError):
         return None
 
 
 def _kill_trial(trial: TrialRecord, directory: Path) -> None:
     """Kill a trial process the driver left behind, if the pid is still that trial (its log file is
     its stdout)."""
-    from cube_jupyter.jobs.local.tuning_driver import kill_tree
-
     assert trial.pid is not None
     log = str(trial_log(directory, trial))
     try:
@@ -314,4 +299,4 @@ def _kill_trial(trial: TrialRecord, directory: Path) -> None:
             return
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return
-    kill_tree(trial.pid, 2.0)
+    processes.stop_tree_sync(proc, 2.0)

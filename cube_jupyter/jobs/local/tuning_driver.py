@@ -9,7 +9,8 @@ a training replica or a cluster trial pod runs) or a training job through `Local
 reads the metrics each trial prints (`name=value`, `trial_metrics`), reports every objective value to
 Optuna's pruner and stops a trial the pruner gives up on. It stops at `max_trials`, when a trial
 reaches the goal, or once more than `max_failed_trials` trials failed (then the experiment fails),
-and records everything in `state.json` as it goes. SIGTERM (delete) stops the running trials first.
+and keeps everything in its record (`record.json`) as it goes. SIGTERM (delete) stops the running
+trials first.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import optuna
-import psutil
 
 from cube_jupyter.jobs.local import optuna_search
+from cube_jupyter.jobs.local.training_plan import DROPPED_ENV, ENTRY_MODULE
 from cube_jupyter.jobs.local.trial_metrics import TrialMetrics
 from cube_jupyter.jobs.local.tuning_state import (
     TRIALS_DIR,
@@ -41,13 +42,10 @@ from cube_jupyter.jobs.local.tuning_state import (
 )
 from cube_jupyter.jobs.tuning_spec import TuningSpec
 from cube_jupyter.local import files, processes
-from cube_jupyter.notebooks.local import children
 
 LOG = logging.getLogger("cube_jupyter.tuning")
 POLL_SECONDS = 0.2
 STOP_GRACE = 5.0
-ENTRY_MODULE = "cube_jupyter.jobs.entry"
-DROPPED_ENV = ("JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE", children.CHILD_MARKER_ENV)
 
 
 class TrialRun(Protocol):
@@ -62,26 +60,6 @@ class TrialRun(Protocol):
     def failure(self) -> str: ...
 
     def stop(self) -> None: ...
-
-
-def kill_tree(pid: int, grace: float = STOP_GRACE) -> None:
-    """SIGTERM a process, its process group and every descendant (kernels live in their own
-    sessions), then SIGKILL whatever is left after `grace` seconds."""
-    try:
-        root = psutil.Process(pid)
-        family = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGTERM)
-    for member in family:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            member.terminate()
-    _, alive = psutil.wait_procs(family, grace)
-    for member in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            member.kill()
-    psutil.wait_procs(alive, 2)
 
 
 def tell(
@@ -144,7 +122,7 @@ class NotebookRun:
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            kill_tree(self.proc.pid)
+            processes.stop_tree_sync(self.proc.pid, STOP_GRACE)
         with contextlib.suppress(Exception):
             self.proc.wait(timeout=2)
 

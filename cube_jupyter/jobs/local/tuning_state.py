@@ -1,19 +1,16 @@
-"""A local tuning experiment's record: `state.json` in its directory, shared by the driver process
-that writes it while the experiment runs and `LocalTuner`, which reads it (and fails an experiment
-whose driver died). Written atomically (write, then rename), so a reader never sees half a file.
-"""
+"""A local tuning experiment's record, kept as every local job's is (`cube_jupyter.local.records`):
+the driver process writes it while the experiment runs and `LocalTuner` reads it (and fails an
+experiment whose driver died)."""
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cube_jupyter.local import files
+from cube_jupyter.local import records
 
-STATE = "state.json"
 DRIVER = "driver.json"  # the driver's pid and create time (a recycled pid is not it), by LocalTuner
 DRIVER_LOG = "experiment.log"
 TRIALS_DIR = "trials"
@@ -95,18 +92,13 @@ class ExperimentState:
 
 
 def read_state(directory: Path) -> ExperimentState | None:
-    try:
-        return ExperimentState.from_json((directory / STATE).read_text())
-    except FileNotFoundError:
-        return None
+    text = records.read_record(directory)
+    return ExperimentState.from_json(text) if text is not None else None
 
 
-def write_state(directory: Path, state: ExperimentState) -> None:
-    files.private_dir(directory)
-    partial = directory / f"{STATE}.{os.getpid()}.partial"
-    partial.write_text(state.to_json())
-    os.chmod(partial, files.PRIVATE_FILE)
-    os.replace(partial, directory / STATE)
+def write_state(directory: Path, state: ExperimentState) -> bool:
+    """False when the experiment was deleted meanwhile."""
+    return records.write_record(directory, state.to_json())
 
 
 def trial_log(directory: Path, trial: TrialRecord | int) -> Path:

@@ -7,7 +7,7 @@ import os
 
 from cube_jupyter.jobs.local import rendezvous
 from cube_jupyter.jobs.local.rendezvous import Rendezvous, Slot
-from cube_jupyter.jobs.local.training import cpu_threads_env
+from cube_jupyter.jobs.local.training_plan import cpu_threads_env
 
 
 def test_slots_follow_roles_in_order() -> None:

@@ -23,7 +23,8 @@ import pytest
 import xgboost
 
 from cube_jupyter.errors import Conflict, InvalidInput, NotFound
-from cube_jupyter.jobs.local.training import RESTARTED_MESSAGE, LocalTrainingRunner
+from cube_jupyter.jobs.local.training import LocalTrainingRunner
+from cube_jupyter.jobs.local.training_plan import RESTARTED_MESSAGE
 from cube_jupyter.jobs.package import package_function
 from cube_jupyter.storage.local import LocalStore
 from tests.jobs.local.conftest import REPLICAS_DIR, USER, training
@@ -484,7 +485,8 @@ def test_closing_the_supervisor_fails_its_running_jobs_and_stops_their_replicas(
 ) -> None:
     """What an interrupted `train run` or a workbench shutdown does: replicas live in their own
     sessions, so without this they would keep running (and holding GPUs) with nobody supervising."""
-    from cube_jupyter.jobs.local.training import STOPPED_MESSAGE, AsyncLocalTraining
+    from cube_jupyter.jobs.local.training import AsyncLocalTraining
+    from cube_jupyter.jobs.local.training_plan import STOPPED_MESSAGE
 
     spec = training(
         {

@@ -1,0 +1,343 @@
+"""A local training job, planned and judged without touching a process: pure functions of the spec,
+the job's record and the clock.
+
+- `plan_job` gives every replica its argv and env (the operator's env from `rendezvous`, the spec's,
+  GPU ids, thread caps) before anything starts;
+- the `mark_*` functions apply the Training Operator's rules (`conditions`) to a record: Running,
+  Restarting, Succeeded, Failed, DeadlineExceeded, with the messages `kubectl describe` would show;
+- `job_view` is the record as the API shows it.
+
+The supervisor (`training.py`) does the I/O: it starts and reaps the processes these plans describe
+and saves the records these functions change.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import Sequence
+
+from cube_jupyter.errors import InvalidInput
+from cube_jupyter.jobs.local import conditions as ops
+from cube_jupyter.jobs.local import rendezvous
+from cube_jupyter.jobs.local.training_state import JobRecord, ReplicaRecord
+from cube_jupyter.jobs.model import Condition, Job, Replica
+from cube_jupyter.jobs.training_spec import RoleSpec, TrainingSpec
+from cube_jupyter.names import parse_quantity
+from cube_jupyter.notebooks.local import children
+
+ENTRY_MODULE = "cube_jupyter.jobs.entry"
+MPI_MODULE = "cube_jupyter.jobs.local.mpi"
+PYTHON_NAMES = ("python", "python3", f"python3.{sys.version_info.minor}")
+RESTARTED_MESSAGE = "the workbench restarted while it ran"
+STOPPED_MESSAGE = "the process supervising it stopped while it ran"
+# The workbench's own secrets never reach a replica or a trial.
+DROPPED_ENV = ("JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE", children.CHILD_MARKER_ENV)
+
+
+# -- planning --------------------------------------------------------------------------------------
+
+
+def plan_job(
+    spec: TrainingSpec,
+    *,
+    rdv: rendezvous.Rendezvous,
+    gpu_ids: dict[str, list[str]],
+    work_dir: str,
+    log_dir: str,
+    package_uri: str | None,
+    python: str,
+    mpirun: str,
+    now: float,
+    as_root: bool = False,
+) -> JobRecord:
+    """Every replica's argv and env: the record the supervisor starts from."""
+    roles = [(role.role, role.replicas) for role in spec.roles]
+    hostfile = os.path.join(work_dir, rendezvous.MPI_HOSTFILE)
+    slots = rendezvous.slots(roles)
+    remaining = {name: list(ids) for name, ids in gpu_ids.items()}
+    replicas = []
+    for slot in slots:
+        role = spec.role(slot.role)
+        assert role is not None
+        env = {**cpu_threads_env(role.resources.cpu, len(slots)), **spec.env, **role.env}
+        env.update(rendezvous.replica_env(spec.framework, roles, slot, rdv, hostfile=hostfile))
+        ids = remaining.pop(slot.name, [])
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
+        env["CUBE_JOB_NAME"] = spec.name
+        env["CUBE_REPLICA"] = slot.name
+        virtual = spec.framework == "mpi" and slot.role == "Worker"
+        if spec.framework == "mpi" and slot.role == "Launcher" and as_root:
+            env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+        argv = [] if virtual else replica_argv(spec, role, package_uri, hostfile, python, mpirun)
+        replicas.append(
+            ReplicaRecord(
+                role=slot.role,
+                index=slot.index,
+                argv=argv,
+                env=env,
+                gpus=role.resources.gpu,
+                gpu_ids=ids,
+                virtual=virtual,
+            )
+        )
+    return JobRecord(
+        user=spec.user,
+        name=spec.name,
+        framework=spec.framework,
+        spec=spec.to_dict(),
+        created=now,
+        work_dir=work_dir,
+        log_dir=log_dir,
+        replicas=replicas,
+        restart_policy=spec.restart_policy,
+        backoff_limit=spec.backoff_limit,
+        clean_pod_policy=spec.clean_pod_policy,
+        ttl_seconds_after_finished=spec.ttl_seconds_after_finished,
+        active_deadline_seconds=spec.active_deadline_seconds,
+        package_uri=package_uri,
+    )
+
+
+def assign_gpus(spec: TrainingSpec, available: Sequence[str]) -> dict[str, list[str]]:
+    """Distinct GPU ids per replica; InvalidInput naming the role when this machine has too few."""
+    wanted = [(role, role.resources.gpu) for role in spec.roles for _ in range(role.replicas)]
+    total = sum(count for _, count in wanted)
+    if not total:
+        return {}
+    free = list(available)
+    if total > len(free):
+        role = next(role for role, count in wanted if count)
+        field = f"replicas.{role.role.lower()}.resources.gpu"
+        raise InvalidInput(
+            f"{field}: the job asks for {total} GPUs in all and this machine has {len(free)}", field=field
+        )
+    plan: dict[str, list[str]] = {}
+    for role in spec.roles:
+        for index in range(role.replicas):
+            plan[f"{role.role.lower()}-{index}"] = [free.pop(0) for _ in range(role.resources.gpu)]
+    return plan
+
+
+def command_argv(command: Sequence[str], python: str) -> list[str]:
+    """A command as given, with a leading `python` meaning the workbench's interpreter (the image's
+    Python, locally)."""
+    argv = list(command)
+    if argv and argv[0] in PYTHON_NAMES:
+        argv[0] = python
+    return argv
+
+
+def entry_argv(spec: TrainingSpec, package_uri: str | None, python: str) -> list[str]:
+    """The spec's code: its command, or the shared entrypoint running its script, notebook or
+    function (from the shipped package)."""
+    code = spec.code
+    if code.kind == "command":
+        return command_argv([*(code.command or ()), *code.args], python)
+    argv = [python, "-m", ENTRY_MODULE]
+    if package_uri:
+        argv += ["--package", package_uri]
+    return [*argv, "--kind", code.kind, "--target", code.target, "--", *code.args]
+
+
+def replica_argv(
+    spec: TrainingSpec, role: RoleSpec, package_uri: str | None, hostfile: str, python: str, mpirun: str
+) -> list[str]:
+    """A replica's argv: its role's command, the MPI launcher around the entrypoint, or the entrypoint."""
+    if role.command is not None:
+        return command_argv(role.command, python)
+    if spec.framework == "mpi" and role.role == "Launcher" and spec.code.kind != "command":
+        ranks = spec.replicas_of("Worker") * (spec.slots_per_worker or 1)
+        launcher = [python, "-m", MPI_MODULE, "--hostfile", hostfile, "--np", str(ranks)]
+        if mpirun:
+            launcher += ["--mpirun", mpirun]
+        return [*launcher, "--", *entry_argv(spec, package_uri, python)]
+    return entry_argv(spec, package_uri, python)
+
+
+def cpu_threads_env(cpu: str | None, replicas: int) -> dict[str, str]:
+    """A pod's CPU limit caps its math libraries' threads; local replicas share one machine, so each
+    gets the role's `cpu` (whole cores, at least one) or its share of the cores, else every rank's
+    thread pool would claim every core. The spec's own env wins."""
+    if cpu:
+        threads = max(1, math.floor(parse_quantity(cpu, "resources.cpu")))
+    else:
+        threads = max(1, (os.cpu_count() or 1) // max(1, replicas))
+    return {name: str(threads) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+
+
+# -- the operator's rules on a record ---------------------------------------------------------------
+
+
+def _add(record: JobRecord, type_: str, reason: str, message: str, now: float) -> None:
+    record.conditions = ops.add_condition(record.conditions, type_, reason, message, now)
+
+
+def mark_created(record: JobRecord, now: float) -> None:
+    kind = ops.kind_name(record.framework)
+    _add(record, "Created", f"{kind}Created", f"{kind} {record.name} is created.", now)
+
+
+def mark_running_if_all_run(record: JobRecord, now: float) -> None:
+    """Running once every real replica runs (after Created or a restart)."""
+    if ops.phase(record.conditions) in ("Created", "Restarting") and all(
+        r.state == "Running" for r in record.replicas if not r.virtual
+    ):
+        kind = ops.kind_name(record.framework)
+        _add(record, "Running", f"{kind}Running", f"{kind} {record.name} is running.", now)
+
+
+def mark_restarting(record: JobRecord, replica: ReplicaRecord, now: float) -> None:
+    """Count a restart of `replica` (which the supervisor then starts again)."""
+    record.restarts += 1
+    replica.restarts += 1
+    kind = ops.kind_name(record.framework)
+    limit = f" of {record.backoff_limit})." if record.backoff_limit is not None else ")."
+    _add(
+        record,
+        "Restarting",
+        f"{kind}Restarting",
+        f"{kind} {record.name} is restarting because replica {replica.name} exited with code "
+        f"{replica.exit_code} (restart {record.restarts}{limit}",
+        now,
+    )
+
+
+def failure_of(record: JobRecord, replica: ReplicaRecord) -> tuple[str, str] | None:
+    """For a failed replica of an unfinished job: None when its policy restarts it, else the reason
+    and summary the job fails with (the operator's BackoffLimitExceeded or {Kind}Failed)."""
+    kind = ops.kind_name(record.framework)
+    if ops.should_restart(record.restart_policy, replica.exit_code or 0):
+        if ops.within_backoff(record.restarts, record.backoff_limit):
+            return None
+        return (
+            "BackoffLimitExceeded",
+            f"{kind} {record.name} has reached the specified backoff limit ({record.backoff_limit} restarts)",
+        )
+    return f"{kind}Failed", f"{kind} {record.name} has failed"
+
+
+def mark_failed(
+    record: JobRecord, replica: ReplicaRecord, reason: str, summary: str, log_tail: str, now: float
+) -> None:
+    message = f"{summary}: replica {replica.name} exited with code {replica.exit_code}"
+    message += f"; last lines of its log:\n{log_tail}" if log_tail else " (its log is empty)"
+    replica.message = message
+    record.message = message
+    _add(record, "Failed", reason, message, now)
+    record.completed = now
+
+
+def mark_succeeded_if_done(record: JobRecord, now: float) -> bool:
+    """Succeeded by the operator's success policy; True when it just did."""
+    states = [(r.role, r.state) for r in record.replicas if not r.virtual]
+    if not ops.succeeded(record.framework, states):
+        return False
+    kind = ops.kind_name(record.framework)
+    _add(record, "Succeeded", f"{kind}Succeeded", f"{kind} {record.name} is successfully completed.", now)
+    record.completed = now
+    return True
+
+
+def mark_deadline_exceeded_if_past(record: JobRecord, now: float) -> bool:
+    """Failed with DeadlineExceeded once `active_deadline_seconds` have passed; True when it just did."""
+    deadline = record.active_deadline_seconds
+    if deadline is None or now - record.created < deadline:
+        return False
+    kind = ops.kind_name(record.framework)
+    _add(
+        record,
+        "Failed",
+        "DeadlineExceeded",
+        f"{kind} {record.name} was active longer than specified deadline ({deadline}s)",
+        now,
+    )
+    record.message = record.conditions[-1]["message"]
+    record.completed = now
+    return True
+
+
+def mark_orphaned(record: JobRecord, reason: str, why: str, now: float) -> None:
+    """The job's supervisor is gone: its unfinished replicas and (if unfinished) the job fail."""
+    for replica in record.replicas:
+        if replica.state in ("Pending", "Running"):
+            replica.state = "Failed"
+            replica.message = why
+    if not record.completed:
+        kind = ops.kind_name(record.framework)
+        _add(record, "Failed", reason, f"{kind} {record.name}: {why}", now)
+        record.message = f"{kind} {record.name} failed: {why}"
+        record.completed = now
+
+
+def mirror_virtual(record: JobRecord) -> None:
+    """MPI workers are ranks under the launcher: they are in the launcher's state."""
+    launcher = next((r for r in record.replicas if r.role == "Launcher"), None)
+    for replica in record.replicas:
+        if replica.virtual and launcher is not None:
+            replica.state = launcher.state
+            replica.exit_code = launcher.exit_code
+            replica.message = "its ranks run under launcher-0"
+
+
+def expired(record: JobRecord, now: float) -> bool:
+    """Finished longer ago than `ttl_seconds_after_finished`: the job is to be deleted."""
+    ttl = record.ttl_seconds_after_finished
+    return ttl is not None and record.completed is not None and now - record.completed >= ttl
+
+
+def log_source(record: JobRecord, replica: ReplicaRecord) -> tuple[str, tuple[bytes, ...]]:
+    """The log file a replica's lines are in, and for an MPI worker the rank tags that are its lines."""
+    if not replica.virtual:
+        return log_name(replica), ()
+    launcher = next(r for r in record.replicas if r.role == "Launcher")
+    slots = int(record.spec.get("slots_per_worker") or 1)
+    ranks = range(replica.index * slots, (replica.index + 1) * slots)
+    return log_name(launcher), tuple(f"[1,{rank}]<".encode() for rank in ranks)
+
+
+def log_name(replica: ReplicaRecord) -> str:
+    return f"{replica.name}.log"
+
+
+# -- the record as the API shows it ----------------------------------------------------------------
+
+
+def job_view(record: JobRecord) -> Job:
+    replicas = tuple(
+        Replica(
+            role=r.role,
+            index=r.index,
+            state=r.state,  # type: ignore[arg-type]
+            gpus=r.gpus,
+            exit_code=r.exit_code,
+            pid=r.pid,
+            message=r.message,
+        )
+        for r in record.replicas
+    )
+    return Job(
+        name=record.name,
+        kind="training",
+        user=record.user,
+        phase=ops.phase(record.conditions),  # type: ignore[arg-type]
+        created=record.created,
+        framework=record.framework,
+        backend="local",
+        conditions=tuple(
+            Condition(
+                type=c["type"],
+                status=c["status"],
+                reason=c["reason"],
+                message=c["message"],
+                last_transition_time=c["last_transition_time"],
+            )
+            for c in record.conditions
+        ),
+        replicas=replicas,
+        gpus=sum(r.gpus for r in record.replicas),
+        message=record.message,
+        spec=record.spec,
+        completed=record.completed,
+    )
