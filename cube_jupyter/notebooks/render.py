@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from cube_jupyter.config import Settings
+from cube_jupyter.kube.labels import HOME, MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION, USER_LABEL
 from cube_jupyter.names import user_slug
 from cube_jupyter.notebooks.activity import format_time
 from cube_jupyter.notebooks.spec import NotebookSpec
@@ -24,20 +25,15 @@ from cube_jupyter.notebooks.spec import NotebookSpec
 STOPPED_ANNOTATION = "kubeflow-resource-stopped"
 CREATOR_ANNOTATION = "notebooks.kubeflow.org/creator"
 PROFILE_ANNOTATION = "cube-jupyter/profile"
-USER_ANNOTATION = "cube-jupyter/user"
 # Kubeflow's culler records activity here (RFC 3339); ours does too, so its dashboards show it.
 LAST_ACTIVITY_ANNOTATION = "notebooks.kubeflow.org/last-activity"
 # Why the workbench stopped a server (culling); any user stop or start removes it.
 STOP_REASON_ANNOTATION = "cube-jupyter/stop-reason"
 
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY = "cube-jupyter"
 NAME_LABEL = "app.kubernetes.io/name"
-USER_LABEL = "cube-jupyter/user"
 NOTEBOOK_LABEL = "notebook-name"  # the pod label Kubeflow's controller sets; policies select on it
 STATEFULSET_LABEL = "statefulset"  # the selector label Kubeflow's controller uses
 
-HOME = "/home/jovyan"
 JUPYTER_PORT = 8888
 SERVICE_PORT = 80
 # jovyan's group in Jupyter docker-stacks and Kubeflow images: makes the workspace PVC writable.

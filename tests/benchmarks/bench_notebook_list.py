@@ -23,8 +23,8 @@ import yaml
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
 from cube_jupyter.kube.client import KubeClient, make_api_client
+from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL
 from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
-from cube_jupyter.notebooks.render import MANAGED_BY, MANAGED_BY_LABEL
 from tests.benchmarks.server import jupyter_server_argv
 from tests.benchmarks.timing import print_table
 from tests.kubernetes.conftest import PROFILES, make_emulator, make_settings

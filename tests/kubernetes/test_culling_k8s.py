@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,22 +20,18 @@ from cube_jupyter.local.processes import LOOPBACK, free_port
 from cube_jupyter.notebooks.activity import parse_time
 from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 from cube_jupyter.notebooks.kubernetes.culler import IdleCuller, RunningServer
-from cube_jupyter.notebooks.render import (
-    LAST_ACTIVITY_ANNOTATION,
-    STOP_REASON_ANNOTATION,
-    STOPPED_ANNOTATION,
-)
+from cube_jupyter.notebooks.render import LAST_ACTIVITY_ANNOTATION, STOP_REASON_ANNOTATION, STOPPED_ANNOTATION
 from cube_jupyter.notebooks.spec import NotebookSpec, ServerStatus
 from tests.kubernetes.actors import (
     controller_creates_pod,
     controller_deletes_pod,
-    eventually,
     kubelet_sets_status,
     ready_status,
 )
 from tests.kubernetes.conftest import make_settings
 from tests.kubernetes.emulator import ApiServerEmulator
 from tests.kubernetes.podserver import PodServer
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -80,11 +76,41 @@ def culling(
         server.stop()
 
 
-async def make_ready(kube: KubeClient, backend: KubernetesNotebookBackend) -> float:
-    """The kubelet reports the pod Ready; returns when (monotonic) the backend saw it running."""
+async def make_ready(kube: KubeClient, backend: KubernetesNotebookBackend) -> None:
+    """The kubelet reports the pod Ready; returns once the backend sees it running."""
     await kubelet_sets_status(kube, "cube-alice", "nb1-0", ready_status())
-    await eventually(lambda: status(backend) == ServerStatus.RUNNING)
-    return time.monotonic()
+    await wait_until_async(lambda: status(backend) == ServerStatus.RUNNING)
+
+
+@dataclass(frozen=True)
+class Check:
+    """A check of alice/nb1 the culler finished: when it began, and for how long the pod had been
+    Ready then (from the kubelet's whole-second Ready time, the floor of the server's activity)."""
+
+    began: datetime
+    ready_for: float
+
+
+def record_checks(backend: KubernetesNotebookBackend, monkeypatch: pytest.MonkeyPatch) -> list[Check]:
+    done: list[Check] = []
+    check = backend.culler._check
+
+    async def recording(server: RunningServer) -> None:
+        began = datetime.now(UTC)
+        await check(server)
+        done.append(Check(began, (began - server.started).total_seconds()))
+
+    monkeypatch.setattr(backend.culler, "_check", recording)
+    return done
+
+
+async def a_check_past_the_limit(checks: list[Check]) -> Check:
+    """The first finished check that began with the pod Ready for longer than the limit: with no
+    activity since, it would have culled the server."""
+    past: list[Check] = await wait_until_async(
+        lambda: [c for c in checks if c.ready_for > LIMIT], what=f"a finished check past the {LIMIT} s limit"
+    )
+    return past[0]
 
 
 def status(backend: KubernetesNotebookBackend) -> ServerStatus | None:
@@ -102,21 +128,19 @@ async def test_idle_server_is_culled_and_says_why(
     kube: KubeClient, kmock: ApiServerEmulator, culling: Callable[..., Any]
 ) -> None:
     backend, pod = await culling()
-    ready_at = await make_ready(kube, backend)
+    await make_ready(kube, backend)
 
-    await eventually(lambda: STOPPED_ANNOTATION in stored_annotations(kmock), timeout=15)
-    idle_for = time.monotonic() - ready_at
-    # The kubelet writes whole seconds, so the Ready time the culler counts from may be up to 1 s early.
-    assert idle_for > LIMIT - 1, f"culled after only {idle_for:.1f} s"
+    await wait_until_async(lambda: STOPPED_ANNOTATION in stored_annotations(kmock))
     stored = stored_annotations(kmock)
     assert stored[STOP_REASON_ANNOTATION] == "culled after 2 s idle"
-    last = parse_time(stored[LAST_ACTIVITY_ANNOTATION])
-    assert last is not None and datetime.now(UTC) - last > timedelta(seconds=LIMIT)
+    # Stopped no sooner than the limit after the last activity it recorded (both in whole seconds).
+    last, stopped = parse_time(stored[LAST_ACTIVITY_ANNOTATION]), parse_time(stored[STOPPED_ANNOTATION])
+    assert last is not None and stopped is not None and stopped - last >= timedelta(seconds=LIMIT)
 
     # The controller scales the server to 0: its pod goes. The reason shows while it is stopped.
     await controller_deletes_pod(kube, "cube-alice", "nb1-0")
     pod.stop()
-    await eventually(lambda: status(backend) == ServerStatus.STOPPED)
+    await wait_until_async(lambda: status(backend) == ServerStatus.STOPPED)
     server = backend.get_server("alice", "nb1")
     assert server is not None
     assert server.reason == "culled after 2 s idle"
@@ -133,23 +157,20 @@ async def test_idle_server_is_culled_and_says_why(
 
 
 async def test_busy_kernel_keeps_the_server_and_its_activity_is_recorded(
-    kube: KubeClient, kmock: ApiServerEmulator, culling: Callable[..., Any]
+    kube: KubeClient, kmock: ApiServerEmulator, culling: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     backend, pod = await culling()
-    ws = await pod.busy_kernel("import time; time.sleep(30)")
+    checks = record_checks(backend, monkeypatch)
+    ws = await pod.busy_kernel("import time; time.sleep(600)")
     try:
-        ready_at = await make_ready(kube, backend)
-        await eventually(lambda: LAST_ACTIVITY_ANNOTATION in stored_annotations(kmock), timeout=10)
-        # Well past the limit, measured from the pod's start (activity's floor) and the cell's start.
-        await asyncio.sleep(max(0.0, ready_at + LIMIT + 1.5 - time.monotonic()))
+        await make_ready(kube, backend)
+        await a_check_past_the_limit(checks)  # the cell began before the pod was Ready
         assert status(backend) == ServerStatus.RUNNING
         stored = stored_annotations(kmock)
         assert STOPPED_ANNOTATION not in stored and STOP_REASON_ANNOTATION not in stored
         last = parse_time(stored[LAST_ACTIVITY_ANNOTATION])
         # Busy means active "now" when checked, not when the cell began (before the pod was Ready).
-        assert last is not None and last >= datetime.now(UTC).replace(microsecond=0) - timedelta(
-            seconds=LIMIT + 2
-        )
+        assert last is not None and last >= checks[0].began.replace(microsecond=0)
         server = backend.get_server("alice", "nb1")
         assert server is not None and server.last_activity == stored[LAST_ACTIVITY_ANNOTATION]
     finally:
@@ -177,16 +198,21 @@ async def test_a_cull_decided_on_an_outdated_version_is_refused(
 
 
 async def test_unreachable_server_is_never_culled(
-    kube: KubeClient, kmock: ApiServerEmulator, culling: Callable[..., Any], caplog: pytest.LogCaptureFixture
+    kube: KubeClient,
+    kmock: ApiServerEmulator,
+    culling: Callable[..., Any],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="cube_jupyter.notebooks.kubernetes.culler")
     backend, _ = await culling(pod=False)  # nobody listens where the backend asks
-    ready_at = await make_ready(kube, backend)
+    checks = record_checks(backend, monkeypatch)
+    await make_ready(kube, backend)
 
-    await asyncio.sleep(max(0.0, ready_at + LIMIT + 1.5 - time.monotonic()))
+    await a_check_past_the_limit(checks)
     assert status(backend) == ServerStatus.RUNNING
     assert not {STOPPED_ANNOTATION, STOP_REASON_ANNOTATION, LAST_ACTIVITY_ANNOTATION} & set(
         stored_annotations(kmock)
     )
     skipped = [r for r in caplog.records if "cube-alice/nb1 unavailable, not culling" in r.getMessage()]
-    assert len(skipped) >= 3, "the culler should have checked the server on several passes"
+    assert len(skipped) >= len(checks), "every finished check should have skipped the server"

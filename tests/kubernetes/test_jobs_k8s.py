@@ -18,13 +18,13 @@ import pytest
 
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound, QuotaExceeded
-from cube_jupyter.jobs.kubernetes.backend import (
+from cube_jupyter.jobs.kubernetes.backend import KubernetesJobBackend
+from cube_jupyter.jobs.kubernetes.status import (
     EXPERIMENT_LABEL,
     JOB_NAME_LABEL,
     REPLICA_INDEX_LABEL,
     REPLICA_TYPE_LABEL,
     TRIAL_LABEL,
-    KubernetesJobBackend,
 )
 from cube_jupyter.jobs.service import JobService
 from cube_jupyter.jobs.serving_spec import ServingSpec
@@ -32,9 +32,9 @@ from cube_jupyter.jobs.training_spec import TrainingSpec
 from cube_jupyter.jobs.tuning_spec import TuningSpec
 from cube_jupyter.kube.client import KubeClient, make_api_client
 from tests.k8s_schemas import validate_object
-from tests.kubernetes.actors import eventually
 from tests.kubernetes.conftest import make_settings
 from tests.kubernetes.emulator import ApiServerEmulator, now_rfc3339
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -244,7 +244,7 @@ async def test_a_training_job_is_created_valid_and_followed_to_success(
         "mnist-ddp",
         {"conditions": [condition("Created"), condition("Running")]},
     )
-    running = await eventually(
+    running = await wait_until_async(
         lambda: (
             (j := jobs.get("alice", "mnist-ddp"))
             and j.phase == "Running"
@@ -271,7 +271,7 @@ async def test_a_training_job_is_created_valid_and_followed_to_success(
             "completionTime": now_rfc3339(),
         },
     )
-    done = await eventually(lambda: (j := jobs.get("alice", "mnist-ddp")) and j.finished and j)
+    done = await wait_until_async(lambda: (j := jobs.get("alice", "mnist-ddp")) and j.finished and j)
     assert done.phase == "Succeeded" and done.completed is not None
     assert {r.state for r in done.replicas} == {"Succeeded"} and {r.exit_code for r in done.replicas} == {0}
     assert [j.name for j in jobs.list("alice")] == ["mnist-ddp"]
@@ -297,7 +297,7 @@ async def test_a_failed_job_says_why_and_replicas_without_pods_use_the_operator_
             "replicaStatuses": {"Master": {"succeeded": 1}, "Worker": {"succeeded": 1, "failed": 1}},
         },
     )
-    job = await eventually(lambda: (j := jobs.get("alice", "mnist-ddp")) and j.phase == "Failed" and j)
+    job = await wait_until_async(lambda: (j := jobs.get("alice", "mnist-ddp")) and j.phase == "Failed" and j)
     assert "1 Worker replica(s) failed" in str(job.message)
     assert [(r.name, r.state) for r in job.replicas] == [
         ("master-0", "Succeeded"),
@@ -351,7 +351,7 @@ async def test_delete_uses_foreground_propagation_and_the_cache_forgets_the_job(
     bodies = [json.loads(r.body) for r in kmock.requests_of("delete", PYTORCH)]
     assert [b["propagationPolicy"] for b in bodies] == ["Foreground"]
     assert kmock.find(PYTORCH, NS, "mnist-ddp") is None
-    await eventually(lambda: jobs.get("alice", "mnist-ddp") is None)
+    await wait_until_async(lambda: jobs.get("alice", "mnist-ddp") is None)
     with pytest.raises(NotFound):
         await jobs.delete("alice", "mnist-ddp")
 
@@ -373,11 +373,11 @@ async def test_informers_relist_after_410_gone(
     await jobs.submit("training", training())
     lists = jobs.kinds["PyTorchJob"].list_calls
     kmock.compact()
-    await eventually(lambda: jobs.kinds["PyTorchJob"].list_calls > lists)
+    await wait_until_async(lambda: jobs.kinds["PyTorchJob"].list_calls > lists)
     await set_status(
         kube, "kubeflow.org/v1", "PyTorchJob", "mnist-ddp", {"conditions": [condition("Running")]}
     )
-    await eventually(lambda: (j := jobs.get("alice", "mnist-ddp")) and j.phase == "Running")
+    await wait_until_async(lambda: (j := jobs.get("alice", "mnist-ddp")) and j.phase == "Running")
 
 
 # -- logs ----------------------------------------------------------------------------------------
@@ -388,7 +388,7 @@ async def test_logs_come_from_the_replica_pod_and_follow_streams_until_it_ends(
 ) -> None:
     await jobs.submit("training", training())
     pod = await replica_pod(kube, "mnist-ddp", "worker", 1, "Running")
-    await eventually(lambda: (j := jobs.get("alice", "mnist-ddp")) and j.replicas[2].pod == pod)
+    await wait_until_async(lambda: (j := jobs.get("alice", "mnist-ddp")) and j.replicas[2].pod == pod)
     kubelet.write(NS, pod, "epoch 1 loss=0.9\n")
     kubelet.write(NS, pod, "epoch 2 loss=0.5\n")
 
@@ -405,9 +405,9 @@ async def test_logs_come_from_the_replica_pod_and_follow_streams_until_it_ends(
             received.append(chunk)
 
     task = asyncio.ensure_future(follow())
-    await eventually(lambda: "".join(received).endswith("loss=0.5\n"))
+    await wait_until_async(lambda: "".join(received).endswith("loss=0.5\n"))
     kubelet.write(NS, pod, "epoch 3 loss=0.2\n")
-    await eventually(lambda: "".join(received).endswith("loss=0.2\n"))
+    await wait_until_async(lambda: "".join(received).endswith("loss=0.2\n"))
     assert not task.done()
     kubelet.terminate(NS, pod)
     await asyncio.wait_for(task, 10)
@@ -419,13 +419,13 @@ async def test_closing_a_followed_log_stops_reading_it(
 ) -> None:
     await jobs.submit("training", training())
     pod = await replica_pod(kube, "mnist-ddp", "master", 0, "Running")
-    await eventually(lambda: (j := jobs.get("alice", "mnist-ddp")) and j.replicas[0].pod == pod)
+    await wait_until_async(lambda: (j := jobs.get("alice", "mnist-ddp")) and j.replicas[0].pod == pod)
     kubelet.write(NS, pod, "starting\n")
     stream = jobs.logs("alice", "mnist-ddp", None, follow=True)
     assert await stream.__anext__() == "starting\n"
     await stream.aclose()  # type: ignore[attr-defined]
     # The reading thread was blocked on the open response: closing the stream ends it.
-    await eventually(lambda: not any(t.name == "pod-log" for t in threading.enumerate()))
+    await wait_until_async(lambda: not any(t.name == "pod-log" for t in threading.enumerate()))
 
 
 async def test_logs_of_a_replica_without_a_pod_say_so(jobs: KubernetesJobBackend) -> None:
@@ -477,7 +477,7 @@ async def test_a_tuning_experiment_is_valid_and_its_trials_make_the_table(
             "currentOptimalTrial": {"bestTrialName": "lr-search-trial1"},
         },
     )
-    done = await eventually(
+    done = await wait_until_async(
         lambda: (j := jobs.get("alice", "lr-search")) and j.phase == "Succeeded" and len(j.trials) == 2 and j
     )
     assert [(t.parameters, t.objective, t.state) for t in done.trials] == [
@@ -504,7 +504,7 @@ async def test_a_served_model_is_ready_with_its_endpoint(
         "iris",
         {"url": url, "conditions": [condition("PredictorReady"), condition("Ready")]},
     )
-    ready = await eventually(lambda: (j := jobs.get("alice", "iris")) and j.phase == "Ready" and j)
+    ready = await wait_until_async(lambda: (j := jobs.get("alice", "iris")) and j.phase == "Ready" and j)
     assert ready.endpoint == url and ready.framework == "sklearn"
 
 

@@ -12,12 +12,14 @@ import pytest
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import Conflict
 from cube_jupyter.kube.client import KubeClient
+from cube_jupyter.kube.labels import USER_ANNOTATION
 from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
-from cube_jupyter.notebooks.render import USER_ANNOTATION, render_notebook_objects
+from cube_jupyter.notebooks.render import render_notebook_objects
 from cube_jupyter.notebooks.spec import NotebookSpec
-from tests.kubernetes.actors import controller_creates_pod, eventually
+from tests.kubernetes.actors import controller_creates_pod
 from tests.kubernetes.conftest import make_settings
 from tests.kubernetes.emulator import ApiServerEmulator
+from tests.waiting import wait_until_async
 
 NOTEBOOKS = "kubeflow.org/v1/notebooks"
 PVCS = "v1/persistentvolumeclaims"
@@ -39,7 +41,11 @@ def rendered(settings: Settings, kind: str, **kwargs: Any) -> dict[str, Any]:
 
 
 async def test_policy_is_created_first_and_deleted_after_the_pod_is_gone(
-    kmock: ApiServerEmulator, kube: KubeClient, backend: KubernetesNotebookBackend, settings: Settings
+    kmock: ApiServerEmulator,
+    kube: KubeClient,
+    backend: KubernetesNotebookBackend,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     await backend.create_server(spec(settings))
     assert writes(kmock, "CREATE") == [
@@ -49,11 +55,22 @@ async def test_policy_is_created_first_and_deleted_after_the_pod_is_gone(
         "virtualservices",
     ]
     await controller_creates_pod(kube, "cube-alice", "nb1")
-    await eventually(lambda: backend.pods.get("cube-alice", "nb1-0"))
+    await wait_until_async(lambda: backend.pods.get("cube-alice", "nb1-0"))
 
+    # The delete waits on the pod cache; count its waits that begin once the workload is gone.
+    waits_on_the_pod = 0
+    wait_for = backend.pods.wait_for
+
+    def counting_wait_for(predicate: Any, timeout: float | None = None) -> bool:
+        nonlocal waits_on_the_pod
+        if backend.workloads.get("cube-alice", "nb1") is None:
+            waits_on_the_pod += 1
+        return wait_for(predicate, timeout)
+
+    monkeypatch.setattr(backend.pods, "wait_for", counting_wait_for)
     deleting = asyncio.create_task(backend.delete_server("alice", "nb1"))
-    await eventually(lambda: kmock.find(NOTEBOOKS, "cube-alice", "nb1") is None)
-    await asyncio.sleep(0.3)
+    await wait_until_async(lambda: kmock.find(NOTEBOOKS, "cube-alice", "nb1") is None)
+    await wait_until_async(lambda: waits_on_the_pod >= 2, what="the delete to wait on the running pod")
     # The route and the workload are gone, the pod still runs: it stays guarded.
     assert not deleting.done()
     assert kmock.find(POLICIES, "cube-alice", "notebook-nb1") is not None
@@ -83,7 +100,7 @@ async def test_a_pod_that_will_not_go_keeps_its_policy_which_a_new_server_adopts
     backend: KubernetesNotebookBackend = await make_backend(settings, delete_wait_seconds=0.5)
     await backend.create_server(spec(settings))
     await controller_creates_pod(kube, "cube-alice", "nb1")
-    await eventually(lambda: backend.pods.get("cube-alice", "nb1-0"))
+    await wait_until_async(lambda: backend.pods.get("cube-alice", "nb1-0"))
 
     await backend.delete_server("alice", "nb1")  # returns; the stuck pod stays guarded
     assert kmock.find(POLICIES, "cube-alice", "notebook-nb1") is not None

@@ -16,8 +16,8 @@ from cube_jupyter.errors import InvalidInput
 from cube_jupyter.jobs.config import JobSettings
 from cube_jupyter.jobs.resources import ResourceSpec
 from cube_jupyter.jobs.training_spec import WORKSPACE_VOLUME, CodeSpec, VolumeSpec
+from cube_jupyter.kube.labels import HOME, MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION, USER_LABEL
 from cube_jupyter.names import user_slug
-from cube_jupyter.notebooks.render import HOME, MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION, USER_LABEL
 from cube_jupyter.storage.config import pod_store_env
 
 JOB_LABEL = "cube-jupyter/job"

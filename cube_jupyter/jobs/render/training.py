@@ -24,7 +24,7 @@ from cube_jupyter.jobs.render.pods import (
     volumes,
 )
 from cube_jupyter.jobs.training_spec import RoleSpec, TrainingSpec
-from cube_jupyter.notebooks.render import HOME
+from cube_jupyter.kube.labels import HOME
 
 API_VERSION = "kubeflow.org/v1"
 

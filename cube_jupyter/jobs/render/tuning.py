@@ -25,7 +25,7 @@ from cube_jupyter.jobs.render.pods import (
 from cube_jupyter.jobs.render.training import container_name, primary_pod_labels, training_object
 from cube_jupyter.jobs.training_spec import CodeSpec
 from cube_jupyter.jobs.tuning_spec import ParameterSpec, TuningSpec
-from cube_jupyter.notebooks.render import HOME
+from cube_jupyter.kube.labels import HOME
 
 API_VERSION = "kubeflow.org/v1beta1"
 NOTEBOOK_TRIAL_CONTAINER = "trial"

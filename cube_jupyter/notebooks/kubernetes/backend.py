@@ -24,20 +24,17 @@ from cube_jupyter.config import Settings
 from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFound
 from cube_jupyter.kube.client import ApiNotFound, KubeClient, make_api_client, resource_type
 from cube_jupyter.kube.informer import Informer, Obj
+from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION, USER_LABEL
 from cube_jupyter.names import DNS1123_LABEL, user_slug
 from cube_jupyter.notebooks.activity import parse_time
 from cube_jupyter.notebooks.kubernetes.culler import IdleCuller, RunningServer
 from cube_jupyter.notebooks.render import (
     LAST_ACTIVITY_ANNOTATION,
-    MANAGED_BY,
-    MANAGED_BY_LABEL,
     NOTEBOOK_LABEL,
     PROFILE_ANNOTATION,
     STATEFULSET_LABEL,
     STOP_REASON_ANNOTATION,
     STOPPED_ANNOTATION,
-    USER_ANNOTATION,
-    USER_LABEL,
     authorization_policy_name,
     render_notebook_objects,
     route_prefix,

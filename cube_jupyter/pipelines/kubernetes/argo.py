@@ -26,8 +26,8 @@ from urllib.parse import urlsplit
 
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import InvalidInput
+from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION, USER_LABEL
 from cube_jupyter.names import parse_quantity, user_slug
-from cube_jupyter.notebooks.render import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION, USER_LABEL
 from cube_jupyter.pipelines.config import PipelineSettings, pipeline_config
 from cube_jupyter.pipelines.model import Pipeline, PipelineError, Step
 from cube_jupyter.storage.config import pod_store_env

@@ -27,8 +27,8 @@ from cube_jupyter.kube.client import (
     register_resource_type,
 )
 from cube_jupyter.kube.informer import Informer, Obj
+from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION
 from cube_jupyter.names import user_slug
-from cube_jupyter.notebooks.render import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION
 from cube_jupyter.pipelines.config import PipelineSettings, pipeline_config
 from cube_jupyter.pipelines.kubernetes.argo import (
     API_VERSION,

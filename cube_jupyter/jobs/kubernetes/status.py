@@ -1,0 +1,351 @@
+"""Jobs as the operators report them: pure functions from the objects in the informer caches
+(PyTorchJob/TFJob/XGBoostJob/MPIJob and their pods, Katib Experiments and Trials, KServe
+InferenceServices and their pods) to the `Job` the API shows. No I/O: the backend feeds them."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from datetime import datetime
+from typing import Any
+
+from cube_jupyter.jobs.model import Condition, Job, JobKind, Replica, Trial
+from cube_jupyter.jobs.render.pods import SPEC_ANNOTATION
+from cube_jupyter.kube.informer import Obj
+from cube_jupyter.kube.labels import USER_ANNOTATION
+
+TRAINING_API = "kubeflow.org/v1"
+KATIB_API = "kubeflow.org/v1beta1"
+KSERVE_API = "serving.kserve.io/v1beta1"
+
+# The operators' kinds: apiVersion, kind, plural, and for training the replica specs' key.
+TRAINING_KINDS: dict[str, tuple[str, str]] = {
+    # kind: (replica specs key, framework)
+    "PyTorchJob": ("pytorchReplicaSpecs", "pytorch"),
+    "TFJob": ("tfReplicaSpecs", "tensorflow"),
+    "XGBoostJob": ("xgbReplicaSpecs", "xgboost"),
+    "MPIJob": ("mpiReplicaSpecs", "mpi"),
+}
+# Labels the operators put on what they create.
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
+TRIAL_LABEL = "katib.kubeflow.org/trial"
+ISVC_LABEL = "serving.kserve.io/inferenceservice"
+POD_OWNER_LABELS = (JOB_NAME_LABEL, TRIAL_LABEL, ISVC_LABEL)
+JOB_LABEL = "cube-jupyter/job"  # on every job object and pod template (cube_jupyter.jobs.render.pods)
+JOB_PHASES = ("Created", "Running", "Restarting", "Succeeded", "Failed")
+TRIAL_STATES = {
+    "Created": "Pending",
+    "Running": "Running",
+    "Succeeded": "Succeeded",
+    "Failed": "Failed",
+    "Killed": "Failed",
+    "MetricsUnavailable": "Failed",
+    "EarlyStopped": "Pruned",
+}
+POD_STATES = {"Pending": "Pending", "Running": "Running", "Succeeded": "Succeeded", "Failed": "Failed"}
+
+
+def metadata_of(obj: Obj) -> dict[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def name_of(obj: Obj) -> str:
+    return str(metadata_of(obj).get("name") or "")
+
+
+def labels_of(obj: Obj) -> dict[str, str]:
+    return dict(metadata_of(obj).get("labels") or {})
+
+
+def user_of(obj: Obj) -> str:
+    return str((metadata_of(obj).get("annotations") or {}).get(USER_ANNOTATION) or "")
+
+
+def index_user(obj: Obj) -> list[str]:
+    user = user_of(obj)
+    return [user] if user else []
+
+
+def index_pod_owner(obj: Obj) -> list[str]:
+    """A pod under `namespace/job` for each job-ish label it carries (training job, trial, model)."""
+    namespace = metadata_of(obj).get("namespace") or ""
+    labels = labels_of(obj)
+    return [f"{namespace}/{labels[key]}" for key in POD_OWNER_LABELS if labels.get(key)]
+
+
+def index_experiment(obj: Obj) -> list[str]:
+    experiment = labels_of(obj).get(EXPERIMENT_LABEL)
+    return [f"{metadata_of(obj).get('namespace') or ''}/{experiment}"] if experiment else []
+
+
+def _timestamp(value: object) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _conditions(obj: Obj) -> tuple[Condition, ...]:
+    result = []
+    for raw in (obj.get("status") or {}).get("conditions") or []:
+        status = str(raw.get("status") or "Unknown")
+        result.append(
+            Condition(
+                type=str(raw.get("type") or ""),
+                status=status if status in ("True", "False") else "Unknown",  # type: ignore[arg-type]
+                reason=str(raw.get("reason") or ""),
+                message=str(raw.get("message") or ""),
+                last_transition_time=_timestamp(raw.get("lastTransitionTime") or raw.get("lastUpdateTime"))
+                or 0.0,
+            )
+        )
+    return tuple(result)
+
+
+def _phase(conditions: tuple[Condition, ...], phases: tuple[str, ...] = JOB_PHASES) -> str:
+    """The operator's phase: the type of the last true condition it knows (Created before any)."""
+    phase = "Created"
+    for condition in conditions:
+        if condition.status == "True" and condition.type in phases:
+            phase = condition.type
+    return phase
+
+
+def _failure_message(conditions: tuple[Condition, ...]) -> str | None:
+    for condition in reversed(conditions):
+        if condition.status == "True" and condition.type == "Failed":
+            return condition.message or condition.reason or None
+    return None
+
+
+def container_gpus(containers: list[dict[str, Any]]) -> int:
+    """GPUs the containers ask for: any extended resource named `.../gpu` (nvidia.com, amd.com)."""
+    total = 0
+    for container in containers:
+        resources = container.get("resources") or {}
+        limits = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
+        for key, value in limits.items():
+            if key.endswith("/gpu"):
+                with contextlib.suppress(TypeError, ValueError):
+                    total += int(value)
+    return total
+
+
+def _pod_replica(role: str, index: int, pod: Obj | None, gpus: int, default_state: str) -> Replica:
+    if pod is None:
+        return Replica(role=role, index=index, state=default_state, gpus=gpus)  # type: ignore[arg-type]
+    status = pod.get("status") or {}
+    state = POD_STATES.get(str(status.get("phase") or ""), "Pending")
+    exit_code: int | None = None
+    message: str | None = None
+    for container in status.get("containerStatuses") or []:
+        current = container.get("state") or {}
+        if "terminated" in current:
+            exit_code = current["terminated"].get("exitCode")
+            if exit_code:
+                message = current["terminated"].get("reason") or message
+        elif "waiting" in current:
+            waiting = current["waiting"]
+            message = ": ".join(x for x in (waiting.get("reason"), waiting.get("message")) if x) or message
+        break  # the first container is the replica's own; sidecars come after it
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            message = condition.get("message") or condition.get("reason") or message
+    return Replica(
+        role=role,
+        index=index,
+        state=state,  # type: ignore[arg-type]
+        gpus=gpus,
+        exit_code=exit_code,
+        pod=metadata_of(pod).get("name"),
+        message=message,
+    )
+
+
+def _base_job(obj: Obj, kind: JobKind, framework: str | None, spec: dict[str, Any]) -> dict[str, Any]:
+    meta = metadata_of(obj)
+    return {
+        "name": str(meta.get("name") or ""),
+        "kind": kind,
+        "user": user_of(obj),
+        "created": _timestamp(meta.get("creationTimestamp")) or 0.0,
+        "framework": framework,
+        "backend": "kubernetes",
+        "spec": spec,
+    }
+
+
+def training_job(obj: Obj, pods: list[Obj], spec: dict[str, Any] | None = None) -> Job:
+    """A Job from a TFJob/PyTorchJob/XGBoostJob/MPIJob and its pods (cached)."""
+    key, framework = TRAINING_KINDS[obj["kind"]]
+    conditions = _conditions(obj)
+    phase = _phase(conditions)
+    if metadata_of(obj).get("deletionTimestamp"):
+        phase = "Deleting"
+    status = obj.get("status") or {}
+    by_replica = {
+        (labels_of(p).get(REPLICA_TYPE_LABEL, "").lower(), labels_of(p).get(REPLICA_INDEX_LABEL, "")): p
+        for p in pods
+        if labels_of(p).get(JOB_NAME_LABEL) == metadata_of(obj).get("name")
+    }
+    replicas: list[Replica] = []
+    for role, role_spec in ((obj.get("spec") or {}).get(key) or {}).items():
+        count = int(role_spec.get("replicas", 1) or 0)
+        containers = ((role_spec.get("template") or {}).get("spec") or {}).get("containers") or []
+        gpus = container_gpus(containers)
+        counts = (status.get("replicaStatuses") or {}).get(role) or {}
+        # Without a pod (not made yet, or cleaned up), the operator's counts say what became of it.
+        fallback = (
+            ["Succeeded"] * int(counts.get("succeeded") or 0)
+            + ["Failed"] * int(counts.get("failed") or 0)
+            + ["Running"] * int(counts.get("active") or 0)
+        )
+        for index in range(count):
+            pod = by_replica.get((role.lower(), str(index)))
+            default = fallback[index] if index < len(fallback) else "Pending"
+            replicas.append(_pod_replica(role, index, pod, gpus, default))
+    return Job(
+        **_base_job(obj, "training", framework, spec or {}),
+        phase=phase,  # type: ignore[arg-type]
+        conditions=conditions,
+        replicas=tuple(replicas),
+        gpus=sum(r.gpus for r in replicas),
+        message=_failure_message(conditions),
+        completed=_timestamp(status.get("completionTime")),
+    )
+
+
+def _metric_value(metrics: list[dict[str, Any]], name: str, strategy: str) -> float | None:
+    for metric in metrics:
+        if metric.get("name") == name:
+            with contextlib.suppress(TypeError, ValueError):
+                return float(metric.get(strategy if strategy in ("min", "max") else "latest"))  # type: ignore[arg-type]
+    return None
+
+
+def _all_metrics(metrics: list[dict[str, Any]]) -> dict[str, float]:
+    values = {}
+    for metric in metrics:
+        with contextlib.suppress(TypeError, ValueError):
+            values[str(metric.get("name"))] = float(metric.get("latest"))  # type: ignore[arg-type]
+    return values
+
+
+def _assignments(raw: list[dict[str, Any]] | None) -> dict[str, Any]:
+    return {str(a.get("name")): a.get("value") for a in raw or []}
+
+
+def _trial_gpus(experiment: Obj) -> int:
+    """GPUs one trial asks for: its trial job's containers, times their replicas."""
+    trial_spec = (((experiment.get("spec") or {}).get("trialTemplate") or {}).get("trialSpec")) or {}
+    kind = trial_spec.get("kind")
+    spec = trial_spec.get("spec") or {}
+    if kind in TRAINING_KINDS:
+        total = 0
+        for role_spec in (spec.get(TRAINING_KINDS[kind][0]) or {}).values():
+            containers = ((role_spec.get("template") or {}).get("spec") or {}).get("containers") or []
+            total += int(role_spec.get("replicas", 1) or 0) * container_gpus(containers)
+        return total
+    return container_gpus(((spec.get("template") or {}).get("spec") or {}).get("containers") or [])
+
+
+def tuning_job(obj: Obj, trials: list[Obj], spec: dict[str, Any] | None = None) -> Job:
+    """A Job from a Katib Experiment and its Trials (cached): the trial table and the best trial."""
+    conditions = _conditions(obj)
+    phase = "Deleting" if metadata_of(obj).get("deletionTimestamp") else _phase(conditions)
+    objective = (obj.get("spec") or {}).get("objective") or {}
+    metric = str(objective.get("objectiveMetricName") or "")
+    strategies = {s.get("name"): s.get("value") for s in objective.get("metricStrategies") or []}
+    strategy = str(strategies.get(metric) or ("max" if objective.get("type") == "maximize" else "min"))
+    rows: list[Trial] = []
+    replicas: list[Replica] = []
+    ordered = sorted(
+        trials, key=lambda t: (metadata_of(t).get("creationTimestamp") or "", metadata_of(t).get("name"))
+    )
+    for index, trial in enumerate(ordered):
+        state = TRIAL_STATES.get(_phase(_conditions(trial), tuple(TRIAL_STATES)), "Pending")
+        observed = ((trial.get("status") or {}).get("observation") or {}).get("metrics") or []
+        rows.append(
+            Trial(
+                name=str(metadata_of(trial).get("name")),
+                parameters=_assignments((trial.get("spec") or {}).get("parameterAssignments")),
+                state=state,  # type: ignore[arg-type]
+                metrics=_all_metrics(observed),
+                objective=_metric_value(observed, metric, strategy),
+            )
+        )
+        replica_state = {"Pruned": "Succeeded"}.get(state, state)
+        replicas.append(
+            Replica(role="Trial", index=index, state=replica_state, pod=None)  # type: ignore[arg-type]
+        )
+    status = obj.get("status") or {}
+    parallel = int((obj.get("spec") or {}).get("parallelTrialCount") or 1)
+    return Job(
+        **_base_job(obj, "tuning", None, spec or {}),
+        phase=phase,  # type: ignore[arg-type]
+        conditions=conditions,
+        replicas=tuple(replicas),
+        gpus=parallel * _trial_gpus(obj),
+        message=_failure_message(conditions),
+        trials=tuple(rows),
+        best_trial=((status.get("currentOptimalTrial") or {}).get("bestTrialName")) or None,
+        completed=_timestamp(status.get("completionTime")),
+    )
+
+
+def serving_job(obj: Obj, pods: list[Obj], spec: dict[str, Any] | None = None) -> Job:
+    """A Job from a KServe InferenceService and its predictor pods (cached); the endpoint is status.url."""
+    conditions = _conditions(obj)
+    status = obj.get("status") or {}
+    predictor = (obj.get("spec") or {}).get("predictor") or {}
+    model = predictor.get("model") or {}
+    model_state = (status.get("modelStatus") or {}).get("transitionStatus")
+    ready = next((c for c in conditions if c.type == "Ready"), None)
+    if metadata_of(obj).get("deletionTimestamp"):
+        phase = "Deleting"
+    elif model_state in ("BlockedByFailedLoad", "InvalidSpec"):
+        phase = "Failed"
+    elif ready is not None and ready.status == "True":
+        phase = "Ready"
+    elif pods or conditions:
+        phase = "Running"
+    else:
+        phase = "Created"
+    containers = [model, *(predictor.get("containers") or [])]
+    gpus = container_gpus(containers)
+    replicas = tuple(
+        _pod_replica("Predictor", index, pod, gpus, "Pending")
+        for index, pod in enumerate(sorted(pods, key=lambda p: str(metadata_of(p).get("name"))))
+    ) or (Replica(role="Predictor", index=0, state="Pending", gpus=gpus),)
+    min_replicas = int(predictor.get("minReplicas", 1) or 1)
+    message = None
+    if phase == "Failed":
+        failed = (status.get("modelStatus") or {}).get("lastFailureInfo") or {}
+        message = failed.get("message") or failed.get("reason")
+    elif ready is not None and ready.status == "False":
+        message = ready.message or ready.reason or None
+    return Job(
+        **_base_job(obj, "serving", (model.get("modelFormat") or {}).get("name"), spec or {}),
+        phase=phase,  # type: ignore[arg-type]
+        conditions=conditions,
+        replicas=replicas,
+        gpus=max(min_replicas, len(pods)) * gpus,
+        message=message,
+        endpoint=status.get("url") or None,
+    )
+
+
+def spec_annotation(obj: Obj) -> dict[str, Any]:
+    raw = (metadata_of(obj).get("annotations") or {}).get(SPEC_ANNOTATION)
+    if not raw:
+        return {}
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
