@@ -16,6 +16,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -129,6 +130,22 @@ def kill_group(pgid: int) -> None:
     """SIGKILL a process group at once (sync): a replica group whose job is over."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+def stop_groups(leaders: Sequence[subprocess.Popen[bytes] | psutil.Process], grace: float) -> None:
+    """SIGTERM each leader's process group, wait up to `grace` s for all of them together, then
+    SIGKILL every group (what a leader started goes with it: data loaders, ranks). Our own children
+    are reaped by the caller, after the kill, so their group id cannot be reused meanwhile."""
+    for leader in leaders:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(leader.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for leader in leaders:
+        while time.monotonic() < deadline:
+            if exited(leader) if isinstance(leader, subprocess.Popen) else finished(leader):
+                break
+            time.sleep(0.02)
+        kill_group(leader.pid)
 
 
 def stop_tree_sync(proc: psutil.Process | int, grace: float) -> None:

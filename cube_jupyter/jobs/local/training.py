@@ -25,11 +25,9 @@ volumes and the workspace PVC (the work directory stands in). GPUs are handed ou
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -317,25 +315,14 @@ class LocalTrainingRunner:
             replica.state = "Succeeded" if code == 0 else "Failed"
 
     def _terminate(self, record: JobRecord, replicas: Sequence[ReplicaRecord]) -> None:
-        """SIGTERM each replica's process group, wait up to the grace period, SIGKILL the group (what
-        the replica started goes with it: data loaders, ranks). Our own children are reaped by the
-        caller, after the kill, so their group id cannot be reused meanwhile."""
-        groups: list[tuple[int, subprocess.Popen[bytes] | psutil.Process]] = []
+        """Stop each replica's process group (ours, or one a previous supervisor started)."""
+        leaders: list[subprocess.Popen[bytes] | psutil.Process] = []
         for replica in replicas:
             ours = self._procs.get((record.user, record.name, replica.name))
             proc = ours if ours is not None else processes.live_process(replica.pid, replica.started)
-            if proc is None:
-                continue
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            groups.append((proc.pid, proc))
-        deadline = time.monotonic() + self.stop_grace_seconds
-        for pid, proc in groups:
-            while time.monotonic() < deadline:
-                if processes.exited(proc) if isinstance(proc, subprocess.Popen) else processes.finished(proc):
-                    break
-                time.sleep(0.02)
-            processes.kill_group(pid)
+            if proc is not None:
+                leaders.append(proc)
+        processes.stop_groups(leaders, self.stop_grace_seconds)
 
     def _kill_all(self, record: JobRecord) -> None:
         live = [r for r in record.replicas if not r.virtual and (r.state == "Running" or r.pid)]

@@ -210,12 +210,7 @@ class LocalTuner:
             raise NotFound(f"user {user!r} has no tuning job named {name!r}", field="name")
         driver = _driver(directory)
         if driver is not None:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                driver.terminate()
-            try:
-                driver.wait(STOP_GRACE)
-            except psutil.TimeoutExpired:
-                driver.kill()
+            processes.stop_tree_sync(driver, STOP_GRACE)
         # Whatever the driver could not stop (it was killed, or had died): the recorded trial pids.
         latest = read_state(directory) or state
         for trial in latest.trials:

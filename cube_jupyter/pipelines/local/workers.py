@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import cube_jupyter
+from cube_jupyter.local import processes
 
 LOG = logging.getLogger(__name__)
 STDERR_LINES = 40  # kept per worker for the error of a worker that died
@@ -252,8 +253,7 @@ class WorkerPool:
     @staticmethod
     def _kill_kernel(task: StepTask) -> None:
         if task.kernel_pid:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(task.kernel_pid, signal.SIGKILL)
+            processes.kill_group(task.kernel_pid)
 
     async def _read_events(self, worker: _Worker) -> None:
         assert worker.process.stdout is not None
