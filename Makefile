@@ -9,7 +9,7 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 LAB_PORT ?= 8888
 FRONTEND_SOURCES := $(shell find labextension -type f 2>/dev/null) package.json tsconfig.json
 
-.PHONY: setup setup-test lab test lint typecheck pytest bench system-test-deps frontend clean
+.PHONY: setup setup-test lab test lint typecheck jstest pytest bench system-test-deps frontend clean
 
 setup: $(VENV)/.installed
 
@@ -63,10 +63,15 @@ lint: setup-test
 typecheck: setup-test
 	$(BIN)/mypy
 
+# Unit tests of the labextension's pure TypeScript (DAG layout, tag editing, error placement,
+# formatting), type-checked, then run by vitest.
+jstest: setup-test
+	npm run test:unit
+
 pytest: setup-test
 	$(BIN)/python -m pytest tests --ignore=tests/benchmarks -q
 
-test: lint typecheck pytest
+test: lint typecheck jstest pytest
 
 bench: setup-test
 	$(BIN)/python -m tests.benchmarks

@@ -22,6 +22,8 @@ from cube_jupyter.notebooks.spec import ENV_NAME, IMAGE_REFERENCE
 # A job name prefixes the names the operators give Services and pods (`<job>-evaluator-12`, and for
 # Katib `<experiment>-<8 chars>-worker-0`); Services need DNS-1035 labels of at most 63 characters.
 MAX_JOB_NAME = 40
+# Names the REST API uses itself: `GET /jobs/config` is the launch forms' vocabulary, not a job.
+RESERVED_JOB_NAMES = frozenset({"config"})
 
 
 def join(prefix: str, key: str) -> str:
@@ -53,6 +55,8 @@ def job_name(value: object, field: str = "name") -> str:
     name = validate_dns_label(value, field, MAX_JOB_NAME)
     if not name[0].isalpha():
         raise InvalidInput(f"{field} {name!r} must start with a letter (it also names Services)", field=field)
+    if name in RESERVED_JOB_NAMES:
+        raise InvalidInput(f"{field} {name!r} is reserved; choose another name", field=field)
     return name
 
 

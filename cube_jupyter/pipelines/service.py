@@ -27,6 +27,7 @@ from cube_jupyter.pipelines.local.executor import LocalExecutor, Observer, RunHa
 from cube_jupyter.pipelines.local.workers import KernelSpec, WorkerPool
 from cube_jupyter.pipelines.model import Pipeline, PipelineError
 from cube_jupyter.pipelines.runner import validate_parameters
+from cube_jupyter.pipelines.tags import vocabulary as tag_vocabulary
 from cube_jupyter.storage import ArtifactStore, CubeStorage, open_store
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ class PipelineService:
 
     def config(self) -> dict[str, Any]:
         targets = ["local", "cluster"] if self.cluster is not None else ["local"]
-        return {"backend": self.settings.workbench.backend, "targets": targets}
+        return {"backend": self.settings.workbench.backend, "targets": targets, "tags": tag_vocabulary()}
 
     # -- notebooks ---------------------------------------------------------------------------------
 

@@ -53,6 +53,25 @@ DURATION = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)\s*(s|m|h)?$")
 _DURATION_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
+def vocabulary() -> dict[str, Any]:
+    """The tags as an editor needs them: each shared role's tags (the one to write first, Kale's
+    aliases after), the keys of `step:NAME` and `after:NAME` (the one to write first), and the option
+    keys that belong on a step's cells only. Served in `GET /pipelines/config` for the Lab panel."""
+
+    def written_first(keys: set[str] | list[str], canonical: str) -> list[str]:
+        return sorted(keys, key=lambda key: (key != canonical, key))
+
+    roles: dict[str, list[str]] = {}
+    for tag, role in ROLE_TAGS.items():
+        roles.setdefault(role, []).append(tag)
+    return {
+        "roles": {role: written_first(tags, role) for role, tags in roles.items()},
+        "step": written_first(STEP_KEYS, "step"),
+        "after": written_first(AFTER_KEYS, "after"),
+        "options": sorted(OPTION_KEYS),
+    }
+
+
 @dataclass(frozen=True)
 class CellTags:
     """What one cell's tags say: its role, the step it opens or names, ordering and option tags."""

@@ -5,11 +5,10 @@ import type { JupyterFrontEndPlugin } from '@jupyterlab/application';
 
 import { gpuPlugin } from './plugins/gpu';
 import { jobsPlugin } from './plugins/jobs';
-import { launcherPlugin } from './plugins/launcher';
-import { notebookServersPlugin } from './plugins/notebookServers';
+import { notebookServersPlugin } from './plugins/notebooks';
 import { pipelinePlugin } from './plugins/pipeline';
 
-export { CubeApiError, CubeClient } from './api';
+export { CubeApiError, CubeClient } from './common/api';
 export {
   CommandIDs,
   GpuCommandIDs,
@@ -19,11 +18,15 @@ export {
   PipelineCommandIDs
 } from './tokens';
 export type { IShowOptions } from './tokens';
-export type { IProfile, IServer, IServerList, ServerStatus } from './types';
+export type {
+  IProfile,
+  IServer,
+  IServerList,
+  ServerStatus
+} from './notebooks/types';
 
 const plugins: JupyterFrontEndPlugin<unknown>[] = [
   notebookServersPlugin,
-  launcherPlugin,
   pipelinePlugin,
   gpuPlugin,
   jobsPlugin

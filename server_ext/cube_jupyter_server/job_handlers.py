@@ -1,6 +1,7 @@
 """REST handlers of training, tuning and serving jobs: parse the request, name the caller, call `JobService`.
 
     GET|POST    /cube/api/v1/jobs[?kind=training|tuning|serving]   the caller's jobs | submit {kind, spec}
+    GET         /cube/api/v1/jobs/config                            what the launch forms offer
     GET|DELETE  /cube/api/v1/jobs/{name}                            one job with its replicas | delete it
     GET         /cube/api/v1/jobs/{name}/logs?replica=worker-0&follow=1&tail=N   text/plain, streamed
     GET         /cube/api/v1/jobs/{name}/history                    a tuning job's optimization history
@@ -21,6 +22,7 @@ from tornado.iostream import StreamClosedError
 
 from cube_jupyter.errors import CubeError, InvalidInput
 from cube_jupyter.jobs.service import JobService
+from cube_jupyter.jobs.vocabulary import form_vocabulary
 from cube_jupyter_server.handlers import API_PREFIX, CubeAPIHandler, cube_endpoint
 
 TRUE = ("1", "true", "yes")
@@ -60,6 +62,15 @@ class JobsHandler(JobAPIHandler):
     async def post(self) -> None:
         job = await self.jobs.submit(self.caller, self.json_body(), self.user_param)
         self.write_json(job.to_dict(), status=201)
+
+
+class JobsConfigHandler(JobAPIHandler):
+    """The forms' vocabulary: it needs no started backend, so it also answers while jobs are 503."""
+
+    @cube_endpoint
+    async def get(self) -> None:
+        self.caller  # noqa: B018  - anonymous callers get 403
+        self.write_json(form_vocabulary())
 
 
 class JobHandler(JobAPIHandler):
@@ -154,6 +165,7 @@ class JobPredictHandler(JobAPIHandler):
 JOBS = f"{API_PREFIX}/jobs"
 JOB_HANDLERS: list[tuple[str, type[web.RequestHandler]]] = [
     (rf"{JOBS}", JobsHandler),
+    (rf"{JOBS}/config", JobsConfigHandler),  # before {name}: `config` is no job's name
     (rf"{JOBS}/(?P<name>[^/]+)", JobHandler),
     (rf"{JOBS}/(?P<name>[^/]+)/logs", JobLogsHandler),
     (rf"{JOBS}/(?P<name>[^/]+)/history", JobHistoryHandler),

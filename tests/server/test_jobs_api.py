@@ -14,6 +14,9 @@ import psutil
 import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
+from cube_jupyter.jobs.serving_spec import MODEL_FORMATS, PERCENT_METRICS, PROTOCOL_VERSIONS
+from cube_jupyter.jobs.training_spec import CODE_KINDS, FRAMEWORK_ROLES, RESTART_POLICIES, TrainingSpec
+from cube_jupyter.jobs.tuning_spec import ALGORITHMS, OBJECTIVE_TYPES, PARAMETER_TYPES
 from tests.server.openapi import assert_response_matches
 
 pytestmark = pytest.mark.timeout(180)
@@ -294,6 +297,57 @@ async def test_callers_need_an_identity_and_unsafe_calls_an_xsrf_token(api: Any)
         assert status == 403 and body["reason"] == "Forbidden", (method, path, body)
     status, body = await api("POST", "jobs", body={"kind": "training", "spec": DDP}, xsrf=False)
     assert status == 403 and "xsrf" in body["message"].lower()
+
+
+async def test_the_forms_vocabulary_is_what_the_spec_checks_accept(api: Any) -> None:
+    status, body = await call(api, "GET", "jobs/config", "/jobs/config")
+    assert status == 200
+    training, tuning, serving = body["training"], body["tuning"], body["serving"]
+    roles = {fw["value"]: {r["name"]: r for r in fw["roles"]} for fw in training["frameworks"]}
+    assert {fw: list(by_name) for fw, by_name in roles.items()} == {
+        fw: list(names) for fw, names in FRAMEWORK_ROLES.items()
+    }
+    assert [c["value"] for c in training["code_kinds"]] == list(CODE_KINDS)
+    assert training["restart_policies"] == list(RESTART_POLICIES)
+    assert [a["value"] for a in tuning["algorithms"]] == list(ALGORITHMS)
+    assert tuning["objective_types"] == list(OBJECTIVE_TYPES)
+    assert tuning["parameter_types"] == list(PARAMETER_TYPES)
+    assert tuning["value_types"] == {"categorical": "any", "discrete": "number"}
+    assert serving["model_formats"] == list(MODEL_FORMATS)
+    assert [m["value"] for m in serving["scale_metrics"] if m["percent"]] == list(PERCENT_METRICS)
+    assert [p["value"] for p in serving["protocols"]] == list(PROTOCOL_VERSIONS)
+    assert training["defaults"]["framework"] in roles
+    assert tuning["defaults"]["parameter_type"] in PARAMETER_TYPES
+    assert serving["defaults"]["model_format"] in MODEL_FORMATS
+
+    # The operators' count rules, as the spec check enforces them.
+    assert roles["pytorch"]["Master"] == {
+        "name": "Master",
+        "key": "master",
+        "default": 1,
+        "min": 0,
+        "max": 1,
+        "required": False,
+    }
+    assert roles["pytorch"]["Worker"]["max"] is None
+    assert roles["xgboost"]["Master"]["required"] and roles["xgboost"]["Master"]["max"] == 1
+    assert roles["mpi"]["Launcher"]["required"] and roles["mpi"]["Worker"]["required"]
+    assert roles["mpi"]["Worker"]["default"] == 2 and roles["tensorflow"]["PS"]["default"] == 0
+    # A form's starting counts are accepted; a required role left at 0 is refused, naming it.
+    for framework, by_name in roles.items():
+        replicas = {r["key"]: r["default"] for r in by_name.values()}
+        TrainingSpec.from_dict(
+            {"name": "t", "framework": framework, "replicas": replicas, "command": ["true"]}, "a"
+        )
+    spec = {"name": "m", "framework": "mpi", "replicas": {"launcher": 1, "worker": 0}, "command": ["true"]}
+    status, error = await submit(api, "training", spec)
+    assert status == 400 and error["field"] == "replicas.worker", error
+
+    # `config` names the vocabulary, so no job may take it; and the vocabulary needs an identity.
+    status, error = await submit(api, "training", {**DDP, "name": "config"})
+    assert status == 400 and error["field"] == "name", error
+    status, error = await call(api, "GET", "jobs/config", "/jobs/config", as_user="")
+    assert status == 403 and error["reason"] == "Forbidden"
 
 
 async def test_logs_and_history_errors(api: Any, root: Path) -> None:

@@ -1,7 +1,7 @@
 /**
  * Typed client of `/cube/api/v1/gpu`, on top of the workbench's one HTTP client.
  */
-import type { CubeClient } from '../api';
+import { CubeClient, withQuery } from '../common/api';
 import type { IGpuReport } from './types';
 
 export interface IReportOptions {
@@ -16,14 +16,12 @@ export class GpuClient {
 
   /** The GPU report of the caller (or, for an admin asking, of everyone). */
   report(options: IReportOptions = {}): Promise<IGpuReport> {
-    const query = new URLSearchParams();
-    if (options.historySeconds !== undefined) {
-      query.set('history', String(Math.round(options.historySeconds)));
-    }
-    if (options.allUsers) {
-      query.set('all', '1');
-    }
-    const text = query.toString();
-    return this.cube.request<IGpuReport>(text ? `gpu?${text}` : 'gpu');
+    const history = options.historySeconds;
+    return this.cube.request<IGpuReport>(
+      withQuery('gpu', {
+        history: history === undefined ? undefined : Math.round(history),
+        all: options.allUsers
+      })
+    );
   }
 }

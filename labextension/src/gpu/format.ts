@@ -44,20 +44,6 @@ export function formatUnit(
     : `${Math.round(value)} ${unit}`;
 }
 
-/** `45s`, `12m`, `2h 5m`. */
-export function formatSeconds(seconds: number): string {
-  const s = Math.max(0, Math.floor(seconds));
-  if (s < 60) {
-    return `${s}s`;
-  }
-  const minutes = Math.floor(s / 60);
-  if (minutes < 60) {
-    return `${minutes}m`;
-  }
-  const hours = Math.floor(minutes / 60);
-  return minutes % 60 ? `${hours}h ${minutes % 60}m` : `${hours}h`;
-}
-
 /** Fraction `part / whole` in 0..1 for a bar; 0 when either is unknown. */
 export function fraction(
   part: number | null | undefined,

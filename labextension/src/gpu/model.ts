@@ -7,12 +7,10 @@
  * is shown, and slows down while only the status bar needs the figures; history for the
  * charts is asked for only while the panel is shown.
  */
-import { VDomModel } from '@jupyterlab/ui-components';
-import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { CubeApiError, errorMessage } from '../api';
-import type { IVisibilityAware } from '../visibleRenderer';
+import { errorMessage, IProbe, probe as probeApi } from '../common/api';
+import { PolledModel } from '../common/polledModel';
 import { GpuClient } from './client';
 import type { IGpuReport, ISeries, SeriesMetric } from './types';
 
@@ -28,15 +26,13 @@ export const HIDDEN_SLOWDOWN = 2.5;
 /** ...but no more often than this (ms), like jupyter-resource-usage's status bar. */
 export const HIDDEN_MIN_INTERVAL = 5000;
 
-export class GpuModel extends VDomModel implements IVisibilityAware {
+export class GpuModel extends PolledModel {
   constructor(readonly client: GpuClient) {
-    super();
-    this._poll = new Poll({
-      auto: false,
-      factory: () => this._fetch(),
-      frequency: { interval: DEFAULT_INTERVAL, backoff: true, max: 60_000 },
+    super({
       name: 'cube-jupyter:gpu',
-      standby: 'when-hidden'
+      interval: DEFAULT_INTERVAL,
+      backoff: true,
+      whileHidden: true
     });
   }
 
@@ -50,29 +46,6 @@ export class GpuModel extends VDomModel implements IVisibilityAware {
     return this._error;
   }
 
-  /** Whether the server offers no GPU API (a spawned notebook server without the workbench). */
-  get missing(): boolean {
-    return this._missing;
-  }
-
-  /** Whether the panel is on screen. */
-  get visible(): boolean {
-    return this._visible;
-  }
-
-  /** Admins only: show every user's pods. */
-  get allUsers(): boolean {
-    return this._allUsers;
-  }
-
-  set allUsers(value: boolean) {
-    if (value !== this._allUsers) {
-      this._allUsers = value;
-      this.stateChanged.emit();
-      void this.refresh();
-    }
-  }
-
   /** Emitted after each report that arrives (not on errors). */
   get reportChanged(): ISignal<this, IGpuReport> {
     return this._reportChanged;
@@ -84,72 +57,35 @@ export class GpuModel extends VDomModel implements IVisibilityAware {
   }
 
   /**
-   * Ask the server once, to learn whether it offers the GPU API: false only on a 404.
-   * The answer, if any, becomes the first report.
+   * Ask the server once, to learn whether it offers the GPU API (see `probe`); the
+   * answer, if any, is the first report.
    */
-  async probe(): Promise<boolean> {
-    await this.refresh();
-    return !this._missing;
+  probe(): Promise<IProbe<void>> {
+    return probeApi(() => this.poll());
   }
 
-  /** Start polling (once the API is known to be there). */
+  /** Start polling (once the API is known to be there): the status bar needs figures too. */
   start(): void {
-    if (!this._started && !this._missing) {
-      this._started = true;
-      void this._poll.start();
+    if (!this.polling) {
+      this.startPolling();
     }
   }
 
-  /** The panel tells the model when it is shown or hidden. */
-  setVisible(visible: boolean): void {
-    if (visible === this._visible) {
-      return;
-    }
-    this._visible = visible;
-    this._tune();
-    if (visible && this._started) {
-      void this._poll.refresh(); // the charts want their history now
-    }
-  }
-
-  /** Fetch now; errors land in `error`, never thrown. */
-  async refresh(): Promise<void> {
-    try {
-      await this._fetch();
-    } catch {
-      // Recorded in `error` and shown by the panel.
-    }
-  }
-
-  dispose(): void {
-    if (this.isDisposed) {
-      return;
-    }
-    this._poll.dispose();
-    super.dispose();
-  }
-
-  private async _fetch(): Promise<void> {
-    if (this._missing) {
-      return;
-    }
+  protected async poll(): Promise<void> {
     try {
       const report = await this.client.report({
-        historySeconds: this._visible ? HISTORY_SECONDS : 0,
-        allUsers: this._allUsers
+        historySeconds: this.visible ? HISTORY_SECONDS : 0,
+        allUsers: this.allUsers
       });
       this._report = report;
       this._series = new Map(
         report.history.map(s => [`${s.key}|${s.metric}`, s.points])
       );
+      this.isAdmin = !!report.is_admin;
       this._error = null;
       this._tune();
       this._reportChanged.emit(report);
     } catch (error) {
-      if (error instanceof CubeApiError && error.status === 404) {
-        this._missing = true;
-        void this._poll.stop();
-      }
       this._error = errorMessage(error);
       throw error;
     } finally {
@@ -157,25 +93,23 @@ export class GpuModel extends VDomModel implements IVisibilityAware {
     }
   }
 
+  /** Shown: poll at the server's pace, with the charts' history, now; hidden: slower. */
+  protected onVisibilityChanged(): void {
+    this._tune();
+    super.onVisibilityChanged();
+  }
+
   /** Poll as often as the server samples while the panel shows, slower otherwise. */
   private _tune(): void {
     const sampled = this._report?.interval_seconds;
     const base = sampled && sampled > 0 ? sampled * 1000 : DEFAULT_INTERVAL;
-    const interval = this._visible
+    this.interval = this.visible
       ? base
       : Math.max(base * HIDDEN_SLOWDOWN, HIDDEN_MIN_INTERVAL);
-    if (this._poll.frequency.interval !== interval) {
-      this._poll.frequency = { ...this._poll.frequency, interval };
-    }
   }
 
-  private _poll: Poll;
   private _report: IGpuReport | null = null;
   private _series = new Map<string, ISeries['points']>();
   private _error: string | null = null;
-  private _missing = false;
-  private _visible = false;
-  private _started = false;
-  private _allUsers = false;
   private _reportChanged = new Signal<this, IGpuReport>(this);
 }

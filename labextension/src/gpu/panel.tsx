@@ -4,12 +4,16 @@
  * (this machine). It draws the model's last report; every figure and warning is the
  * server's.
  */
-import { refreshIcon, ToolbarButtonComponent } from '@jupyterlab/ui-components';
-import type { Message } from '@lumino/messaging';
 import * as React from 'react';
 
-import { ErrorMessage } from '../components/ErrorMessage';
-import { VisibleRenderer } from '../visibleRenderer';
+import { AllUsersToggle } from '../common/components/AllUsersToggle';
+import { ErrorMessage } from '../common/components/ErrorMessage';
+import {
+  PanelHeader,
+  RefreshButton,
+  SectionTitle
+} from '../common/components/PanelHeader';
+import { VisibleRenderer } from '../common/visibleRenderer';
 import { DeviceCard } from './components/DeviceCard';
 import { IdleList } from './components/IdleList';
 import { KernelTable } from './components/KernelTable';
@@ -29,14 +33,7 @@ export class GpuPanel extends VisibleRenderer<GpuModel> {
     model: GpuModel,
     private readonly _openNotebook: (path: string) => void
   ) {
-    super(model);
-    this.addClass('cube-GpuPanel');
-    this.node.setAttribute('data-testid', 'cube-gpu-panel');
-  }
-
-  protected onBeforeDetach(msg: Message): void {
-    this.model.setVisible(false);
-    super.onBeforeDetach(msg);
+    super(model, { className: 'cube-GpuPanel', testid: 'cube-gpu-panel' });
   }
 
   protected render(): JSX.Element {
@@ -44,10 +41,10 @@ export class GpuPanel extends VisibleRenderer<GpuModel> {
     const report = model.report;
     return (
       <div className="cube-Gpu">
-        <header className="cube-NotebookServers-header">
-          <div className="cube-Gpu-heading">
-            <h2 className="cube-NotebookServers-title">GPU</h2>
-            {report && (
+        <PanelHeader
+          title="GPU"
+          note={
+            report && (
               <span
                 className="cube-Gpu-source"
                 data-testid="cube-gpu-source"
@@ -56,28 +53,22 @@ export class GpuPanel extends VisibleRenderer<GpuModel> {
               >
                 {SOURCE_LABELS[report.source] ?? report.source}
               </span>
-            )}
-          </div>
-          {report?.is_admin && report.source === 'prometheus' && (
-            <label className="cube-NotebookServers-allUsers">
-              <input
-                type="checkbox"
-                data-testid="cube-gpu-all-users"
-                checked={model.allUsers}
-                onChange={event => {
-                  model.allUsers = event.target.checked;
-                }}
-              />
-              All users
-            </label>
+            )
+          }
+        >
+          {report?.source === 'prometheus' && (
+            <AllUsersToggle
+              scope={model}
+              label="All users"
+              testid="cube-gpu-all-users"
+            />
           )}
-          <ToolbarButtonComponent
-            icon={refreshIcon}
+          <RefreshButton
             tooltip="Read the GPUs again now"
-            dataset={{ testid: 'cube-gpu-refresh' }}
+            testid="cube-gpu-refresh"
             onClick={() => void model.refresh()}
           />
-        </header>
+        </PanelHeader>
         <div className="cube-Gpu-body">
           <ErrorMessage message={model.error} testid="cube-gpu-error" />
           {report
@@ -122,12 +113,7 @@ export class GpuPanel extends VisibleRenderer<GpuModel> {
         )}
         {report.devices.length > 0 && (
           <section className="cube-Gpu-section">
-            <h3 className="cube-NotebookServers-subtitle">
-              GPUs
-              <span className="cube-NotebookServers-user">
-                {report.devices.length}
-              </span>
-            </h3>
+            <SectionTitle note={report.devices.length}>GPUs</SectionTitle>
             <div className="cube-Gpu-cards" data-testid="cube-gpu-devices">
               {report.devices.map(d => (
                 <DeviceCard
@@ -145,7 +131,7 @@ export class GpuPanel extends VisibleRenderer<GpuModel> {
         )}
         {(report.source === 'prometheus' || report.pods.length > 0) && (
           <section className="cube-Gpu-section">
-            <h3 className="cube-NotebookServers-subtitle">Pods</h3>
+            <SectionTitle>Pods</SectionTitle>
             {report.pods.length === 0 ? (
               <div className="cube-Gpu-empty" data-testid="cube-gpu-pods-none">
                 No pod {model.allUsers ? '' : 'of yours '}holds a GPU.
@@ -176,7 +162,7 @@ export class GpuPanel extends VisibleRenderer<GpuModel> {
         )}
         {report.source === 'nvml' && report.available && (
           <section className="cube-Gpu-section">
-            <h3 className="cube-NotebookServers-subtitle">Kernels</h3>
+            <SectionTitle>Kernels</SectionTitle>
             <KernelTable
               kernels={report.kernels}
               indexOf={indexOf}

@@ -2,14 +2,13 @@
  * Typed client of `/cube/api/v1/jobs`, on top of the workbench's one HTTP client; the
  * log stream reads the chunked text answer as it arrives.
  */
-import { URLExt } from '@jupyterlab/coreutils';
-import { ServerConnection } from '@jupyterlab/services';
-
-import { CubeApiError, CubeClient } from '../api';
+import { CubeClient, Query, withQuery } from '../common/api';
 import type {
   IJob,
   IJobHistory,
   IJobList,
+  IJobRef,
+  IJobsConfig,
   IPredictRequest,
   IPredictResponse,
   ISubmitJob
@@ -30,49 +29,38 @@ export interface ILogOptions {
 export class JobsClient {
   constructor(readonly cube: CubeClient) {}
 
-  /** Whether this server offers the jobs API: only a 404 says it does not. */
-  async isAvailable(): Promise<boolean> {
-    try {
-      await this.list();
-      return true;
-    } catch (error) {
-      return !(error instanceof CubeApiError && error.status === 404);
-    }
+  /** What the launch forms offer: frameworks and roles, formats, algorithms. */
+  config(): Promise<IJobsConfig> {
+    return this.cube.request<IJobsConfig>('jobs/config');
   }
 
-  /** The caller's jobs of every kind. */
-  list(): Promise<IJobList> {
-    return this.cube.request<IJobList>('jobs');
+  /** The caller's jobs of every kind, or (admins only) every user's. */
+  list(allUsers = false): Promise<IJobList> {
+    return this.cube.request<IJobList>(withQuery('jobs', { all: allUsers }));
   }
 
   /** Submit a job; the server validates the spec and names the bad field. */
   submit(request: ISubmitJob): Promise<IJob> {
-    return this.cube.request<IJob>('jobs', {
-      method: 'POST',
-      body: JSON.stringify(request)
-    });
-  }
-
-  get(name: string): Promise<IJob> {
-    return this.cube.request<IJob>(jobPath(name));
+    return this.cube.send<IJob>('jobs', 'POST', request);
   }
 
   /** Stop every replica and remove the job. */
-  async remove(name: string): Promise<void> {
-    await this.cube.request<null>(jobPath(name), { method: 'DELETE' });
+  async remove(job: IJobRef): Promise<void> {
+    await this.cube.request<null>(jobPath(job), { method: 'DELETE' });
   }
 
   /** A tuning job's objective per finished trial and the best so far. */
-  history(name: string): Promise<IJobHistory> {
-    return this.cube.request<IJobHistory>(`${jobPath(name)}/history`);
+  history(job: IJobRef): Promise<IJobHistory> {
+    return this.cube.request<IJobHistory>(jobPath(job, '/history'));
   }
 
   /** One prediction request to a served model. */
-  predict(name: string, request: IPredictRequest): Promise<IPredictResponse> {
-    return this.cube.request<IPredictResponse>(`${jobPath(name)}/predict`, {
-      method: 'POST',
-      body: JSON.stringify(request)
-    });
+  predict(job: IJobRef, request: IPredictRequest): Promise<IPredictResponse> {
+    return this.cube.send<IPredictResponse>(
+      jobPath(job, '/predict'),
+      'POST',
+      request
+    );
   }
 
   /**
@@ -81,46 +69,22 @@ export class JobsClient {
    * abort through `options.signal` resolves it too.
    */
   async streamLogs(
-    name: string,
+    job: IJobRef,
     options: ILogOptions,
     onText: (text: string) => void
   ): Promise<void> {
-    const query = new URLSearchParams();
-    if (options.replica) {
-      query.set('replica', options.replica);
-    }
-    if (options.follow) {
-      query.set('follow', '1');
-    }
-    if (options.tail !== undefined) {
-      query.set('tail', String(options.tail));
-    }
-    const url =
-      URLExt.join(
-        this.cube.settings.baseUrl,
-        'cube/api/v1',
-        `${jobPath(name)}/logs`
-      ) + (query.toString() ? `?${query}` : '');
+    const { replica, follow, tail, signal } = options;
     let response: Response;
     try {
-      response = await ServerConnection.makeRequest(
-        url,
-        { signal: options.signal, cache: 'no-store' },
-        this.cube.settings
+      response = await this.cube.fetch(
+        jobPath(job, '/logs', { replica, follow, tail }),
+        { signal, cache: 'no-store' }
       );
     } catch (error) {
-      if (options.signal?.aborted) {
+      if (signal?.aborted) {
         return;
       }
-      throw new CubeApiError(
-        0,
-        `Cannot reach the Jupyter server: ${(error as Error).message}`,
-        'NetworkError',
-        null
-      );
-    }
-    if (!response.ok) {
-      throw await apiError(response);
+      throw error;
     }
     const reader = response.body?.getReader();
     if (!reader) {
@@ -144,29 +108,17 @@ export class JobsClient {
         onText(rest);
       }
     } catch (error) {
-      if (!options.signal?.aborted) {
+      if (!signal?.aborted) {
         throw error;
       }
     }
   }
 }
 
-function jobPath(name: string): string {
-  return `jobs/${encodeURIComponent(name)}`;
-}
-
-/** The server's `{message, reason, field}` of a failed answer, as a `CubeApiError`. */
-async function apiError(response: Response): Promise<CubeApiError> {
-  let body: { message?: string; reason?: string; field?: string | null } = {};
-  try {
-    body = JSON.parse(await response.text());
-  } catch {
-    body = {};
-  }
-  return new CubeApiError(
-    response.status,
-    body.message || `${response.status} ${response.statusText}`.trim(),
-    body.reason ?? null,
-    body.field ?? null
-  );
+/** `jobs/{name}{suffix}`, with `?user=` for another user's job and the `query`. */
+function jobPath(job: IJobRef, suffix = '', query: Query = {}): string {
+  return withQuery(`jobs/${encodeURIComponent(job.name)}${suffix}`, {
+    ...query,
+    user: job.user
+  });
 }

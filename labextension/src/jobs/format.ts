@@ -1,12 +1,12 @@
 /**
  * Display formatting of jobs only: short text from what the server sent.
  */
-import { formatAge, formatDate } from '../format';
+import { formatAge, formatDate, isoFromSeconds } from '../common/format';
 import type { IJob } from './types';
 
-/** An ISO date from the API's unix seconds. */
-export function isoFromSeconds(seconds: number | null): string | null {
-  return seconds === null ? null : new Date(seconds * 1000).toISOString();
+/** Identifies a job: names are unique per user. */
+export function jobKey(job: { user: string; name: string }): string {
+  return `${job.user}/${job.name}`;
 }
 
 /** `5m` since the job was created. */

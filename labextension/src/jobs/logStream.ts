@@ -5,13 +5,35 @@
 import type { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { errorMessage } from '../api';
+import { errorMessage } from '../common/api';
 import type { JobsClient } from './client';
+import type { IJobRef } from './types';
 
 /** Keep at most this much of a log in the page (the tail). */
 export const MAX_LOG_CHARS = 1_000_000;
 
 export type LogStreamState = 'idle' | 'streaming' | 'ended' | 'error';
+
+/** What the log view shows: whose log, how far it got, and how the read is going. */
+export interface ILogState {
+  /** The key of the job (`user/name`) whose log is read, if any. */
+  job: string | null;
+  replica: string | null;
+  text: string;
+  /** Whether the start of the log was dropped to keep the page light. */
+  clipped: boolean;
+  state: LogStreamState;
+  error: string | null;
+}
+
+const IDLE: ILogState = {
+  job: null,
+  replica: null,
+  text: '',
+  clipped: false,
+  state: 'idle',
+  error: null
+};
 
 export class LogStream implements IDisposable {
   constructor(private readonly _client: JobsClient) {}
@@ -21,50 +43,27 @@ export class LogStream implements IDisposable {
     return this._changed;
   }
 
-  get job(): string | null {
-    return this._job;
-  }
-
-  get replica(): string | null {
-    return this._replica;
-  }
-
-  get text(): string {
-    return this._text;
-  }
-
-  /** Whether the start of the log was dropped to keep the page light. */
-  get clipped(): boolean {
-    return this._clipped;
-  }
-
-  get state(): LogStreamState {
-    return this._state;
-  }
-
-  get error(): string | null {
-    return this._error;
+  /** The log as it is now. */
+  get current(): ILogState {
+    return this._current;
   }
 
   get isDisposed(): boolean {
     return this._isDisposed;
   }
 
-  /** Follow `replica` of `job` from the start of its log (stops any other read first). */
-  open(job: string, replica: string): void {
+  /**
+   * Follow `replica` of the job `key` (`ref` names it to the server) from the start of its
+   * log; stops any other read first.
+   */
+  open(key: string, ref: IJobRef, replica: string): void {
     this.close();
-    this._job = job;
-    this._replica = replica;
-    this._text = '';
-    this._clipped = false;
-    this._error = null;
-    this._state = 'streaming';
     const controller = new AbortController();
     this._controller = controller;
-    this._changed.emit();
+    this._set({ ...IDLE, job: key, replica, state: 'streaming' });
     this._client
       .streamLogs(
-        job,
+        ref,
         { replica, follow: true, signal: controller.signal },
         text => {
           if (this._controller === controller) {
@@ -90,12 +89,7 @@ export class LogStream implements IDisposable {
   /** Forget the log shown (the job went away). */
   clear(): void {
     this.close();
-    this._job = null;
-    this._replica = null;
-    this._text = '';
-    this._state = 'idle';
-    this._error = null;
-    this._changed.emit();
+    this._set(IDLE);
   }
 
   dispose(): void {
@@ -108,13 +102,13 @@ export class LogStream implements IDisposable {
   }
 
   private _append(text: string): void {
-    let next = this._text + text;
+    let next = this._current.text + text;
+    let clipped = this._current.clipped;
     if (next.length > MAX_LOG_CHARS) {
       next = next.slice(next.length - MAX_LOG_CHARS);
-      this._clipped = true;
+      clipped = true;
     }
-    this._text = next;
-    this._changed.emit();
+    this._set({ text: next, clipped });
   }
 
   private _finish(
@@ -126,18 +120,16 @@ export class LogStream implements IDisposable {
       return; // another replica was picked meanwhile
     }
     this._controller = null;
-    this._state = state;
-    this._error = error;
+    this._set({ state, error });
+  }
+
+  private _set(change: Partial<ILogState>): void {
+    this._current = { ...this._current, ...change };
     this._changed.emit();
   }
 
   private _changed = new Signal<this, void>(this);
   private _controller: AbortController | null = null;
-  private _job: string | null = null;
-  private _replica: string | null = null;
-  private _text = '';
-  private _clipped = false;
-  private _state: LogStreamState = 'idle';
-  private _error: string | null = null;
+  private _current: ILogState = IDLE;
   private _isDisposed = false;
 }

@@ -1,17 +1,20 @@
 /**
- * State of the Jobs panel: the caller's jobs (polled while the panel is shown), the job
- * picked and its live replica log, a tuning job's history, a served model's test
- * request, and the launch form's state with the server's error naming a field.
+ * State of the Jobs panel: the caller's jobs (polled while the panel is shown; every
+ * user's for an admin who asks), the job picked and its live replica log, a tuning job's
+ * history, a served model's test request, and the launch forms' vocabulary and state with
+ * the server's error naming a field.
  */
-import { VDomModel } from '@jupyterlab/ui-components';
-import { Poll } from '@lumino/polling';
-
-import { CubeApiError, errorMessage } from '../api';
+import { errorMessage } from '../common/api';
+import { PolledModel } from '../common/polledModel';
+import { RequestState } from '../common/request';
 import { JobsClient } from './client';
+import { jobKey } from './format';
 import { LogStream } from './logStream';
 import type {
   IJob,
   IJobHistory,
+  IJobRef,
+  IJobsConfig,
   IPredictResponse,
   JobKind,
   PredictProtocol
@@ -20,38 +23,39 @@ import type {
 /** How often the job list is fetched while the panel is shown (ms). */
 export const JOBS_POLL_INTERVAL = 2000;
 
-/** An error the server answered, with the spec field it names (`replicas.worker`). */
-export interface IFieldError {
-  message: string;
-  field: string | null;
-}
-
-export function fieldError(error: unknown): IFieldError {
-  return {
-    message: errorMessage(error),
-    field: error instanceof CubeApiError ? error.field : null
-  };
-}
-
 /** What the right-hand side of the panel shows. */
 export type JobsView = 'job' | 'launch';
 
-export class JobsModel extends VDomModel {
+function newestFirst(jobs: readonly IJob[]): IJob[] {
+  return [...jobs].sort((a, b) => b.created - a.created);
+}
+
+export class JobsModel extends PolledModel {
   constructor(readonly client: JobsClient) {
-    super();
+    super({ name: 'cube-jupyter:jobs', interval: JOBS_POLL_INTERVAL });
     this.logs = new LogStream(client);
     this.logs.changed.connect(() => this.stateChanged.emit(), this);
-    this._poll = new Poll({
-      auto: false,
-      factory: () => this.refresh(),
-      frequency: { interval: JOBS_POLL_INTERVAL, backoff: false },
-      name: 'cube-jupyter:jobs',
-      standby: 'when-hidden'
-    });
   }
 
   /** The live log of the picked replica of the job shown. */
   readonly logs: LogStream;
+
+  /** The launch form's request; its error names the spec field at fault. */
+  readonly launching = new RequestState<IJob>(() => this.stateChanged.emit());
+
+  /** The served model's test request (shown for the job shown). */
+  readonly prediction = new RequestState<IPredictResponse>(() =>
+    this.stateChanged.emit()
+  );
+
+  /** What the launch forms offer, once the server has said. */
+  get vocabulary(): IJobsConfig | null {
+    return this._vocabulary;
+  }
+
+  get vocabularyError(): string | null {
+    return this._vocabularyError;
+  }
 
   get jobs(): readonly IJob[] {
     return this._jobs;
@@ -60,6 +64,11 @@ export class JobsModel extends VDomModel {
   /** Whether the list has been fetched once (to tell "no jobs" from "not yet"). */
   get loaded(): boolean {
     return this._loaded;
+  }
+
+  /** The user the server says we are. */
+  get user(): string | null {
+    return this._user;
   }
 
   get listError(): string | null {
@@ -76,25 +85,12 @@ export class JobsModel extends VDomModel {
 
   /** The job shown, if it is still there. */
   get selected(): IJob | null {
-    return this._jobs.find(job => job.name === this._selected) ?? null;
+    return this._jobs.find(job => jobKey(job) === this._selected) ?? null;
   }
 
-  get selectedName(): string | null {
+  /** Its key (`user/name`). */
+  get selectedKey(): string | null {
     return this._selected;
-  }
-
-  /** The replica whose log is shown. */
-  get replica(): string | null {
-    return this.logs.replica;
-  }
-
-  get launching(): boolean {
-    return this._launching;
-  }
-
-  /** Why the last launch was refused, with the spec field the server named. */
-  get launchError(): IFieldError | null {
-    return this._launchError;
   }
 
   /** The error of an action on the job shown (delete). */
@@ -104,70 +100,47 @@ export class JobsModel extends VDomModel {
 
   get history(): IJobHistory | null {
     const job = this.selected;
-    return job && this._history?.name === job.name ? this._history : null;
+    return job && this._history?.key === jobKey(job)
+      ? this._history.value
+      : null;
   }
 
   get historyError(): string | null {
     return this._historyError;
   }
 
-  get predicting(): boolean {
-    return this._predicting;
-  }
-
-  get prediction(): IPredictResponse | null {
-    return this._prediction;
-  }
-
-  get predictError(): IFieldError | null {
-    return this._predictError;
-  }
-
-  /** The panel tells the model when it is shown: it polls and streams only then. */
-  setVisible(visible: boolean): void {
-    if (visible === this._visible) {
-      return;
-    }
-    this._visible = visible;
-    if (visible) {
-      void this._poll.start();
-      void this._poll.refresh();
-      if (this._resumeLogs) {
-        this._resumeLogs = false;
-        this._openLogs(this.logs.replica);
-      }
-    } else {
-      void this._poll.stop();
-      if (this.logs.state === 'streaming') {
-        this._resumeLogs = true;
-        this.logs.close();
-      }
-    }
-  }
-
-  /** Fetch the job list now. */
-  async refresh(): Promise<void> {
-    try {
-      const { jobs } = await this.client.list();
-      this._jobs = [...jobs].sort((a, b) => b.created - a.created);
-      this._listError = null;
-    } catch (error) {
-      this._listError = errorMessage(error);
-    }
-    this._loaded = true;
-    this._sync();
+  /** Use the forms' vocabulary already fetched (by the availability probe). */
+  setVocabulary(vocabulary: IJobsConfig): void {
+    this._vocabulary = vocabulary;
+    this._vocabularyError = null;
     this.stateChanged.emit();
   }
 
-  /** Show a job: its conditions, replicas and the first replica's live log. */
-  select(name: string): void {
-    const changed = name !== this._selected;
-    this._selected = name;
+  /** Fetch the forms' vocabulary (again). */
+  async loadVocabulary(): Promise<void> {
+    try {
+      this.setVocabulary(await this.client.config());
+    } catch (error) {
+      this._vocabularyError = errorMessage(error);
+      this.stateChanged.emit();
+    }
+  }
+
+  /** Show one of the caller's own jobs (by name). */
+  selectOwn(name: string): void {
+    if (this._user !== null) {
+      this.select(`${this._user}/${name}`);
+    }
+  }
+
+  /** Show a job (by `jobKey`): its conditions, replicas and the first replica's live log. */
+  select(key: string): void {
+    const changed = key !== this._selected;
+    this._selected = key;
     this._view = 'job';
     this._actionError = null;
     if (changed) {
-      this._prediction = null;
-      this._predictError = null;
+      this.prediction.clear();
       this._historyKey = null;
       this.logs.clear();
     }
@@ -184,106 +157,120 @@ export class JobsModel extends VDomModel {
   startLaunch(kind: JobKind): void {
     this._view = 'launch';
     this._launchKind = kind;
-    this._launchError = null;
+    this.launching.clear();
     this.stateChanged.emit();
-  }
-
-  /** Forget the launch error once the user edits the form. */
-  editLaunch(): void {
-    if (this._launchError) {
-      this._launchError = null;
-      this.stateChanged.emit();
-    }
   }
 
   /** Submit a spec as the form collected it; on success the new job is shown. */
   async launch(kind: JobKind, spec: Record<string, unknown>): Promise<boolean> {
-    if (this._launching) {
+    const job = await this.launching.run(() =>
+      this.client.submit({ kind, spec })
+    );
+    if (!job) {
       return false;
     }
-    this._launching = true;
-    this._launchError = null;
-    this.stateChanged.emit();
-    try {
-      const job = await this.client.submit({ kind, spec });
-      this._upsert(job);
-      this.select(job.name);
-      void this._poll.refresh();
-      return true;
-    } catch (error) {
-      this._launchError = fieldError(error);
-      return false;
-    } finally {
-      this._launching = false;
-      this.stateChanged.emit();
-    }
+    this._jobs = newestFirst([
+      job,
+      ...this._jobs.filter(j => jobKey(j) !== jobKey(job))
+    ]);
+    this.select(jobKey(job));
+    this.pollNow();
+    return true;
   }
 
   /** Delete a job (the panel asks the user first). */
-  async remove(name: string): Promise<void> {
+  async remove(job: IJob): Promise<void> {
+    const key = jobKey(job);
     this._actionError = null;
     try {
-      await this.client.remove(name);
-      if (this._selected === name) {
+      await this.client.remove(this._ref(job));
+      if (this._selected === key) {
         this.logs.clear();
       }
-      this._jobs = this._jobs.filter(job => job.name !== name);
+      this._jobs = this._jobs.filter(j => jobKey(j) !== key);
     } catch (error) {
       this._actionError = errorMessage(error);
     }
     this.stateChanged.emit();
-    void this._poll.refresh();
+    this.pollNow();
   }
 
   /** Send the JSON typed in the test-request box to the served model shown. */
   async predict(inputsText: string, protocol: PredictProtocol): Promise<void> {
     const job = this.selected;
-    if (!job || this._predicting) {
+    if (!job || this.prediction.busy) {
       return;
     }
     let inputs: unknown;
     try {
       inputs = JSON.parse(inputsText);
     } catch (error) {
-      this._prediction = null;
-      this._predictError = {
+      this.prediction.fail({
         message: `inputs is not JSON: ${errorMessage(error)}`,
         field: 'inputs'
-      };
-      this.stateChanged.emit();
+      });
       return;
     }
-    this._predicting = true;
-    this._predictError = null;
-    this.stateChanged.emit();
-    try {
-      this._prediction = await this.client.predict(job.name, {
-        inputs,
-        protocol
-      });
-    } catch (error) {
-      this._prediction = null;
-      this._predictError = fieldError(error);
-    } finally {
-      this._predicting = false;
-      this.stateChanged.emit();
-    }
+    await this.prediction.run(() =>
+      this.client.predict(this._ref(job), { inputs, protocol })
+    );
   }
 
   dispose(): void {
     if (this.isDisposed) {
       return;
     }
-    this._poll.dispose();
     this.logs.dispose();
     super.dispose();
+  }
+
+  /** Fetch the job list; errors land in `listError`. */
+  protected async poll(): Promise<void> {
+    try {
+      const list = await this.client.list(this.allUsers);
+      this._jobs = newestFirst(list.jobs);
+      this._user = list.user;
+      this.isAdmin = list.is_admin;
+      this._listError = null;
+    } catch (error) {
+      this._listError = errorMessage(error);
+    }
+    this._loaded = true;
+    this._sync();
+    this.stateChanged.emit();
+  }
+
+  /** Poll and stream only while shown; a log being followed resumes when shown again. */
+  protected onVisibilityChanged(): void {
+    super.onVisibilityChanged();
+    if (this.visible) {
+      if (this._vocabulary === null) {
+        void this.loadVocabulary();
+      }
+      if (this._resumeLogs) {
+        this._resumeLogs = false;
+        this._openLogs(this.logs.current.replica);
+      }
+    } else if (this.logs.current.state === 'streaming') {
+      this._resumeLogs = true;
+      this.logs.close();
+    }
+  }
+
+  /** How to name a job to the server: with its owner when it is someone else's. */
+  private _ref(job: IJob): IJobRef {
+    return {
+      name: job.name,
+      user:
+        this._user !== null && job.user !== this._user ? job.user : undefined
+    };
   }
 
   /** Keep the log and history of the job shown in step with the list. */
   private _sync(): void {
     const job = this.selected;
     if (!job) {
-      if (this.logs.job !== null && this._loaded) {
+      if (this.logs.current.job !== null && this._loaded) {
         this.logs.clear(); // the job shown is gone (deleted elsewhere)
       }
       return;
@@ -293,10 +280,11 @@ export class JobsModel extends VDomModel {
   }
 
   private _syncLogs(job: IJob): void {
-    if (job.replicas.length === 0 || !this._visible) {
+    if (job.replicas.length === 0 || !this.visible) {
       return;
     }
-    const current = this.logs.job === job.name ? this.logs.replica : null;
+    const log = this.logs.current;
+    const current = log.job === jobKey(job) ? log.replica : null;
     const replica = job.replicas.find(r => r.name === current);
     if (!replica) {
       this._openLogs(job.replicas[0].name);
@@ -304,17 +292,16 @@ export class JobsModel extends VDomModel {
     }
     // A replica restarted by its restart policy writes on: follow its log again.
     const live = replica.state === 'Pending' || replica.state === 'Running';
-    if (this.logs.state === 'ended' && live) {
+    if (log.state === 'ended' && live) {
       this._openLogs(replica.name);
     }
   }
 
   private _openLogs(replica: string | null): void {
     const job = this.selected;
-    if (!job || !replica) {
-      return;
+    if (job && replica) {
+      this.logs.open(jobKey(job), this._ref(job), replica);
     }
-    this.logs.open(job.name, replica);
   }
 
   /** Fetch a tuning job's history again whenever another trial has reported. */
@@ -322,15 +309,16 @@ export class JobsModel extends VDomModel {
     if (job.kind !== 'tuning') {
       return;
     }
+    const key = jobKey(job);
     const reported = job.trials.filter(t => t.objective !== null).length;
-    const key = `${job.name}:${reported}:${job.phase}`;
-    if (key === this._historyKey) {
+    const version = `${key}:${reported}:${job.phase}`;
+    if (version === this._historyKey) {
       return;
     }
-    this._historyKey = key;
-    void this.client.history(job.name).then(
-      history => {
-        this._history = history;
+    this._historyKey = version;
+    void this.client.history(this._ref(job)).then(
+      value => {
+        this._history = { key, value };
         this._historyError = null;
         this.stateChanged.emit();
       },
@@ -341,27 +329,18 @@ export class JobsModel extends VDomModel {
     );
   }
 
-  private _upsert(job: IJob): void {
-    const others = this._jobs.filter(j => j.name !== job.name);
-    this._jobs = [job, ...others].sort((a, b) => b.created - a.created);
-  }
-
-  private _poll: Poll;
+  private _vocabulary: IJobsConfig | null = null;
+  private _vocabularyError: string | null = null;
   private _jobs: IJob[] = [];
+  private _user: string | null = null;
   private _loaded = false;
   private _listError: string | null = null;
   private _view: JobsView = 'launch';
   private _launchKind: JobKind = 'training';
   private _selected: string | null = null;
-  private _launching = false;
-  private _launchError: IFieldError | null = null;
   private _actionError: string | null = null;
-  private _history: IJobHistory | null = null;
+  private _history: { key: string; value: IJobHistory } | null = null;
   private _historyKey: string | null = null;
   private _historyError: string | null = null;
-  private _predicting = false;
-  private _prediction: IPredictResponse | null = null;
-  private _predictError: IFieldError | null = null;
-  private _visible = false;
   private _resumeLogs = false;
 }

@@ -3,24 +3,27 @@
  * right the job picked, or the launch form of a kind. It renders the model and turns
  * clicks into model calls; the server validates every spec.
  */
-import { Dialog, showDialog } from '@jupyterlab/apputils';
-import {
-  Button,
-  refreshIcon,
-  ToolbarButtonComponent
-} from '@jupyterlab/ui-components';
+import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-import { ErrorMessage } from '../components/ErrorMessage';
-import { VisibleRenderer } from '../visibleRenderer';
+import { AllUsersToggle } from '../common/components/AllUsersToggle';
+import { ErrorMessage } from '../common/components/ErrorMessage';
+import {
+  PanelHeader,
+  RefreshButton,
+  SectionTitle
+} from '../common/components/PanelHeader';
+import { confirmAction } from '../common/dialogs';
+import { VisibleRenderer } from '../common/visibleRenderer';
 import { JobDetail } from './components/JobDetail';
 import { JobList } from './components/JobList';
 import { ServingForm } from './components/ServingForm';
 import { TrainingForm } from './components/TrainingForm';
 import { TuningForm } from './components/TuningForm';
 import { jobsIcon } from './icons';
+import { jobKey } from './format';
 import type { JobsModel } from './model';
-import type { IJob, JobKind } from './types';
+import type { IJob, IJobsConfig, JobKind } from './types';
 
 const KIND_LABELS: Record<JobKind, string> = {
   training: 'Training',
@@ -31,12 +34,13 @@ const KINDS: JobKind[] = ['training', 'tuning', 'serving'];
 
 export class JobsPanel extends VisibleRenderer<JobsModel> {
   constructor(model: JobsModel) {
-    super(model);
-    this.id = 'cube-jobs-panel';
-    this.addClass('cube-JobsPanel');
-    this.title.icon = jobsIcon;
-    this.title.caption = 'Training, tuning and serving jobs';
-    this.node.setAttribute('data-testid', 'cube-jobs');
+    super(model, {
+      id: 'cube-jobs-panel',
+      className: 'cube-JobsPanel',
+      icon: jobsIcon,
+      caption: 'Training, tuning and serving jobs',
+      testid: 'cube-jobs'
+    });
   }
 
   protected render(): JSX.Element {
@@ -46,8 +50,7 @@ export class JobsPanel extends VisibleRenderer<JobsModel> {
     const showJob = model.view === 'job' && job !== null;
     return (
       <div className="cube-Jobs">
-        <header className="cube-NotebookServers-header cube-Jobs-header">
-          <h2 className="cube-NotebookServers-title">Jobs</h2>
+        <PanelHeader title="Jobs" className="cube-Jobs-header">
           <div className="cube-Jobs-new">
             {KINDS.map(kind => (
               <Button
@@ -63,36 +66,49 @@ export class JobsPanel extends VisibleRenderer<JobsModel> {
                 New {KIND_LABELS[kind].toLowerCase()} job
               </Button>
             ))}
-            <ToolbarButtonComponent
-              icon={refreshIcon}
+            <AllUsersToggle
+              scope={model}
+              label="All users"
+              testid="cube-jobs-all-users"
+            />
+            <RefreshButton
               tooltip="Fetch the jobs again"
-              dataset={{ testid: 'cube-jobs-refresh' }}
+              testid="cube-jobs-refresh"
               onClick={() => void model.refresh()}
             />
           </div>
-        </header>
+        </PanelHeader>
         <div className="cube-Jobs-body">
           <section className="cube-Jobs-list">
             <ErrorMessage message={model.listError} testid="cube-jobs-error" />
             {model.loaded && (
               <JobList
                 jobs={model.jobs}
-                selected={showJob ? model.selectedName : null}
+                selected={showJob ? model.selectedKey : null}
+                showUser={model.allUsers}
                 now={now}
-                onSelect={name => model.select(name)}
+                onSelect={job => model.select(jobKey(job))}
               />
             )}
           </section>
           <section className="cube-Jobs-side">
             <div hidden={showJob} data-testid="cube-jobs-launch">
-              <h3 className="cube-NotebookServers-subtitle">
+              <SectionTitle>
                 New {KIND_LABELS[model.launchKind].toLowerCase()} job
-              </h3>
-              {KINDS.map(kind => (
-                <div key={kind} hidden={kind !== model.launchKind}>
-                  {this._form(kind)}
-                </div>
-              ))}
+              </SectionTitle>
+              <ErrorMessage
+                message={model.vocabularyError}
+                testid="cube-jobs-config-error"
+              />
+              {model.vocabulary
+                ? KINDS.map(kind => (
+                    <div key={kind} hidden={kind !== model.launchKind}>
+                      {this._form(kind, model.vocabulary!)}
+                    </div>
+                  ))
+                : !model.vocabularyError && (
+                    <div className="cube-Jobs-empty">Loading…</div>
+                  )}
             </div>
             {showJob && job && (
               <JobDetail
@@ -108,13 +124,14 @@ export class JobsPanel extends VisibleRenderer<JobsModel> {
     );
   }
 
-  private _form(kind: JobKind): JSX.Element {
+  private _form(kind: JobKind, vocabulary: IJobsConfig): JSX.Element {
     const model = this.model;
     const props = {
-      launching: model.launching,
-      error: model.launchKind === kind ? model.launchError : null,
+      vocabulary,
+      launching: model.launching.busy,
+      error: model.launchKind === kind ? model.launching.error : null,
       onLaunch: (spec: Record<string, unknown>) => model.launch(kind, spec),
-      onEdit: () => model.editLaunch()
+      onEdit: () => model.launching.clearError()
     };
     if (kind === 'training') {
       return <TrainingForm {...props} />;
@@ -126,16 +143,16 @@ export class JobsPanel extends VisibleRenderer<JobsModel> {
   }
 
   private async _delete(job: IJob): Promise<void> {
-    const running = !job.finished;
-    const result = await showDialog({
-      title: `Delete ${job.kind} job ${job.name}?`,
-      body: running
-        ? 'Its replicas are stopped and its logs removed.'
-        : 'Its logs and records are removed.',
-      buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Delete' })]
-    });
-    if (result.button.accept) {
-      await this.model.remove(job.name);
+    if (
+      await confirmAction(
+        'Delete',
+        `Delete ${job.kind} job ${job.name}?`,
+        job.finished
+          ? 'Its logs and records are removed.'
+          : 'Its replicas are stopped and its logs removed.'
+      )
+    ) {
+      await this.model.remove(job);
     }
   }
 }

@@ -113,3 +113,84 @@ export interface IPredictResponse {
   protocol: PredictProtocol;
   predictions: unknown;
 }
+
+/** Which job an action is on: `user` only when it is another user's (an admin's view). */
+export interface IJobRef {
+  name: string;
+  user?: string;
+}
+
+/** A choice a form offers: the value sent and how it reads. */
+export interface IChoice {
+  value: string;
+  label: string;
+}
+
+/** One replica type of a framework's operator, and how many replicas it may have. */
+export interface IFrameworkRole {
+  /** As the operator names it (`Master`), and as the spec's `replicas` key (`master`). */
+  name: string;
+  key: string;
+  /** The count the form starts with. */
+  default: number;
+  /** The fewest and most a job may have (`max` null: no limit). */
+  min: number;
+  max: number | null;
+  /** Whether every job needs at least one. */
+  required: boolean;
+}
+
+export interface IFramework extends IChoice {
+  roles: IFrameworkRole[];
+}
+
+/** A way to give the code a training job runs, with an example and how it is read. */
+export interface ICodeKind extends IChoice {
+  example: string;
+  hint: string;
+}
+
+export interface IScaleMetric extends IChoice {
+  /** Whether its target is a utilization percentage. */
+  percent: boolean;
+}
+
+/**
+ * Body of `GET /jobs/config`: what the launch forms offer, from the lists the server
+ * checks specs against. `defaults` are the values a new form starts with.
+ */
+export interface IJobsConfig {
+  training: {
+    frameworks: IFramework[];
+    code_kinds: ICodeKind[];
+    restart_policies: string[];
+    defaults: { framework: string; code_kind: string; restart_policy: string };
+  };
+  tuning: {
+    algorithms: IChoice[];
+    objective_types: string[];
+    parameter_types: string[];
+    /**
+     * The parameter types given as a list of values (the others are ranges), and what
+     * the values may be: numbers, or any text.
+     */
+    value_types: Record<string, 'number' | 'any'>;
+    defaults: {
+      algorithm: string;
+      objective_type: string;
+      parameter_type: string;
+    };
+  };
+  serving: {
+    model_formats: string[];
+    scale_metrics: IScaleMetric[];
+    protocols: IChoice[];
+    /** The target a percent metric scales at when none is given. */
+    default_utilization_target: number;
+    defaults: {
+      model_format: string;
+      scale_metric: string;
+      protocol_version: string;
+    };
+  };
+}

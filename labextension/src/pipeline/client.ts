@@ -3,7 +3,7 @@
  */
 import { URLExt } from '@jupyterlab/coreutils';
 
-import type { CubeClient } from '../api';
+import type { CubeClient } from '../common/api';
 import type {
   IPipeline,
   IPipelineConfig,

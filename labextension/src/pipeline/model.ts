@@ -8,10 +8,12 @@
  * is shown and after each run.
  */
 import type { NotebookPanel } from '@jupyterlab/notebook';
-import { VDomModel } from '@jupyterlab/ui-components';
-import { Debouncer, Poll } from '@lumino/polling';
+import { Debouncer } from '@lumino/polling';
 
-import { CubeApiError, errorMessage } from '../api';
+import { CubeApiError, errorMessage } from '../common/api';
+import { fieldError, IFieldError } from '../common/fieldError';
+import { PolledModel } from '../common/polledModel';
+import { RequestState } from '../common/request';
 import { PipelineClient } from './client';
 import type {
   IParameter,
@@ -33,19 +35,6 @@ const ENDED: ReadonlySet<RunStatus> = new Set<RunStatus>([
   'cancelled'
 ]);
 
-/** An error the server answered, with the field it names. */
-export interface IFieldError {
-  message: string;
-  field: string | null;
-}
-
-function fieldError(error: unknown): IFieldError {
-  return {
-    message: errorMessage(error),
-    field: error instanceof CubeApiError ? error.field : null
-  };
-}
-
 /** Whether a run has ended. */
 export function isEnded(run: IRun): boolean {
   return ENDED.has(run.status);
@@ -62,20 +51,21 @@ export function parameterText(parameter: IParameter): string {
   return JSON.stringify(parameter.default);
 }
 
-export class PipelineModel extends VDomModel {
+/**
+ * The panel's model; its poll follows the selected run while it has not ended (shown or
+ * not: the run goes on either way).
+ */
+export class PipelineModel extends PolledModel {
   constructor(readonly client: PipelineClient) {
-    super();
+    super({
+      name: 'cube-jupyter:pipeline-run',
+      interval: RUN_POLL_INTERVAL,
+      whileHidden: true
+    });
     this._graphDebouncer = new Debouncer(
       () => this.refreshGraph(),
       GRAPH_DEBOUNCE
     );
-    this._runPoll = new Poll({
-      auto: false,
-      factory: () => this._pollRun(),
-      frequency: { interval: RUN_POLL_INTERVAL, backoff: false },
-      name: 'cube-jupyter:pipeline-run',
-      standby: 'never'
-    });
   }
 
   /** The notebook the panel shows, if any. */
@@ -143,14 +133,8 @@ export class PipelineModel extends VDomModel {
     return this._runs.find(run => run.id === this._selectedRunId) ?? null;
   }
 
-  get starting(): boolean {
-    return this._starting;
-  }
-
-  /** Why the last run could not start (400 naming e.g. `parameters.lr`). */
-  get runError(): IFieldError | null {
-    return this._runError;
-  }
+  /** Starting a run; its error is a 400 naming e.g. `parameters.lr`. */
+  readonly starting = new RequestState<IRun>(() => this.stateChanged.emit());
 
   /** The error of an action on the selected run (cancel, opening a step notebook). */
   get actionError(): string | null {
@@ -164,8 +148,8 @@ export class PipelineModel extends VDomModel {
 
   setParameterValue(name: string, text: string): void {
     this._texts().set(name, text);
-    if (this._runError?.field?.startsWith('parameters')) {
-      this._runError = null;
+    if (this.starting.error?.field?.startsWith('parameters')) {
+      this.starting.clear();
     }
     this.stateChanged.emit();
   }
@@ -184,7 +168,7 @@ export class PipelineModel extends VDomModel {
     this._notebook = panel;
     this._graph = null;
     this._graphError = null;
-    this._runError = null;
+    this.starting.clear();
     this._actionError = null;
     this._selectedRunId = this.runs[0]?.id ?? null;
     if (panel) {
@@ -201,14 +185,10 @@ export class PipelineModel extends VDomModel {
     this._watchSelectedRun();
   }
 
-  /** The panel tells the model when it is shown: the history is fetched then. */
-  setVisible(visible: boolean): void {
-    this._visible = visible;
-    if (visible) {
-      void this.loadConfig();
-      void this.refreshHistory();
-      void this.refreshGraph();
-    }
+  /** Use the config already fetched (by the availability probe). */
+  setConfig(config: IPipelineConfig): void {
+    this._config = config;
+    this.stateChanged.emit();
   }
 
   async loadConfig(): Promise<void> {
@@ -216,22 +196,16 @@ export class PipelineModel extends VDomModel {
       return;
     }
     try {
-      this._config = await this.client.config();
+      this.setConfig(await this.client.config());
     } catch {
-      // Only local runs are offered until the server answers.
+      // Only local runs are offered, and cells not edited, until the server answers.
     }
-    this.stateChanged.emit();
   }
 
   /** Ask the server for the graph of the notebook's current content. */
   async refreshGraph(): Promise<void> {
     const panel = this._notebook;
-    if (
-      !panel ||
-      panel.isDisposed ||
-      !panel.context.isReady ||
-      !this._visible
-    ) {
+    if (!panel || panel.isDisposed || !panel.context.isReady || !this.visible) {
       return; // Asked again when the panel is shown.
     }
     const request = ++this._graphRequest;
@@ -283,39 +257,34 @@ export class PipelineModel extends VDomModel {
 
   /**
    * Save the notebook if it has unsaved changes (a run executes the saved file),
-   * then start a run with the typed parameters. Returns the run, or null (see runError).
+   * then start a run with the typed parameters. Returns the run, or null (see
+   * `starting.error`).
    */
   async startRun(target: RunTarget = this.target): Promise<IRun | null> {
     const panel = this._notebook;
-    if (!panel || this._starting) {
+    if (!panel) {
       return null;
     }
-    this._starting = true;
-    this._runError = null;
     this._actionError = null;
-    this.stateChanged.emit();
-    try {
+    const run = await this.starting.run(async () => {
       const parameters = this._parametersToSend();
       if (panel.context.model.dirty) {
         await panel.context.save();
       }
-      const run = await this.client.startRun({
+      return this.client.startRun({
         path: panel.context.path,
         parameters,
         target,
         no_cache: this._noCache
       });
+    });
+    if (run) {
       this._upsert(run);
       this._selectedRunId = run.id;
-      this._watchSelectedRun();
-      return run;
-    } catch (error) {
-      this._runError = fieldError(error);
-      return null;
-    } finally {
-      this._starting = false;
       this.stateChanged.emit();
+      this._watchSelectedRun();
     }
+    return run;
   }
 
   /** Ask the server to cancel the selected run. */
@@ -349,8 +318,16 @@ export class PipelineModel extends VDomModel {
     }
     this.setNotebook(null);
     this._graphDebouncer.dispose();
-    this._runPoll.dispose();
     super.dispose();
+  }
+
+  /** Shown: the config (once), the history and the graph are fetched then. */
+  protected onVisibilityChanged(): void {
+    if (this.visible) {
+      void this.loadConfig();
+      void this.refreshHistory();
+      void this.refreshGraph();
+    }
   }
 
   /** Only values changed from their defaults are sent; strings as typed, others as JSON. */
@@ -403,17 +380,16 @@ export class PipelineModel extends VDomModel {
   private _watchSelectedRun(): void {
     const run = this.selectedRun;
     if (run && !isEnded(run)) {
-      if (!this._polling) {
-        this._polling = true;
-        void this._runPoll.start();
+      if (!this.polling) {
+        this.startPolling();
       }
-    } else if (this._polling) {
-      this._polling = false;
-      void this._runPoll.stop();
+    } else {
+      this.stopPolling();
     }
   }
 
-  private async _pollRun(): Promise<void> {
+  /** Fetch the selected run; once it has ended, stop and fetch the history. */
+  protected async poll(): Promise<void> {
     const run = this.selectedRun;
     if (!run || isEnded(run)) {
       return;
@@ -427,9 +403,8 @@ export class PipelineModel extends VDomModel {
     this.stateChanged.emit();
     const now = this.selectedRun;
     if (!now || isEnded(now)) {
-      this._polling = false;
-      void this._runPoll.stop();
-      if (this._visible) {
+      this.stopPolling();
+      if (this.visible) {
         void this.refreshHistory();
       }
     }
@@ -463,10 +438,5 @@ export class PipelineModel extends VDomModel {
   private _runs: IRun[] = [];
   private _historyError: string | null = null;
   private _selectedRunId: string | null = null;
-  private _starting = false;
-  private _runError: IFieldError | null = null;
   private _actionError: string | null = null;
-  private _runPoll: Poll;
-  private _polling = false;
-  private _visible = false;
 }

@@ -3,24 +3,31 @@
  * the DAG, the parameters form, Run, the run being watched and the run history.
  * It renders the model and turns clicks into model calls or cell-tag edits.
  */
-import {
-  HTMLSelect,
-  refreshIcon,
-  ToolbarButtonComponent
-} from '@jupyterlab/ui-components';
-import { Button } from '@jupyterlab/ui-components';
+import { Button, HTMLSelect } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-import { ErrorMessage } from '../components/ErrorMessage';
-import { pipelineIcon } from '../icons';
-import { VisibleRenderer } from '../visibleRenderer';
+import { ErrorMessage } from '../common/components/ErrorMessage';
+import {
+  PanelHeader,
+  RefreshButton,
+  SectionTitle
+} from '../common/components/PanelHeader';
+import { placeError } from '../common/fieldError';
+import { VisibleRenderer } from '../common/visibleRenderer';
 import { CellSteps, ICellInfo } from './components/CellSteps';
 import { DagView } from './components/DagView';
 import { ParametersForm } from './components/ParametersForm';
 import { RunHistory } from './components/RunHistory';
 import { RunView } from './components/RunView';
+import { pipelineIcon } from './icons';
 import { isEnded, PipelineModel } from './model';
-import { CellRole, readRole, withRole } from './tags';
+import {
+  CellRole,
+  ITagVocabulary,
+  readRole,
+  roleChoices,
+  withRole
+} from './tags';
 import type { IRun, IRunStep, RunTarget, StepStatus } from './types';
 
 /** Opens a step's executed notebook; errors are the caller's to show. */
@@ -36,12 +43,13 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
     model: PipelineModel,
     private readonly _openStep: StepOpener
   ) {
-    super(model);
-    this.id = 'cube-pipeline';
-    this.addClass('cube-PipelinePanel');
-    this.title.icon = pipelineIcon;
-    this.title.caption = 'Pipeline';
-    this.node.setAttribute('data-testid', 'cube-pipeline');
+    super(model, {
+      id: 'cube-pipeline',
+      className: 'cube-PipelinePanel',
+      icon: pipelineIcon,
+      caption: 'Pipeline',
+      testid: 'cube-pipeline'
+    });
   }
 
   protected render(): JSX.Element {
@@ -49,18 +57,16 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
     const notebook = model.notebook;
     return (
       <div className="cube-Pipeline">
-        <header className="cube-NotebookServers-header">
-          <h2 className="cube-NotebookServers-title">Pipeline</h2>
-          <ToolbarButtonComponent
-            icon={refreshIcon}
+        <PanelHeader title="Pipeline">
+          <RefreshButton
             tooltip="Build the graph and fetch the runs again"
-            dataset={{ testid: 'cube-pipeline-refresh' }}
+            testid="cube-pipeline-refresh"
             onClick={() => {
               void model.refreshGraph();
               void model.refreshHistory();
             }}
           />
-        </header>
+        </PanelHeader>
         {notebook ? (
           this._renderNotebook()
         ) : (
@@ -83,8 +89,8 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
       (run?.steps ?? []).map(s => [s.name, s.status])
     );
     const graphError = model.graphError;
-    const cellError = graphError?.field?.match(/^cells\[(\d+)\]/);
-    const runError = model.runError;
+    const runError = model.starting.error;
+    const tags = model.config?.tags ?? null;
     const running = !!run && !isEnded(run);
     return (
       <>
@@ -95,20 +101,24 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
           {model.path}
         </div>
         <section className="cube-Pipeline-section">
-          <h3 className="cube-NotebookServers-subtitle">Cells</h3>
-          <CellSteps
-            cells={this._cells(cellError ? Number(cellError[1]) : null)}
-            onRole={(index, role, step) => this._setRole(index, role, step)}
-            onReveal={index => this._reveal(index)}
-          />
+          <SectionTitle>Cells</SectionTitle>
+          {tags ? (
+            <CellSteps
+              cells={this._cells(tags)}
+              roles={roleChoices(tags)}
+              onRole={(index, role, step) =>
+                this._setRole(index, role, step, tags)
+              }
+              onReveal={index => this._reveal(index)}
+            />
+          ) : (
+            <div className="cube-Pipeline-empty">Loading…</div>
+          )}
         </section>
         <section className="cube-Pipeline-section">
-          <h3 className="cube-NotebookServers-subtitle">
+          <SectionTitle note={model.graphLoading && 'updating…'}>
             Graph
-            {model.graphLoading && (
-              <span className="cube-NotebookServers-user">updating…</span>
-            )}
-          </h3>
+          </SectionTitle>
           {graphError && (
             <ErrorMessage
               message={graphError.message}
@@ -145,11 +155,11 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
           )}
         </section>
         <section className="cube-Pipeline-section">
-          <h3 className="cube-NotebookServers-subtitle">Parameters</h3>
+          <SectionTitle>Parameters</SectionTitle>
           <ParametersForm
             parameters={graph?.parameters ?? []}
             value={p => model.parameterValue(p)}
-            errorField={runError?.field ?? null}
+            error={runError}
             onChange={(name, text) => model.setParameterValue(name, text)}
           />
           <div className="cube-Pipeline-run">
@@ -184,10 +194,10 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
             <Button
               className="cube-Button cube-mod-accept"
               data-testid="cube-run-start"
-              disabled={model.starting || !graph || running}
+              disabled={model.starting.busy || !graph || running}
               onClick={() => void model.startRun()}
             >
-              {model.starting ? 'Starting…' : 'Run'}
+              {model.starting.busy ? 'Starting…' : 'Run'}
             </Button>
           </div>
           {runError && (
@@ -200,7 +210,7 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
         </section>
         {run && (
           <section className="cube-Pipeline-section">
-            <h3 className="cube-NotebookServers-subtitle">Run</h3>
+            <SectionTitle>Run</SectionTitle>
             <RunView
               run={run}
               ended={isEnded(run)}
@@ -211,7 +221,7 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
           </section>
         )}
         <section className="cube-Pipeline-section">
-          <h3 className="cube-NotebookServers-subtitle">History</h3>
+          <SectionTitle>History</SectionTitle>
           <ErrorMessage
             message={model.historyError}
             testid="cube-history-error"
@@ -227,13 +237,19 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
     );
   }
 
-  /** The notebook's code cells, with the step the server put each in. */
-  private _cells(errorCell: number | null): ICellInfo[] {
+  /**
+   * The notebook's code cells, with the step the server put each in and the graph's
+   * error when it names the cell (`cells[3].tags`).
+   */
+  private _cells(vocabulary: ITagVocabulary): ICellInfo[] {
     const notebook = this.model.notebook;
     const cells = notebook?.content.model?.cells;
     if (!cells) {
       return [];
     }
+    const graphError = this.model.graphError;
+    const paths = Array.from({ length: cells.length }, (_, i) => `cells[${i}]`);
+    const errorAt = placeError(paths, graphError?.field);
     const stepOf = new Map<number, string>();
     for (const step of this.model.graph?.steps ?? []) {
       for (const index of step.cells) {
@@ -247,7 +263,7 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
         continue;
       }
       const tags = cellTags(cell.getMetadata('tags'));
-      const { role, step } = readRole(tags);
+      const { role, step } = readRole(tags, vocabulary);
       const source = cell.sharedModel.getSource();
       infos.push({
         index,
@@ -255,20 +271,29 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
         role,
         stepTag: step,
         step: stepOf.get(index) ?? null,
-        error:
-          index === errorCell ? (this.model.graphError?.message ?? null) : null
+        error: errorAt === paths[index] ? (graphError?.message ?? null) : null
       });
     }
     return infos;
   }
 
   /** Rewrite one cell's tags in the notebook model (the notebook becomes unsaved). */
-  private _setRole(index: number, role: CellRole, step: string): void {
+  private _setRole(
+    index: number,
+    role: CellRole,
+    step: string,
+    vocabulary: ITagVocabulary
+  ): void {
     const cell = this.model.notebook?.content.model?.cells.get(index);
     if (!cell) {
       return;
     }
-    const tags = withRole(cellTags(cell.getMetadata('tags')), role, step);
+    const tags = withRole(
+      cellTags(cell.getMetadata('tags')),
+      role,
+      step,
+      vocabulary
+    );
     if (tags.length) {
       cell.setMetadata('tags', tags);
     } else {

@@ -2,22 +2,34 @@
  * Reading and rewriting one cell's pipeline tags, for the panel's cell editor.
  *
  * This only edits the `tags` list the user would otherwise type in the cell's property
- * inspector; what the tags mean (steps, data flow, errors) is decided by the server,
- * which the panel asks again after every edit.
+ * inspector, in the server's vocabulary (`GET /pipelines/config`: which tags give which
+ * role, Kale's aliases included); what the tags mean (steps, data flow, errors) is
+ * decided by the server, which the panel asks again after every edit.
  */
 
-/** What a code cell is in the pipeline, as far as its own tags say. */
-export type CellRole =
-  | 'continue'
-  | 'step'
-  | 'imports'
-  | 'functions'
-  | 'parameters'
-  | 'metrics'
-  | 'skip';
+/**
+ * The cell tags the server reads (`tags` of `GET /pipelines/config`). Each list names the
+ * spelling to write first, then the aliases it also reads.
+ */
+export interface ITagVocabulary {
+  /** Each shared role (parameters, metrics, imports, ...) and the tags that give it. */
+  roles: Record<string, string[]>;
+  /** Keys of `KEY:NAME`, which opens the step NAME. */
+  step: string[];
+  /** Keys of `KEY:NAME`, which orders a step after NAME. */
+  after: string[];
+  /** Keys of `KEY:VALUE` step options (`gpu:1`), which belong on a step's cells only. */
+  options: string[];
+}
 
-/** The roles a person picks from, with their labels. */
-export const ROLE_LABELS: ReadonlyArray<[CellRole, string]> = [
+/**
+ * What a code cell is in the pipeline, as far as its own tags say: `continue` (no role
+ * tag: the same as the cell above), `step` (opens one), or one of the shared roles.
+ */
+export type CellRole = string;
+
+/** The roles a person picks from, with their labels, in the order offered. */
+const ROLE_LABELS: ReadonlyArray<[CellRole, string]> = [
   ['continue', 'Same as cell above'],
   ['step', 'Starts step'],
   ['imports', 'Imports'],
@@ -27,26 +39,19 @@ export const ROLE_LABELS: ReadonlyArray<[CellRole, string]> = [
   ['skip', 'Skip']
 ];
 
-/** Tags naming a role (Kale's aliases included), by role. */
-const ROLE_TAGS: Record<Exclude<CellRole, 'continue' | 'step'>, string[]> = {
-  imports: ['imports'],
-  functions: ['functions'],
-  parameters: ['parameters', 'pipeline-parameters'],
-  metrics: ['metrics', 'pipeline-metrics'],
-  skip: ['skip']
-};
-const STEP_PREFIXES = ['step:', 'block:'];
-/** Tags that only make sense on a step's cells. */
-const STEP_OPTION_PREFIXES = [
-  'after:',
-  'prev:',
-  'image:',
-  'cpu:',
-  'memory:',
-  'gpu:',
-  'retries:',
-  'timeout:'
-];
+/** The roles to offer: the server's, labelled, in the order a person reads a notebook. */
+export function roleChoices(
+  vocabulary: ITagVocabulary
+): { value: CellRole; label: string }[] {
+  const known = ['continue', 'step', ...Object.keys(vocabulary.roles)];
+  const labelled = ROLE_LABELS.filter(([role]) => known.includes(role));
+  const others = known
+    .filter(
+      role => !ROLE_LABELS.some(([labelledRole]) => labelledRole === role)
+    )
+    .map((role): [CellRole, string] => [role, role]);
+  return [...labelled, ...others].map(([value, label]) => ({ value, label }));
+}
 
 export interface ICellRole {
   role: CellRole;
@@ -54,17 +59,41 @@ export interface ICellRole {
   step: string;
 }
 
-/** The role the tags give a cell; the first role tag wins, as a person reads them. */
-export function readRole(tags: readonly string[]): ICellRole {
-  for (const tag of tags) {
-    const prefix = STEP_PREFIXES.find(p => tag.startsWith(p));
-    if (prefix) {
-      return { role: 'step', step: tag.slice(prefix.length) };
+/** A tag split as the server splits it: its lower-case key, and the value after `:`. */
+function splitTag(tag: string): { key: string; value: string | null } {
+  const text = tag.trim();
+  const colon = text.indexOf(':');
+  return colon < 0
+    ? { key: text.toLowerCase(), value: null }
+    : {
+        key: text.slice(0, colon).trim().toLowerCase(),
+        value: text.slice(colon + 1).trim()
+      };
+}
+
+/** The shared role a bare tag gives, if any. */
+function roleOf(key: string, vocabulary: ITagVocabulary): CellRole | null {
+  for (const [role, tags] of Object.entries(vocabulary.roles)) {
+    if (tags.includes(key)) {
+      return role;
     }
-    for (const [role, names] of Object.entries(ROLE_TAGS)) {
-      if (names.includes(tag)) {
-        return { role: role as CellRole, step: '' };
-      }
+  }
+  return null;
+}
+
+/** The role the tags give a cell; the first role tag wins, as a person reads them. */
+export function readRole(
+  tags: readonly string[],
+  vocabulary: ITagVocabulary
+): ICellRole {
+  for (const tag of tags) {
+    const { key, value } = splitTag(tag);
+    if (value !== null && vocabulary.step.includes(key)) {
+      return { role: 'step', step: value };
+    }
+    const role = value === null ? roleOf(key, vocabulary) : null;
+    if (role) {
+      return { role, step: '' };
     }
   }
   return { role: 'continue', step: '' };
@@ -78,27 +107,24 @@ export function readRole(tags: readonly string[]): ICellRole {
 export function withRole(
   tags: readonly string[],
   role: CellRole,
-  step = ''
+  step: string,
+  vocabulary: ITagVocabulary
 ): string[] {
-  const roleNames = new Set(Object.values(ROLE_TAGS).flat());
+  const shared = role !== 'step' && role !== 'continue';
+  const stepOnly = [...vocabulary.after, ...vocabulary.options];
   const kept = tags.filter(tag => {
-    if (roleNames.has(tag) || STEP_PREFIXES.some(p => tag.startsWith(p))) {
+    const { key, value } = splitTag(tag);
+    if (value === null) {
+      return roleOf(key, vocabulary) === null;
+    }
+    if (vocabulary.step.includes(key)) {
       return false;
     }
-    if (
-      role !== 'step' &&
-      role !== 'continue' &&
-      STEP_OPTION_PREFIXES.some(p => tag.startsWith(p))
-    ) {
-      return false;
-    }
-    return true;
+    return !(shared && stepOnly.includes(key));
   });
   if (role === 'step') {
-    return [`step:${step}`, ...kept];
+    return [`${vocabulary.step[0]}:${step}`, ...kept];
   }
-  if (role === 'continue') {
-    return kept;
-  }
-  return [ROLE_TAGS[role][0], ...kept];
+  const written = vocabulary.roles[role]?.[0];
+  return written ? [written, ...kept] : kept;
 }

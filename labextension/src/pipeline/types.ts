@@ -3,6 +3,7 @@
  * the wire format (`Pipeline.to_dict()`, `RunRecord.to_dict()`); every rule behind the
  * values lives on the server.
  */
+import type { ITagVocabulary } from './tags';
 
 /** Per-step resources and behaviour from `image:`, `cpu:`, `gpu:N`, ... tags. */
 export interface IStepOptions {
@@ -62,6 +63,8 @@ export type RunTarget = 'local' | 'cluster';
 export interface IPipelineConfig {
   backend: string;
   targets: RunTarget[];
+  /** The cell tags the server reads, for the cell editor. */
+  tags: ITagVocabulary;
 }
 
 export type RunStatus =

@@ -5,12 +5,15 @@
  */
 import type { ICommandPalette } from '@jupyterlab/apputils';
 import type { ILauncher } from '@jupyterlab/launcher';
+import type { IDisposable } from '@lumino/disposable';
+
+import type { IProbe } from '../common/api';
 
 /** The command palette category of every workbench command. */
 export const CATEGORY = 'Cube Workbench';
 
 export interface ICatalogOptions {
-  palette: ICommandPalette | null;
+  palette?: ICommandPalette | null;
   /** The commands the palette lists. */
   commands: readonly string[];
   launcher?: ILauncher | null;
@@ -34,4 +37,32 @@ export function addToCatalog(options: ICatalogOptions): void {
       args: { isLauncher: true }
     });
   }
+}
+
+export interface IOfferOptions<T> extends ICatalogOptions {
+  /** What the feature built before it knew (disposed when the server lacks its API). */
+  parts: readonly IDisposable[];
+  /** Called with the probe's answer, once the API is known to be there. */
+  ready?: (value: T | null) => void;
+}
+
+/**
+ * Once the feature's probe has answered: on a server with its API, `ready` and the
+ * catalog entries; on one without (a spawned notebook server), dispose what was built.
+ * Resolves to whether the feature is offered.
+ */
+export async function offerIfAvailable<T>(
+  probed: Promise<IProbe<T>>,
+  options: IOfferOptions<T>
+): Promise<boolean> {
+  const { available, value } = await probed;
+  if (!available) {
+    for (const part of options.parts) {
+      part.dispose();
+    }
+    return false;
+  }
+  options.ready?.(value);
+  addToCatalog(options);
+  return true;
 }

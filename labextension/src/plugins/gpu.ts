@@ -16,7 +16,7 @@ import { INotebookTracker } from '@jupyterlab/notebook';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import type { DockLayout } from '@lumino/widgets';
 
-import { CubeClient } from '../api';
+import { CubeClient } from '../common/api';
 import { GpuClient } from '../gpu/client';
 import { gpuIcon } from '../gpu/icons';
 import { IdleNotifier } from '../gpu/idleNotifier';
@@ -24,7 +24,7 @@ import { GpuModel } from '../gpu/model';
 import { GpuPanel } from '../gpu/panel';
 import { KernelGpuStatus, KernelGpuStatusModel } from '../gpu/status';
 import { GpuCommandIDs } from '../tokens';
-import { addToCatalog } from './catalog';
+import { offerIfAvailable } from './catalog';
 import { MainAreaPanel } from './mainAreaPanel';
 
 export const gpuPlugin: JupyterFrontEndPlugin<void> = {
@@ -52,10 +52,18 @@ export const gpuPlugin: JupyterFrontEndPlugin<void> = {
     const model = new GpuModel(
       new GpuClient(new CubeClient(app.serviceManager.serverSettings))
     );
-    // Only a server with the workbench's GPU API gets the UI (not a spawned child).
-    const available = model.probe();
     const openNotebook = (path: string) =>
       void app.commands.execute('docmanager:open', { path });
+    // Only a server with the workbench's GPU API gets the UI (not a spawned child); its
+    // answer is the first report.
+    const available = offerIfAvailable(model.probe(), {
+      parts: [model],
+      ready: () => startGpu(app, model, mainMenu, statusBar, notebooks),
+      palette,
+      commands: Object.values(GpuCommandIDs),
+      launcher,
+      card: { command: GpuCommandIDs.open, rank: 11 }
+    });
     const panel = new MainAreaPanel(app, {
       id: 'cube-gpu',
       label: 'GPU',
@@ -86,35 +94,32 @@ export const gpuPlugin: JupyterFrontEndPlugin<void> = {
       execute: () => model.refresh()
     });
     panel.restore(restorer, GpuCommandIDs.open);
-
-    void available.then(ok => {
-      if (!ok) {
-        model.dispose();
-        return;
-      }
-      model.start();
-      const openBeside = () =>
-        void app.commands.execute(GpuCommandIDs.open, { mode: 'split-right' });
-      addToCatalog({
-        palette,
-        commands: Object.values(GpuCommandIDs),
-        launcher,
-        card: { command: GpuCommandIDs.open, rank: 11 }
-      });
-      if (mainMenu) {
-        mainMenu.viewMenu.addGroup([{ command: GpuCommandIDs.open }], 100);
-      }
-      if (statusBar && notebooks) {
-        const status = new KernelGpuStatusModel(model, notebooks);
-        statusBar.registerStatusItem('cube-jupyter:gpu-status', {
-          item: new KernelGpuStatus(status, openBeside),
-          align: 'left',
-          rank: 5,
-          isActive: () => status.kernel !== null,
-          activeStateChanged: status.activeChanged
-        });
-      }
-      new IdleNotifier(model, openBeside);
-    });
   }
 };
+
+/** Once the GPU API is known to be there: poll, the View menu, status bar and idle toasts. */
+function startGpu(
+  app: JupyterFrontEnd,
+  model: GpuModel,
+  mainMenu: IMainMenu | null,
+  statusBar: IStatusBar | null,
+  notebooks: INotebookTracker | null
+): void {
+  model.start();
+  const openBeside = () =>
+    void app.commands.execute(GpuCommandIDs.open, { mode: 'split-right' });
+  if (mainMenu) {
+    mainMenu.viewMenu.addGroup([{ command: GpuCommandIDs.open }], 100);
+  }
+  if (statusBar && notebooks) {
+    const status = new KernelGpuStatusModel(model, notebooks);
+    statusBar.registerStatusItem('cube-jupyter:gpu-status', {
+      item: new KernelGpuStatus(status, openBeside),
+      align: 'left',
+      rank: 5,
+      isActive: () => status.kernel !== null,
+      activeStateChanged: status.activeChanged
+    });
+  }
+  new IdleNotifier(model, openBeside);
+}

@@ -11,14 +11,14 @@ import {
 import { ICommandPalette } from '@jupyterlab/apputils';
 import { ILauncher } from '@jupyterlab/launcher';
 
-import { CubeClient } from '../api';
+import { CubeClient, probe } from '../common/api';
 import { JobsClient } from '../jobs/client';
 import { jobsIcon } from '../jobs/icons';
 import { JobsModel } from '../jobs/model';
 import { JobsPanel } from '../jobs/panel';
 import type { JobKind } from '../jobs/types';
 import { IJobsPanel, JobsCommandIDs } from '../tokens';
-import { addToCatalog } from './catalog';
+import { offerIfAvailable } from './catalog';
 import { MainAreaPanel } from './mainAreaPanel';
 
 export const jobsPlugin: JupyterFrontEndPlugin<IJobsPanel> = {
@@ -38,8 +38,19 @@ export const jobsPlugin: JupyterFrontEndPlugin<IJobsPanel> = {
       new CubeClient(app.serviceManager.serverSettings)
     );
     const model = new JobsModel(client);
-    // Only a server with the workbench's jobs API gets the panel (not a spawned child).
-    const available = client.isAvailable();
+    // Only a server with the workbench's jobs API gets the panel (not a spawned child);
+    // its answer is the launch forms' vocabulary.
+    const available = offerIfAvailable(
+      probe(() => client.config()),
+      {
+        parts: [model],
+        ready: vocabulary => vocabulary && model.setVocabulary(vocabulary),
+        palette,
+        commands: Object.values(JobsCommandIDs),
+        launcher,
+        card: { command: JobsCommandIDs.open, rank: 12 }
+      }
+    );
     const panel = new MainAreaPanel(app, {
       id: 'cube-jobs',
       label: 'Jobs',
@@ -84,26 +95,13 @@ export const jobsPlugin: JupyterFrontEndPlugin<IJobsPanel> = {
     });
     panel.restore(restorer, JobsCommandIDs.open);
 
-    void available.then(ok => {
-      if (!ok) {
-        model.dispose();
-        return;
-      }
-      addToCatalog({
-        palette,
-        commands: Object.values(JobsCommandIDs),
-        launcher,
-        card: { command: JobsCommandIDs.open, rank: 12 }
-      });
-    });
-
     return {
       available,
       open,
       showJob: async (name: string) => {
         await open();
         await model.refresh();
-        model.select(name);
+        model.selectOwn(name);
       },
       refresh: () => model.refresh()
     };

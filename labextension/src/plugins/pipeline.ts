@@ -18,8 +18,7 @@ import {
 } from '@jupyterlab/notebook';
 import type { IDisposable } from '@lumino/disposable';
 
-import { CubeApiError, CubeClient } from '../api';
-import { pipelineIcon } from '../icons';
+import { CubeClient, probe } from '../common/api';
 import { PipelineClient } from '../pipeline/client';
 import { PipelineModel } from '../pipeline/model';
 import {
@@ -27,10 +26,11 @@ import {
   StepNotebookDrive,
   stepNotebookPath
 } from '../pipeline/drive';
+import { pipelineIcon } from '../pipeline/icons';
 import { PipelinePanel } from '../pipeline/panel';
 import type { IRun, IRunStep } from '../pipeline/types';
 import { PipelineCommandIDs } from '../tokens';
-import { addToCatalog } from './catalog';
+import { offerIfAvailable } from './catalog';
 
 /** Whether a notebook panel shows an executed step notebook (from the `cube-runs:` drive). */
 function isStepNotebook(panel: NotebookPanel): boolean {
@@ -101,53 +101,51 @@ export const pipelinePlugin: JupyterFrontEndPlugin<void> = {
       await model.startRun('local');
     };
 
-    // Only a server with the workbench's pipeline API gets the panel (not a spawned child).
-    void client.config().then(
-      () => {
-        app.serviceManager.contents.addDrive(
-          new StepNotebookDrive(client, app.serviceManager.serverSettings)
-        );
-        // The panel follows the notebook being worked on, not step notebooks opened from it.
-        const follow = (notebook: NotebookPanel | null) => {
-          if (!notebook || !isStepNotebook(notebook)) {
-            model.setNotebook(notebook);
+    // Only a server with the workbench's pipeline API gets the panel (not a spawned child);
+    // its answer is the run targets and the tag vocabulary of the cell editor.
+    void offerIfAvailable(
+      probe(() => client.config()),
+      {
+        parts: [panel, model],
+        ready: config => {
+          if (config) {
+            model.setConfig(config);
           }
-        };
-        tracker.currentChanged.connect((_, notebook) => follow(notebook));
-        follow(tracker.currentWidget);
-        panel.title.caption = 'Pipeline';
-        app.shell.add(panel, 'right', { rank: 650 });
-        if (restorer) {
-          restorer.add(panel, 'cube-pipeline');
-        }
-        app.commands.addCommand(PipelineCommandIDs.open, {
-          label: 'Open Pipeline Panel',
-          caption: 'Show the active notebook as a pipeline',
-          icon: pipelineIcon,
-          execute: () => show(null)
-        });
-        app.commands.addCommand(PipelineCommandIDs.run, {
-          label: 'Run Notebook as Pipeline',
-          caption: 'Run the active notebook as a pipeline on this machine',
-          icon: pipelineIcon,
-          isEnabled: () => model.notebook !== null,
-          execute: () => runAsPipeline(model.notebook)
-        });
-        addToCatalog({
-          palette,
-          commands: Object.values(PipelineCommandIDs)
-        });
-        app.docRegistry.addWidgetExtension(
-          'Notebook',
-          new RunAsPipelineButton(notebook => void runAsPipeline(notebook))
-        );
-      },
-      (error: unknown) => {
-        if (!(error instanceof CubeApiError && error.status === 404)) {
-          console.warn('cube-jupyter: pipeline API unavailable', error);
-        }
-        panel.dispose();
-        model.dispose();
+          app.serviceManager.contents.addDrive(
+            new StepNotebookDrive(client, app.serviceManager.serverSettings)
+          );
+          // The panel follows the notebook being worked on, not step notebooks opened from it.
+          const follow = (notebook: NotebookPanel | null) => {
+            if (!notebook || !isStepNotebook(notebook)) {
+              model.setNotebook(notebook);
+            }
+          };
+          tracker.currentChanged.connect((_, notebook) => follow(notebook));
+          follow(tracker.currentWidget);
+          app.shell.add(panel, 'right', { rank: 650 });
+          if (restorer) {
+            restorer.add(panel, 'cube-pipeline');
+          }
+          app.commands.addCommand(PipelineCommandIDs.open, {
+            label: 'Open Pipeline Panel',
+            caption: 'Show the active notebook as a pipeline',
+            icon: pipelineIcon,
+            execute: () => show(null)
+          });
+          app.commands.addCommand(PipelineCommandIDs.run, {
+            label: 'Run Notebook as Pipeline',
+            caption: 'Run the active notebook as a pipeline on this machine',
+            icon: pipelineIcon,
+            isEnabled: () => model.notebook !== null,
+            execute: () => runAsPipeline(model.notebook)
+          });
+          app.docRegistry.addWidgetExtension(
+            'Notebook',
+            new RunAsPipelineButton(notebook => void runAsPipeline(notebook))
+          );
+        },
+        palette,
+        commands: Object.values(PipelineCommandIDs)
       }
     );
   }

@@ -5,6 +5,7 @@
  */
 import * as React from 'react';
 
+import { Table } from '../../common/components/Table';
 import { formatMemory, formatMiB, formatUnit } from '../format';
 import type { IGpuDevice, IGpuProcess, IMigInstance } from '../types';
 import { IUsageHistory, UsageBars, UsageCharts } from './Usage';
@@ -55,69 +56,62 @@ export function DeviceCard(props: IDeviceCardProps): JSX.Element {
 function ProcessTable(props: { processes: IGpuProcess[] }): JSX.Element {
   const named = props.processes.some(p => p.name);
   return (
-    <table className="cube-GpuTable" data-testid="cube-gpu-processes">
-      <caption>Processes</caption>
-      <thead>
-        <tr>
-          <th>PID</th>
-          {named && <th>Process</th>}
-          <th className="cube-mod-number">Memory</th>
-          <th>Notebook</th>
+    <Table
+      className="cube-GpuTable"
+      testid="cube-gpu-processes"
+      caption="Processes"
+      columns={[
+        'PID',
+        named && 'Process',
+        { label: 'Memory', numeric: true },
+        'Notebook'
+      ]}
+    >
+      {props.processes.map(p => (
+        <tr
+          key={p.pid}
+          data-testid="cube-gpu-process"
+          data-pid={p.pid}
+          data-kernel={p.kernel_id ?? undefined}
+        >
+          <td>{p.pid}</td>
+          {named && <td className="cube-GpuTable-name">{p.name ?? ''}</td>}
+          <td className="cube-mod-number">{formatMiB(p.used_memory_mib)}</td>
+          <td className="cube-GpuTable-path">
+            {p.notebook_path ?? (
+              <span className="cube-GpuTable-note">
+                {p.kernel_id ? `kernel ${p.kernel_id}` : (p.note ?? '')}
+              </span>
+            )}
+          </td>
         </tr>
-      </thead>
-      <tbody>
-        {props.processes.map(p => (
-          <tr
-            key={p.pid}
-            data-testid="cube-gpu-process"
-            data-pid={p.pid}
-            data-kernel={p.kernel_id ?? undefined}
-          >
-            <td>{p.pid}</td>
-            {named && <td className="cube-GpuTable-name">{p.name ?? ''}</td>}
-            <td className="cube-mod-number">{formatMiB(p.used_memory_mib)}</td>
-            <td className="cube-GpuTable-path">
-              {p.notebook_path ?? (
-                <span className="cube-GpuTable-note">
-                  {p.kernel_id ? `kernel ${p.kernel_id}` : (p.note ?? '')}
-                </span>
-              )}
-            </td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
+      ))}
+    </Table>
   );
 }
 
 function MigTable(props: { instances: IMigInstance[] }): JSX.Element {
   return (
-    <table className="cube-GpuTable" data-testid="cube-gpu-mig">
-      <caption>MIG instances</caption>
-      <thead>
-        <tr>
-          <th>GI</th>
-          <th>CI</th>
-          <th>Profile</th>
-          <th className="cube-mod-number">Memory</th>
+    <Table
+      className="cube-GpuTable"
+      testid="cube-gpu-mig"
+      caption="MIG instances"
+      columns={['GI', 'CI', 'Profile', { label: 'Memory', numeric: true }]}
+    >
+      {props.instances.map(m => (
+        <tr
+          key={`${m.gpu_instance_id}/${m.compute_instance_id ?? ''}`}
+          data-testid="cube-gpu-mig-instance"
+          title={m.uuid ?? undefined}
+        >
+          <td>{m.gpu_instance_id}</td>
+          <td>{m.compute_instance_id ?? ''}</td>
+          <td>{m.name ?? ''}</td>
+          <td className="cube-mod-number">
+            {formatMemory(m.memory_used_mib, m.memory_total_mib)}
+          </td>
         </tr>
-      </thead>
-      <tbody>
-        {props.instances.map(m => (
-          <tr
-            key={`${m.gpu_instance_id}/${m.compute_instance_id ?? ''}`}
-            data-testid="cube-gpu-mig-instance"
-            title={m.uuid ?? undefined}
-          >
-            <td>{m.gpu_instance_id}</td>
-            <td>{m.compute_instance_id ?? ''}</td>
-            <td>{m.name ?? ''}</td>
-            <td className="cube-mod-number">
-              {formatMemory(m.memory_used_mib, m.memory_total_mib)}
-            </td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
+      ))}
+    </Table>
   );
 }

@@ -4,7 +4,7 @@
  */
 import * as React from 'react';
 
-import { formatSeconds } from '../format';
+import { formatElapsed } from '../../common/format';
 import type { IIdleWarning } from '../types';
 
 export function IdleList(props: {
@@ -26,7 +26,7 @@ export function IdleList(props: {
         >
           <span className="cube-GpuIdle-message">{w.message}</span>
           <span className="cube-GpuIdle-for">
-            idle {formatSeconds(w.idle_seconds)}
+            idle {formatElapsed(w.idle_seconds)}
           </span>
         </li>
       ))}

@@ -4,6 +4,7 @@
  */
 import * as React from 'react';
 
+import { Table } from '../../common/components/Table';
 import { formatMiB, formatPct, gpuLabel } from '../format';
 import type { IKernelGpu } from '../types';
 
@@ -23,67 +24,61 @@ export function KernelTable(props: IKernelTableProps): JSX.Element {
     );
   }
   return (
-    <table className="cube-GpuTable" data-testid="cube-gpu-kernels">
-      <thead>
-        <tr>
-          <th>Notebook</th>
-          <th>GPUs</th>
-          <th>PIDs</th>
-          <th className="cube-mod-number">Memory</th>
-          <th className="cube-mod-number">Util.</th>
-        </tr>
-      </thead>
-      <tbody>
-        {props.kernels.map(k => {
-          const path = k.notebook_path;
-          const idle = props.idleKernels.has(k.kernel_id);
-          return (
-            <tr
-              key={k.kernel_id}
-              className={idle ? 'cube-mod-idle' : undefined}
-              data-testid="cube-gpu-kernel"
-              data-kernel={k.kernel_id}
-              data-path={path ?? undefined}
+    <Table
+      className="cube-GpuTable"
+      testid="cube-gpu-kernels"
+      columns={[
+        'Notebook',
+        'GPUs',
+        'PIDs',
+        { label: 'Memory', numeric: true },
+        { label: 'Util.', numeric: true }
+      ]}
+    >
+      {props.kernels.map(k => {
+        const path = k.notebook_path;
+        const idle = props.idleKernels.has(k.kernel_id);
+        return (
+          <tr
+            key={k.kernel_id}
+            className={idle ? 'cube-mod-idle' : undefined}
+            data-testid="cube-gpu-kernel"
+            data-kernel={k.kernel_id}
+            data-path={path ?? undefined}
+          >
+            <td className="cube-GpuTable-path" title={`kernel ${k.kernel_id}`}>
+              {path && props.onOpen ? (
+                <button
+                  className="cube-GpuLink"
+                  onClick={() => props.onOpen!(path)}
+                >
+                  {path}
+                </button>
+              ) : (
+                (path ?? (
+                  <span className="cube-GpuTable-note">
+                    kernel {k.kernel_id.slice(0, 8)}
+                  </span>
+                ))
+              )}
+              {k.server && (
+                <span className="cube-GpuTable-note"> ({k.server})</span>
+              )}
+            </td>
+            <td title={k.gpus.join('\n')}>
+              {k.gpus.map(g => gpuLabel(g, props.indexOf)).join(', ')}
+            </td>
+            <td>{k.pids.join(', ')}</td>
+            <td
+              className="cube-mod-number"
+              data-testid="cube-gpu-kernel-memory"
             >
-              <td
-                className="cube-GpuTable-path"
-                title={`kernel ${k.kernel_id}`}
-              >
-                {path && props.onOpen ? (
-                  <button
-                    className="cube-GpuLink"
-                    onClick={() => props.onOpen!(path)}
-                  >
-                    {path}
-                  </button>
-                ) : (
-                  (path ?? (
-                    <span className="cube-GpuTable-note">
-                      kernel {k.kernel_id.slice(0, 8)}
-                    </span>
-                  ))
-                )}
-                {k.server && (
-                  <span className="cube-GpuTable-note"> ({k.server})</span>
-                )}
-              </td>
-              <td title={k.gpus.join('\n')}>
-                {k.gpus.map(g => gpuLabel(g, props.indexOf)).join(', ')}
-              </td>
-              <td>{k.pids.join(', ')}</td>
-              <td
-                className="cube-mod-number"
-                data-testid="cube-gpu-kernel-memory"
-              >
-                {formatMiB(k.memory_used_mib)}
-              </td>
-              <td className="cube-mod-number">
-                {formatPct(k.utilization_pct)}
-              </td>
-            </tr>
-          );
-        })}
-      </tbody>
-    </table>
+              {formatMiB(k.memory_used_mib)}
+            </td>
+            <td className="cube-mod-number">{formatPct(k.utilization_pct)}</td>
+          </tr>
+        );
+      })}
+    </Table>
   );
 }

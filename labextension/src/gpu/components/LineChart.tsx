@@ -4,7 +4,7 @@
  */
 import * as React from 'react';
 
-import { formatSeconds } from '../format';
+import { formatElapsed } from '../../common/format';
 
 const WIDTH = 300;
 const HEIGHT = 60;
@@ -64,7 +64,7 @@ export function LineChart(props: ILineChartProps): JSX.Element {
       ? `${first},${HEIGHT} ${line} ${last},${HEIGHT}`
       : undefined;
   const latest = props.points[props.points.length - 1];
-  const span = formatSeconds(props.to - from);
+  const span = formatElapsed(props.to - from);
   return (
     <div
       className="cube-GpuChart"

@@ -4,6 +4,8 @@
  */
 import * as React from 'react';
 
+import { Table } from '../../common/components/Table';
+import { plural } from '../../common/format';
 import { formatMemory, formatPct, gpuLabel } from '../format';
 import type { IPodGpu } from '../types';
 import { IUsageHistory, UsageBars, UsageCharts } from './Usage';
@@ -21,44 +23,40 @@ export interface IPodTableProps {
 
 export function PodTable(props: IPodTableProps): JSX.Element {
   return (
-    <table className="cube-GpuTable" data-testid="cube-gpu-pods">
-      <thead>
-        <tr>
-          <th>Pod</th>
-          <th>Kind</th>
-          {props.showOwner && <th>Owner</th>}
-          <th>GPUs</th>
-          <th className="cube-mod-number">Util.</th>
-          <th className="cube-mod-number">Memory</th>
+    <Table
+      className="cube-GpuTable"
+      testid="cube-gpu-pods"
+      columns={[
+        'Pod',
+        'Kind',
+        props.showOwner && 'Owner',
+        'GPUs',
+        { label: 'Util.', numeric: true },
+        { label: 'Memory', numeric: true }
+      ]}
+    >
+      {props.pods.map(p => (
+        <tr
+          key={podKey(p)}
+          data-testid="cube-gpu-pod"
+          data-pod={`${p.namespace}/${p.pod}`}
+        >
+          <td className="cube-GpuTable-path" title={`${p.namespace}/${p.pod}`}>
+            <span className="cube-GpuTable-note">{p.namespace}/</span>
+            {p.pod}
+          </td>
+          <td>{p.kind}</td>
+          {props.showOwner && <td>{p.owner ?? ''}</td>}
+          <td title={p.gpus.join('\n')}>
+            {p.gpus.map(g => gpuLabel(g, props.indexOf)).join(', ')}
+          </td>
+          <td className="cube-mod-number">{formatPct(p.utilization_pct)}</td>
+          <td className="cube-mod-number">
+            {formatMemory(p.memory_used_mib, p.memory_total_mib)}
+          </td>
         </tr>
-      </thead>
-      <tbody>
-        {props.pods.map(p => (
-          <tr
-            key={podKey(p)}
-            data-testid="cube-gpu-pod"
-            data-pod={`${p.namespace}/${p.pod}`}
-          >
-            <td
-              className="cube-GpuTable-path"
-              title={`${p.namespace}/${p.pod}`}
-            >
-              <span className="cube-GpuTable-note">{p.namespace}/</span>
-              {p.pod}
-            </td>
-            <td>{p.kind}</td>
-            {props.showOwner && <td>{p.owner ?? ''}</td>}
-            <td title={p.gpus.join('\n')}>
-              {p.gpus.map(g => gpuLabel(g, props.indexOf)).join(', ')}
-            </td>
-            <td className="cube-mod-number">{formatPct(p.utilization_pct)}</td>
-            <td className="cube-mod-number">
-              {formatMemory(p.memory_used_mib, p.memory_total_mib)}
-            </td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
+      ))}
+    </Table>
   );
 }
 
@@ -78,8 +76,7 @@ export function PodCard(props: IPodCardProps): JSX.Element {
       <header className="cube-GpuCard-head">
         <span className="cube-GpuCard-title">{p.pod}</span>
         <span className="cube-GpuCard-host">
-          {p.namespace} · {p.kind} · {p.gpus.length} GPU
-          {p.gpus.length === 1 ? '' : 's'}
+          {p.namespace} · {p.kind} · {plural(p.gpus.length, 'GPU')}
         </span>
       </header>
       <UsageBars usage={p} testid="cube-gpu-pod" />

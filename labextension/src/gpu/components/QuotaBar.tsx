@@ -3,15 +3,14 @@
  */
 import * as React from 'react';
 
+import { plural } from '../../common/format';
 import type { IGpuQuota } from '../types';
 import { Bar } from './Bar';
 
 export function QuotaBar(props: { quota: IGpuQuota }): JSX.Element {
   const { used, limit, holders } = props.quota;
   const text =
-    limit === null
-      ? `${used} GPU${used === 1 ? '' : 's'} (no limit)`
-      : `${used} / ${limit}`;
+    limit === null ? `${plural(used, 'GPU')} (no limit)` : `${used} / ${limit}`;
   const full = limit !== null && used >= limit;
   return (
     <div
@@ -39,7 +38,7 @@ export function QuotaBar(props: { quota: IGpuQuota }): JSX.Element {
         >
           {holders.map(h => (
             <li key={`${h.kind}/${h.name}`}>
-              {h.kind} <b>{h.name}</b>: {h.gpus} GPU{h.gpus === 1 ? '' : 's'}
+              {h.kind} <b>{h.name}</b>: {plural(h.gpus, 'GPU')}
             </li>
           ))}
         </ul>

@@ -4,6 +4,7 @@
  */
 import * as React from 'react';
 
+import { Table } from '../../common/components/Table';
 import { localTime } from '../format';
 import type { IJobCondition } from '../types';
 
@@ -14,34 +15,27 @@ export function Conditions(props: {
     return <div className="cube-Jobs-empty">No conditions reported yet.</div>;
   }
   return (
-    <table className="cube-JobTable" data-testid="cube-job-conditions">
-      <thead>
-        <tr>
-          <th>Type</th>
-          <th>Status</th>
-          <th>Reason</th>
-          <th>Message</th>
-          <th>Since</th>
+    <Table
+      className="cube-JobTable"
+      testid="cube-job-conditions"
+      columns={['Type', 'Status', 'Reason', 'Message', 'Since']}
+    >
+      {props.conditions.map(c => (
+        <tr
+          key={`${c.type}-${c.last_transition_time}`}
+          data-testid="cube-job-condition"
+          data-type={c.type}
+          data-status={c.status}
+        >
+          <td>{c.type}</td>
+          <td>{c.status}</td>
+          <td>{c.reason}</td>
+          <td className="cube-JobTable-message">{c.message}</td>
+          <td className="cube-JobTable-time">
+            {localTime(c.last_transition_time)}
+          </td>
         </tr>
-      </thead>
-      <tbody>
-        {props.conditions.map(c => (
-          <tr
-            key={`${c.type}-${c.last_transition_time}`}
-            data-testid="cube-job-condition"
-            data-type={c.type}
-            data-status={c.status}
-          >
-            <td>{c.type}</td>
-            <td>{c.status}</td>
-            <td>{c.reason}</td>
-            <td className="cube-JobTable-message">{c.message}</td>
-            <td className="cube-JobTable-time">
-              {localTime(c.last_transition_time)}
-            </td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
+      ))}
+    </Table>
   );
 }

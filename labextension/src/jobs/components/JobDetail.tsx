@@ -6,9 +6,10 @@
 import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-import { ErrorMessage } from '../../components/ErrorMessage';
-import { StatusBadge } from '../../components/StatusBadge';
-import { jobAge, localTime } from '../format';
+import { ErrorMessage } from '../../common/components/ErrorMessage';
+import { SectionTitle } from '../../common/components/PanelHeader';
+import { StatusBadge } from '../../common/components/StatusBadge';
+import { jobAge, jobKey, localTime } from '../format';
 import type { JobsModel } from '../model';
 import type { IJob } from '../types';
 import { Conditions } from './Conditions';
@@ -74,17 +75,15 @@ export function JobDetail(props: IJobDetailProps): JSX.Element {
         </pre>
       )}
       <section className="cube-JobDetail-section">
-        <h4 className="cube-NotebookServers-subtitle">Conditions</h4>
+        <SectionTitle level={4}>Conditions</SectionTitle>
         <Conditions conditions={job.conditions} />
       </section>
       {job.kind === 'tuning' && (
         <section className="cube-JobDetail-section">
-          <h4 className="cube-NotebookServers-subtitle">Trials</h4>
+          <SectionTitle level={4}>Trials</SectionTitle>
           <BestTrial job={job} />
           <TrialTable job={job} />
-          <h4 className="cube-NotebookServers-subtitle">
-            Optimization history
-          </h4>
+          <SectionTitle level={4}>Optimization history</SectionTitle>
           <ErrorMessage
             message={model.historyError}
             testid="cube-job-history-error"
@@ -96,13 +95,14 @@ export function JobDetail(props: IJobDetailProps): JSX.Element {
       )}
       {job.kind === 'serving' && (
         <section className="cube-JobDetail-section">
-          <h4 className="cube-NotebookServers-subtitle">Model</h4>
+          <SectionTitle level={4}>Model</SectionTitle>
           <ServingBox
-            key={job.name}
+            key={jobKey(job)}
             job={job}
-            predicting={model.predicting}
-            prediction={model.prediction}
-            error={model.predictError}
+            protocols={model.vocabulary?.serving.protocols ?? []}
+            predicting={model.prediction.busy}
+            prediction={model.prediction.value}
+            error={model.prediction.error}
             onPredict={(inputs, protocol) =>
               void model.predict(inputs, protocol)
             }
@@ -111,14 +111,11 @@ export function JobDetail(props: IJobDetailProps): JSX.Element {
       )}
       {job.replicas.length > 0 && (
         <section className="cube-JobDetail-section">
-          <h4 className="cube-NotebookServers-subtitle">Logs</h4>
+          <SectionTitle level={4}>Logs</SectionTitle>
           <LogView
             replicas={job.replicas}
-            replica={model.logs.job === job.name ? model.logs.replica : null}
-            text={model.logs.job === job.name ? model.logs.text : ''}
-            clipped={model.logs.clipped}
-            state={model.logs.state}
-            error={model.logs.error}
+            log={model.logs.current}
+            mine={model.logs.current.job === jobKey(job)}
             onPick={replica => model.pickReplica(replica)}
           />
         </section>

@@ -4,15 +4,19 @@
  */
 import * as React from 'react';
 
-import { StatusBadge } from '../../components/StatusBadge';
-import { jobAge, localTime, replicaCount } from '../format';
+import { StatusBadge } from '../../common/components/StatusBadge';
+import { Table } from '../../common/components/Table';
+import { jobAge, jobKey, localTime, replicaCount } from '../format';
 import type { IJob } from '../types';
 
 export interface IJobListProps {
   jobs: readonly IJob[];
+  /** The key (`user/name`) of the job shown. */
   selected: string | null;
+  /** Whether to show each job's owner (an admin looking at every user's jobs). */
+  showUser: boolean;
   now: number;
-  onSelect: (name: string) => void;
+  onSelect: (job: IJob) => void;
 }
 
 export function JobList(props: IJobListProps): JSX.Element {
@@ -24,39 +28,44 @@ export function JobList(props: IJobListProps): JSX.Element {
     );
   }
   return (
-    <table className="cube-JobList" data-testid="cube-jobs-list">
-      <thead>
-        <tr>
-          <th>Name</th>
-          <th>Kind</th>
-          <th>Status</th>
-          <th title="Replicas running or done, of all">Replicas</th>
-          <th>GPUs</th>
-          <th>Age</th>
-        </tr>
-      </thead>
-      <tbody>
-        {props.jobs.map(job => (
+    <Table
+      className="cube-JobList"
+      testid="cube-jobs-list"
+      columns={[
+        'Name',
+        props.showUser && 'User',
+        'Kind',
+        'Status',
+        { label: 'Replicas', title: 'Replicas running or done, of all' },
+        'GPUs',
+        'Age'
+      ]}
+    >
+      {props.jobs.map(job => {
+        const selected = jobKey(job) === props.selected;
+        return (
           <tr
-            key={job.name}
-            className={`cube-JobList-row${job.name === props.selected ? ' cube-mod-selected' : ''}`}
+            key={jobKey(job)}
+            className={`cube-JobList-row${selected ? ' cube-mod-selected' : ''}`}
             data-testid="cube-jobs-row"
             data-name={job.name}
+            data-user={job.user}
             data-kind={job.kind}
             data-phase={job.phase}
             tabIndex={0}
-            aria-selected={job.name === props.selected}
-            onClick={() => props.onSelect(job.name)}
+            aria-selected={selected}
+            onClick={() => props.onSelect(job)}
             onKeyDown={event => {
               if (event.key === 'Enter' || event.key === ' ') {
                 event.preventDefault();
-                props.onSelect(job.name);
+                props.onSelect(job);
               }
             }}
           >
             <td className="cube-JobList-name" title={job.name}>
               {job.name}
             </td>
+            {props.showUser && <td>{job.user}</td>}
             <td data-testid="cube-job-kind">
               {job.kind}
               {job.framework && (
@@ -82,8 +91,8 @@ export function JobList(props: IJobListProps): JSX.Element {
               {jobAge(job, props.now)}
             </td>
           </tr>
-        ))}
-      </tbody>
-    </table>
+        );
+      })}
+    </Table>
   );
 }

@@ -5,17 +5,16 @@
 import { HTMLSelect } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-import { ErrorMessage } from '../../components/ErrorMessage';
-import type { LogStreamState } from '../logStream';
+import { ErrorMessage } from '../../common/components/ErrorMessage';
+import type { ILogState } from '../logStream';
 import type { IJobReplica } from '../types';
 
 export interface ILogViewProps {
   replicas: readonly IJobReplica[];
-  replica: string | null;
-  text: string;
-  clipped: boolean;
-  state: LogStreamState;
-  error: string | null;
+  /** The log being read... */
+  log: ILogState;
+  /** ...and whether it is of this job's replicas (else none is shown yet). */
+  mine: boolean;
   onPick: (replica: string) => void;
 }
 
@@ -29,6 +28,9 @@ function replicaLabel(r: IJobReplica): string {
 }
 
 export function LogView(props: ILogViewProps): JSX.Element {
+  const { log, mine } = props;
+  const replica = mine ? log.replica : null;
+  const text = mine ? log.text : '';
   const pre = React.useRef<HTMLPreElement>(null);
   const atEnd = React.useRef(true);
 
@@ -37,7 +39,7 @@ export function LogView(props: ILogViewProps): JSX.Element {
     if (node && atEnd.current) {
       node.scrollTop = node.scrollHeight;
     }
-  }, [props.text]);
+  }, [text]);
 
   return (
     <div className="cube-LogView">
@@ -45,7 +47,7 @@ export function LogView(props: ILogViewProps): JSX.Element {
         <HTMLSelect
           aria-label="Replica"
           data-testid="cube-job-replica-select"
-          value={props.replica ?? ''}
+          value={replica ?? ''}
           onChange={event => {
             atEnd.current = true;
             props.onPick(event.target.value);
@@ -56,23 +58,23 @@ export function LogView(props: ILogViewProps): JSX.Element {
           }))}
         />
         <span
-          className={`cube-LogView-state cube-mod-${props.state}`}
+          className={`cube-LogView-state cube-mod-${log.state}`}
           data-testid="cube-job-log-state"
-          data-state={props.state}
+          data-state={log.state}
         >
-          {props.state === 'streaming'
+          {log.state === 'streaming'
             ? 'live'
-            : props.state === 'ended'
+            : log.state === 'ended'
               ? 'ended'
               : ''}
         </span>
       </div>
-      <ErrorMessage message={props.error} testid="cube-job-log-error" />
+      <ErrorMessage message={log.error} testid="cube-job-log-error" />
       <pre
         ref={pre}
         className="cube-LogView-text"
         data-testid="cube-job-log"
-        data-replica={props.replica ?? ''}
+        data-replica={replica ?? ''}
         tabIndex={0}
         onScroll={event => {
           const node = event.currentTarget;
@@ -80,13 +82,13 @@ export function LogView(props: ILogViewProps): JSX.Element {
             node.scrollHeight - node.scrollTop - node.clientHeight < AT_END;
         }}
       >
-        {props.clipped && (
+        {log.clipped && (
           <span className="cube-LogView-clipped">
             … (the start of the log is not shown)
             {'\n'}
           </span>
         )}
-        {props.text}
+        {text}
       </pre>
     </div>
   );

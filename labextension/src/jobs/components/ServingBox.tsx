@@ -5,12 +5,19 @@
 import { Button, HTMLSelect } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-import { ErrorMessage } from '../../components/ErrorMessage';
-import type { IFieldError } from '../model';
-import type { IJob, IPredictResponse, PredictProtocol } from '../types';
+import { ErrorMessage } from '../../common/components/ErrorMessage';
+import { IFieldError, isInvalid, placed } from '../../common/fieldError';
+import type {
+  IChoice,
+  IJob,
+  IPredictResponse,
+  PredictProtocol
+} from '../types';
 
 export interface IServingBoxProps {
   job: IJob;
+  /** The protocols a served model speaks (the server's list). */
+  protocols: readonly IChoice[];
   predicting: boolean;
   prediction: IPredictResponse | null;
   error: IFieldError | null;
@@ -29,11 +36,12 @@ function predictionText(predictions: unknown): string {
 
 export function ServingBox(props: IServingBoxProps): JSX.Element {
   const { job } = props;
-  const specProtocol = job.spec.protocol_version === 'v2' ? 'v2' : 'v1';
+  // The protocol the model was deployed to speak (the spec as the server normalized it).
+  const specProtocol = (job.spec.protocol_version ?? 'v1') as PredictProtocol;
   const [protocol, setProtocol] = React.useState<PredictProtocol>(specProtocol);
   const [inputs, setInputs] = React.useState('');
   const ready = job.phase === 'Ready' && !!job.endpoint;
-  const inputsInvalid = props.error?.field === 'inputs';
+  const inputsInvalid = isInvalid(placed(['inputs'], props.error), 'inputs');
   return (
     <div className="cube-ServingBox">
       <div className="cube-ServingBox-endpoint">
@@ -81,10 +89,7 @@ export function ServingBox(props: IServingBoxProps): JSX.Element {
             onChange={event =>
               setProtocol(event.target.value as PredictProtocol)
             }
-            options={[
-              { value: 'v1', label: 'KServe V1' },
-              { value: 'v2', label: 'KServe V2 (Open Inference)' }
-            ]}
+            options={[...props.protocols]}
           />
           <Button
             type="submit"

@@ -7,55 +7,82 @@ import * as React from 'react';
 
 import {
   compact,
-  FieldRow,
+  FieldGroup,
+  IFieldSpec,
   ILaunchFormProps,
   LaunchFormShell,
   NO_RESOURCES,
-  NumberField,
   numberOrText,
-  RESOURCE_PATHS,
-  ResourceFields,
+  pathsOf,
+  resourceFields,
   resourcesSpec,
-  SelectField,
-  TextField,
   textOrNothing,
   useFormText
 } from './form';
 
-const MODEL_FORMATS = ['sklearn', 'xgboost', 'pytorch', 'onnx', 'custom'];
-const SCALE_METRICS = [
-  { value: 'concurrency', label: 'Concurrency (requests in flight)' },
-  { value: 'rps', label: 'Requests per second' },
-  { value: 'cpu', label: 'CPU utilization (%)' },
-  { value: 'gpu', label: 'GPU utilization (%)' }
-];
-const PATHS = [
-  'name',
-  'model_format',
-  'storage_uri',
-  'min_replicas',
-  'max_replicas',
-  'scale_metric',
-  'scale_target',
-  'canary_traffic_percent',
-  ...RESOURCE_PATHS
-];
+const RESOURCES = resourceFields({ cpu: '1', memory: '2Gi' });
 
 export function ServingForm(props: ILaunchFormProps): JSX.Element {
-  const { text, bind, set } = useFormText(
+  const { model_formats, scale_metrics, defaults, default_utilization_target } =
+    props.vocabulary.serving;
+  const form = useFormText(
     {
       name: '',
-      format: 'sklearn',
+      format: defaults.model_format,
       storage: '',
       minReplicas: '1',
       maxReplicas: '1',
-      metric: 'concurrency',
+      metric: defaults.scale_metric,
       target: '',
       canary: '',
       ...NO_RESOURCES
     },
     props.onEdit
   );
+  const { text, bind } = form;
+  type Key = keyof typeof text;
+  const model: IFieldSpec<Key>[] = [
+    { key: 'name', label: 'Name', path: 'name', placeholder: 'iris' },
+    {
+      key: 'format',
+      label: 'Model format',
+      path: 'model_format',
+      options: model_formats
+    },
+    {
+      key: 'storage',
+      label: 'Storage URI',
+      path: 'storage_uri',
+      hint: 's3://, pvc:// or a path on this machine',
+      placeholder: 's3://models/iris'
+    }
+  ];
+  const percent = scale_metrics.find(m => m.value === text.metric)?.percent;
+  const scaling: IFieldSpec<Key>[] = [
+    { key: 'minReplicas', label: 'Min replicas', path: 'min_replicas', min: 0 },
+    { key: 'maxReplicas', label: 'Max replicas', path: 'max_replicas', min: 1 },
+    {
+      key: 'metric',
+      label: 'Scale on',
+      path: 'scale_metric',
+      options: scale_metrics
+    },
+    {
+      key: 'target',
+      label: 'Target',
+      path: 'scale_target',
+      hint: 'per replica',
+      min: 1,
+      placeholder: percent ? String(default_utilization_target) : 'default'
+    },
+    {
+      key: 'canary',
+      label: 'Canary traffic %',
+      path: 'canary_traffic_percent',
+      min: 0,
+      placeholder: 'none'
+    }
+  ];
   const spec = () =>
     compact({
       name: text.name.trim(),
@@ -73,74 +100,17 @@ export function ServingForm(props: ILaunchFormProps): JSX.Element {
     <LaunchFormShell
       kind="serving"
       form={props}
-      paths={PATHS}
+      text={form}
+      paths={pathsOf([...model, ...scaling, ...RESOURCES])}
       spec={spec}
-      onLaunched={() => set('name', '')}
     >
-      <div className="cube-JobForm-grid">
-        <TextField
-          label="Name"
-          path="name"
-          placeholder="iris"
-          {...bind('name')}
-        />
-        <SelectField
-          label="Model format"
-          path="model_format"
-          options={MODEL_FORMATS}
-          {...bind('format')}
-        />
-        <TextField
-          label="Storage URI"
-          path="storage_uri"
-          hint="s3://, pvc:// or a path on this machine"
-          placeholder="s3://models/iris"
-          {...bind('storage')}
-        />
-      </div>
-      <FieldRow legend="Scaling">
-        <NumberField
-          label="Min replicas"
-          path="min_replicas"
-          min={0}
-          {...bind('minReplicas')}
-        />
-        <NumberField
-          label="Max replicas"
-          path="max_replicas"
-          min={1}
-          {...bind('maxReplicas')}
-        />
-        <SelectField
-          label="Scale on"
-          path="scale_metric"
-          options={SCALE_METRICS}
-          {...bind('metric')}
-        />
-        <NumberField
-          label="Target"
-          path="scale_target"
-          hint="per replica"
-          min={1}
-          placeholder={
-            text.metric === 'cpu' || text.metric === 'gpu' ? '80' : 'default'
-          }
-          {...bind('target')}
-        />
-        <NumberField
-          label="Canary traffic %"
-          path="canary_traffic_percent"
-          min={0}
-          placeholder="none"
-          {...bind('canary')}
-        />
-      </FieldRow>
-      <FieldRow legend="Resources per replica">
-        <ResourceFields
-          bind={bind}
-          placeholders={{ cpu: '1', memory: '2Gi' }}
-        />
-      </FieldRow>
+      <FieldGroup fields={model} bind={bind} />
+      <FieldGroup legend="Scaling" fields={scaling} bind={bind} />
+      <FieldGroup
+        legend="Resources per replica"
+        fields={RESOURCES}
+        bind={bind}
+      />
     </LaunchFormShell>
   );
 }

@@ -5,16 +5,18 @@
  */
 import * as React from 'react';
 
+import type { IFrameworkRole } from '../types';
 import {
   compact,
-  FieldRow,
+  FieldGroup,
+  IBound,
+  IFieldSpec,
   ILaunchFormProps,
   LaunchFormShell,
   NO_RESOURCES,
-  NumberField,
   numberOrText,
-  RESOURCE_PATHS,
-  ResourceFields,
+  pathsOf,
+  resourceFields,
   resourcesSpec,
   SelectField,
   TextField,
@@ -22,92 +24,78 @@ import {
   useFormText
 } from './form';
 
-/**
- * The replica types of each framework's operator (PyTorchJob, TFJob, XGBoostJob,
- * MPIJob) and the counts the form starts with; which counts are allowed is the
- * server's to say.
- */
-const FRAMEWORK_ROLES: Record<string, [string, number][]> = {
-  pytorch: [
-    ['Master', 1],
-    ['Worker', 1]
-  ],
-  tensorflow: [
-    ['Chief', 1],
-    ['PS', 0],
-    ['Worker', 1],
-    ['Evaluator', 0]
-  ],
-  xgboost: [
-    ['Master', 1],
-    ['Worker', 1]
-  ],
-  mpi: [
-    ['Launcher', 1],
-    ['Worker', 2]
-  ]
-};
-const FRAMEWORK_LABELS: Record<string, string> = {
-  pytorch: 'PyTorch (PyTorchJob)',
-  tensorflow: 'TensorFlow (TFJob)',
-  xgboost: 'XGBoost (XGBoostJob)',
-  mpi: 'MPI / Horovod (MPIJob)'
-};
-const CODE_KINDS = [
-  { value: 'script', label: 'Script' },
-  { value: 'command', label: 'Command' },
-  { value: 'notebook', label: 'Notebook' },
-  { value: 'function', label: 'Function (module:function)' }
-];
-const CODE_PLACEHOLDERS: Record<string, string> = {
-  script: 'train.py',
-  command: 'python train.py --epochs 3',
-  notebook: 'train.ipynb',
-  function: 'train:main'
-};
-const RESTART_POLICIES = ['Never', 'OnFailure', 'Always', 'ExitCode'];
-
-function rolePath(role: string): string {
-  return `replicas.${role.toLowerCase()}.replicas`;
-}
+const RESOURCES = resourceFields({ cpu: '2', memory: '8Gi' });
 
 export function TrainingForm(props: ILaunchFormProps): JSX.Element {
-  const { text, bind, set } = useFormText(
+  const { frameworks, code_kinds, restart_policies, defaults } =
+    props.vocabulary.training;
+  const form = useFormText(
     {
-      framework: 'pytorch',
+      framework: defaults.framework,
       name: '',
       image: '',
-      codeKind: 'script',
+      codeKind: defaults.code_kind,
       code: '',
       args: '',
-      restartPolicy: 'Never',
+      restartPolicy: defaults.restart_policy,
       ...NO_RESOURCES
     },
     props.onEdit
   );
+  const { text, bind } = form;
   const [counts, setCounts] = React.useState<Record<string, string>>({});
   const { framework, codeKind } = text;
 
-  const roles = FRAMEWORK_ROLES[framework];
-  const count = (role: string, initial: number) =>
-    counts[`${framework}.${role}`] ?? String(initial);
-  const paths = [
-    'name',
-    'framework',
-    'image',
-    ...roles.map(([role]) => rolePath(role)),
-    codeKind,
-    'args',
-    ...RESOURCE_PATHS,
-    'restart_policy'
+  const roles = frameworks.find(f => f.value === framework)?.roles ?? [];
+  const code = code_kinds.find(k => k.value === codeKind);
+  const count = (role: IFrameworkRole) =>
+    counts[`${framework}.${role.key}`] ?? String(role.default);
+  type Key = keyof typeof text;
+  const job: IFieldSpec<Key>[] = [
+    {
+      key: 'framework',
+      label: 'Framework',
+      path: 'framework',
+      options: frameworks
+    },
+    { key: 'name', label: 'Name', path: 'name', placeholder: 'mnist-ddp' },
+    {
+      key: 'image',
+      label: 'Image',
+      path: 'image',
+      hint: "the admin's default when empty",
+      placeholder: 'docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime'
+    }
+  ];
+  const replicas: IFieldSpec<string>[] = roles.map(role => ({
+    key: role.key,
+    label: role.name,
+    path: `replicas.${role.key}.replicas`,
+    min: 0
+  }));
+  const bindCount = (key: string): IBound => ({
+    value: count(roles.find(role => role.key === key)!),
+    onChange: value => {
+      setCounts({ ...counts, [`${framework}.${key}`]: value });
+      props.onEdit();
+    }
+  });
+  const resources: IFieldSpec<Key>[] = [
+    ...RESOURCES,
+    {
+      key: 'restartPolicy',
+      label: 'Restart policy',
+      path: 'restart_policy',
+      options: restart_policies
+    }
   ];
 
   const spec = () => {
     const replicas: Record<string, unknown> = {};
-    for (const [role, initial] of roles) {
-      const value = numberOrText(count(role, initial));
+    for (const role of roles) {
+      const value = numberOrText(count(role));
       if (value !== undefined) {
-        replicas[role.toLowerCase()] = { replicas: value };
+        replicas[role.key] = { replicas: value };
       }
     }
     return compact({
@@ -127,68 +115,37 @@ export function TrainingForm(props: ILaunchFormProps): JSX.Element {
     <LaunchFormShell
       kind="training"
       form={props}
-      paths={paths}
+      text={form}
+      paths={[
+        ...pathsOf(job),
+        ...pathsOf(replicas),
+        codeKind,
+        'args',
+        ...pathsOf(resources)
+      ]}
       spec={spec}
-      onLaunched={() => set('name', '')}
     >
-      <div className="cube-JobForm-grid">
-        <SelectField
-          label="Framework"
-          path="framework"
-          options={Object.keys(FRAMEWORK_ROLES).map(value => ({
-            value,
-            label: FRAMEWORK_LABELS[value]
-          }))}
-          {...bind('framework')}
-        />
-        <TextField
-          label="Name"
-          path="name"
-          placeholder="mnist-ddp"
-          {...bind('name')}
-        />
-        <TextField
-          label="Image"
-          path="image"
-          hint="the admin's default when empty"
-          placeholder="docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
-          {...bind('image')}
-        />
-      </div>
-      <FieldRow legend="Replicas per role">
-        {roles.map(([role, initial]) => (
-          <NumberField
-            key={`${framework}.${role}`}
-            label={role}
-            path={rolePath(role)}
-            min={0}
-            value={count(role, initial)}
-            onChange={value => {
-              setCounts({ ...counts, [`${framework}.${role}`]: value });
-              props.onEdit();
-            }}
-          />
-        ))}
-      </FieldRow>
+      <FieldGroup fields={job} bind={bind} />
+      <FieldGroup
+        legend="Replicas per role"
+        fields={replicas}
+        bind={bindCount}
+      />
       <fieldset className="cube-JobForm-group">
         <legend>Code</legend>
         <div className="cube-JobForm-row">
           <SelectField
             label="Run"
             path="code-kind"
-            options={CODE_KINDS}
+            options={code_kinds}
             {...bind('codeKind')}
           />
           <div className="cube-JobForm-wide">
             <TextField
-              label={CODE_KINDS.find(k => k.value === codeKind)?.label ?? ''}
+              label={code?.label ?? codeKind}
               path={codeKind}
-              hint={
-                codeKind === 'command'
-                  ? 'split into words, never run by a shell'
-                  : 'relative to the Jupyter root'
-              }
-              placeholder={CODE_PLACEHOLDERS[codeKind]}
+              hint={code?.hint}
+              placeholder={code?.example}
               {...bind('code')}
             />
           </div>
@@ -200,18 +157,11 @@ export function TrainingForm(props: ILaunchFormProps): JSX.Element {
           {...bind('args')}
         />
       </fieldset>
-      <FieldRow legend="Resources per replica">
-        <ResourceFields
-          bind={bind}
-          placeholders={{ cpu: '2', memory: '8Gi' }}
-        />
-        <SelectField
-          label="Restart policy"
-          path="restart_policy"
-          options={RESTART_POLICIES}
-          {...bind('restartPolicy')}
-        />
-      </FieldRow>
+      <FieldGroup
+        legend="Resources per replica"
+        fields={resources}
+        bind={bind}
+      />
     </LaunchFormShell>
   );
 }

@@ -4,6 +4,7 @@
  */
 import * as React from 'react';
 
+import { Table } from '../../common/components/Table';
 import { formatValue } from '../format';
 import type { IJob, IJobTrial } from '../types';
 
@@ -70,54 +71,51 @@ export function TrialTable(props: { job: IJob }): JSX.Element {
     return <div className="cube-Jobs-empty">No trials yet.</div>;
   }
   return (
-    <table className="cube-JobTable" data-testid="cube-job-trials">
-      <thead>
-        <tr>
-          <th>Trial</th>
-          <th>State</th>
-          {names.map(name => (
-            <th key={name}>{name}</th>
-          ))}
-          <th title={type ? `${type} ${metric}` : undefined}>
-            {metric || 'objective'}
-            {type === 'maximize' ? ' ↑' : type === 'minimize' ? ' ↓' : ''}
-          </th>
-        </tr>
-      </thead>
-      <tbody>
-        {job.trials.map((trial: IJobTrial) => {
-          const best = trial.name === job.best_trial;
-          return (
-            <tr
-              key={trial.name}
-              className={best ? 'cube-mod-best' : undefined}
-              data-testid="cube-job-trial"
-              data-trial={trial.name}
-              data-state={trial.state}
-              data-best={best ? 'true' : undefined}
-            >
-              <td>{trial.name}</td>
-              <td>
-                <span
-                  className={`cube-TrialState cube-mod-${trial.state.toLowerCase()}`}
-                >
-                  {trial.state}
-                </span>
+    <Table
+      className="cube-JobTable"
+      testid="cube-job-trials"
+      columns={[
+        'Trial',
+        'State',
+        ...names,
+        {
+          label: `${metric || 'objective'}${type === 'maximize' ? ' ↑' : type === 'minimize' ? ' ↓' : ''}`,
+          title: type ? `${type} ${metric}` : undefined
+        }
+      ]}
+    >
+      {job.trials.map((trial: IJobTrial) => {
+        const best = trial.name === job.best_trial;
+        return (
+          <tr
+            key={trial.name}
+            className={best ? 'cube-mod-best' : undefined}
+            data-testid="cube-job-trial"
+            data-trial={trial.name}
+            data-state={trial.state}
+            data-best={best ? 'true' : undefined}
+          >
+            <td>{trial.name}</td>
+            <td>
+              <span
+                className={`cube-TrialState cube-mod-${trial.state.toLowerCase()}`}
+              >
+                {trial.state}
+              </span>
+            </td>
+            {names.map(name => (
+              <td key={name} className="cube-JobTable-number">
+                {name in trial.parameters
+                  ? formatValue(trial.parameters[name])
+                  : ''}
               </td>
-              {names.map(name => (
-                <td key={name} className="cube-JobTable-number">
-                  {name in trial.parameters
-                    ? formatValue(trial.parameters[name])
-                    : ''}
-                </td>
-              ))}
-              <td className="cube-JobTable-number">
-                {trial.objective === null ? '' : formatValue(trial.objective)}
-              </td>
-            </tr>
-          );
-        })}
-      </tbody>
-    </table>
+            ))}
+            <td className="cube-JobTable-number">
+              {trial.objective === null ? '' : formatValue(trial.objective)}
+            </td>
+          </tr>
+        );
+      })}
+    </Table>
   );
 }

@@ -6,34 +6,26 @@
 import { addIcon, Button, closeIcon } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-import { ErrorMessage } from '../../components/ErrorMessage';
+import { ErrorMessage } from '../../common/components/ErrorMessage';
+import { Table } from '../../common/components/Table';
+import { isWithin } from '../../common/fieldError';
+import type { IJobsConfig } from '../types';
 import {
   compact,
-  FieldRow,
   FieldError,
+  FieldGroup,
+  IFieldSpec,
   ILaunchFormProps,
-  isInvalid,
   LaunchFormShell,
-  NumberField,
   numberOrText,
-  SelectField,
+  pathsOf,
   SelectInput,
-  TextField,
   TextInput,
   useFormText,
   usePlacedError
 } from './form';
 
-/** Katib's algorithm names (Optuna runs them locally). */
-const ALGORITHMS = [
-  { value: 'random', label: 'Random search' },
-  { value: 'grid', label: 'Grid' },
-  { value: 'bayesianoptimization', label: 'Bayesian optimization' },
-  { value: 'tpe', label: 'TPE' },
-  { value: 'cmaes', label: 'CMA-ES' },
-  { value: 'hyperband', label: 'Hyperband' }
-];
-const PARAMETER_TYPES = ['double', 'int', 'categorical', 'discrete'];
+type IValueTypes = IJobsConfig['tuning']['value_types'];
 
 interface IParameterRow {
   key: number;
@@ -46,11 +38,11 @@ interface IParameterRow {
   log: boolean;
 }
 
-function newRow(key: number, name = ''): IParameterRow {
+function newRow(key: number, type: string, name = ''): IParameterRow {
   return {
     key,
     name,
-    type: 'double',
+    type,
     min: '',
     max: '',
     step: '',
@@ -59,20 +51,23 @@ function newRow(key: number, name = ''): IParameterRow {
   };
 }
 
-function hasValues(type: string): boolean {
-  return type === 'categorical' || type === 'discrete';
-}
-
-/** A row as the spec's `parameters.NAME` entry: a range, or a list of values. */
-function parameterSpec(row: IParameterRow): Record<string, unknown> {
-  if (hasValues(row.type)) {
+/**
+ * A row as the spec's `parameters.NAME` entry: a range, or for the types the server takes
+ * as a list (`valueTypes`) the values typed, numbers sent as numbers where it wants them.
+ */
+function parameterSpec(
+  row: IParameterRow,
+  valueTypes: IValueTypes
+): Record<string, unknown> {
+  const values = valueTypes[row.type];
+  if (values) {
     const items = row.values
       .split(',')
       .map(v => v.trim())
       .filter(v => v !== '');
     return {
       type: row.type,
-      values: row.type === 'discrete' ? items.map(v => numberOrText(v)) : items
+      values: values === 'number' ? items.map(v => numberOrText(v)) : items
     };
   }
   return compact({
@@ -85,20 +80,25 @@ function parameterSpec(row: IParameterRow): Record<string, unknown> {
 }
 
 export function TuningForm(props: ILaunchFormProps): JSX.Element {
-  const { text, bind, set } = useFormText(
+  const vocabulary = props.vocabulary.tuning;
+  const { defaults, value_types: valueTypes } = vocabulary;
+  const form = useFormText(
     {
       name: '',
       metric: '',
-      goalType: 'maximize',
+      goalType: defaults.objective_type,
       goal: '',
-      algorithm: 'tpe',
+      algorithm: defaults.algorithm,
       notebook: '',
       maxTrials: '12',
       parallelTrials: '2'
     },
     props.onEdit
   );
-  const [rows, setRows] = React.useState<IParameterRow[]>([newRow(0, 'lr')]);
+  const { text, bind } = form;
+  const [rows, setRows] = React.useState<IParameterRow[]>([
+    newRow(0, defaults.parameter_type, 'lr')
+  ]);
   const nextKey = React.useRef(1);
 
   const editRows = (next: IParameterRow[]) => {
@@ -110,28 +110,69 @@ export function TuningForm(props: ILaunchFormProps): JSX.Element {
 
   const rowPaths = (row: IParameterRow) => {
     const at = `parameters.${row.name.trim()}`;
-    const keys = hasValues(row.type)
+    const keys = valueTypes[row.type]
       ? ['type', 'values']
       : ['type', 'min', 'max', 'step', 'log'];
     return [at, ...keys.map(k => `${at}.${k}`)];
   };
+  type Key = keyof typeof text;
+  const job: IFieldSpec<Key>[] = [
+    { key: 'name', label: 'Name', path: 'name', placeholder: 'tune-mnist' },
+    {
+      key: 'notebook',
+      label: 'Trial notebook',
+      path: 'trial.notebook',
+      hint: "run with each trial's parameters",
+      placeholder: 'train.ipynb'
+    }
+  ];
+  const objective: IFieldSpec<Key>[] = [
+    {
+      key: 'metric',
+      label: 'Metric',
+      path: 'objective.metric',
+      hint: 'name=value',
+      placeholder: 'accuracy'
+    },
+    {
+      key: 'goalType',
+      label: 'Type',
+      path: 'objective.type',
+      options: vocabulary.objective_types
+    },
+    {
+      key: 'goal',
+      label: 'Goal',
+      path: 'objective.goal',
+      hint: 'optional',
+      placeholder: '0.99'
+    },
+    {
+      key: 'algorithm',
+      label: 'Algorithm',
+      path: 'algorithm.name',
+      options: vocabulary.algorithms
+    }
+  ];
+  const trials: IFieldSpec<Key>[] = [
+    { key: 'maxTrials', label: 'Max trials', path: 'max_trials', min: 1 },
+    {
+      key: 'parallelTrials',
+      label: 'In parallel',
+      path: 'parallel_trials',
+      min: 1
+    }
+  ];
   const paths = [
-    'name',
-    'objective.metric',
-    'objective.type',
-    'objective.goal',
-    'algorithm.name',
+    ...pathsOf([...job, ...objective, ...trials]),
     'parameters',
-    ...rows.flatMap(rowPaths),
-    'trial.notebook',
-    'max_trials',
-    'parallel_trials'
+    ...rows.flatMap(rowPaths)
   ];
 
   const spec = () => {
     const parameters: Record<string, unknown> = {};
     for (const row of rows) {
-      parameters[row.name.trim()] = parameterSpec(row);
+      parameters[row.name.trim()] = parameterSpec(row, valueTypes);
     }
     return compact({
       name: text.name.trim(),
@@ -152,117 +193,63 @@ export function TuningForm(props: ILaunchFormProps): JSX.Element {
     <LaunchFormShell
       kind="tuning"
       form={props}
+      text={form}
       paths={paths}
       spec={spec}
-      onLaunched={() => set('name', '')}
     >
-      <div className="cube-JobForm-grid">
-        <TextField
-          label="Name"
-          path="name"
-          placeholder="tune-mnist"
-          {...bind('name')}
-        />
-        <TextField
-          label="Trial notebook"
-          path="trial.notebook"
-          hint="run with each trial's parameters"
-          placeholder="train.ipynb"
-          {...bind('notebook')}
-        />
-      </div>
-      <FieldRow legend="Objective">
-        <TextField
-          label="Metric"
-          path="objective.metric"
-          hint="name=value"
-          placeholder="accuracy"
-          {...bind('metric')}
-        />
-        <SelectField
-          label="Type"
-          path="objective.type"
-          options={['maximize', 'minimize']}
-          {...bind('goalType')}
-        />
-        <TextField
-          label="Goal"
-          path="objective.goal"
-          hint="optional"
-          placeholder="0.99"
-          {...bind('goal')}
-        />
-        <SelectField
-          label="Algorithm"
-          path="algorithm.name"
-          options={ALGORITHMS}
-          {...bind('algorithm')}
-        />
-      </FieldRow>
+      <FieldGroup fields={job} bind={bind} />
+      <FieldGroup legend="Objective" fields={objective} bind={bind} />
       <fieldset
         className="cube-JobForm-group"
         data-testid="cube-job-field"
         data-field="parameters"
       >
         <legend>Parameters</legend>
-        <table className="cube-JobForm-parameters">
-          <thead>
-            <tr>
-              <th>Name</th>
-              <th>Type</th>
-              <th>Min</th>
-              <th>Max</th>
-              <th>Step</th>
-              <th>Values</th>
-              <th>Log</th>
-              <th />
-            </tr>
-          </thead>
-          <tbody>
-            {rows.map(row => (
-              <ParameterRow
-                key={row.key}
-                row={row}
-                removable={rows.length > 1}
-                onChange={change => editRow(row.key, change)}
-                onRemove={() => editRows(rows.filter(r => r.key !== row.key))}
-              />
-            ))}
-          </tbody>
-        </table>
+        <Table
+          className="cube-JobForm-parameters"
+          columns={['Name', 'Type', 'Min', 'Max', 'Step', 'Values', 'Log', '']}
+        >
+          {rows.map(row => (
+            <ParameterRow
+              key={row.key}
+              row={row}
+              types={vocabulary.parameter_types}
+              values={valueTypes[row.type]}
+              removable={rows.length > 1}
+              onChange={change => editRow(row.key, change)}
+              onRemove={() => editRows(rows.filter(r => r.key !== row.key))}
+            />
+          ))}
+        </Table>
         <div>
           <Button
             className="cube-Button"
             minimal
             small
             data-testid="cube-tuning-add-parameter"
-            onClick={() => editRows([...rows, newRow(nextKey.current++)])}
+            onClick={() =>
+              editRows([
+                ...rows,
+                newRow(nextKey.current++, defaults.parameter_type)
+              ])
+            }
           >
             <addIcon.react tag="span" elementSize="small" /> Parameter
           </Button>
         </div>
         <FieldError path="parameters" />
       </fieldset>
-      <FieldRow legend="Trials">
-        <NumberField
-          label="Max trials"
-          path="max_trials"
-          min={1}
-          {...bind('maxTrials')}
-        />
-        <NumberField
-          label="In parallel"
-          path="parallel_trials"
-          min={1}
-          {...bind('parallelTrials')}
-        />
-      </FieldRow>
+      <FieldGroup legend="Trials" fields={trials} bind={bind} />
     </LaunchFormShell>
   );
 }
 
 interface IParameterRowProps {
   row: IParameterRow;
+  /** The parameter types the server knows. */
+  types: readonly string[];
+  /** What the row's type takes a list of (none: a range). */
+  values: 'number' | 'any' | undefined;
   removable: boolean;
   onChange: (change: Partial<IParameterRow>) => void;
   onRemove: () => void;
@@ -273,11 +260,8 @@ function ParameterRow(props: IParameterRowProps): JSX.Element {
   const { row } = props;
   const error = usePlacedError();
   const at = `parameters.${row.name.trim()}`;
-  const mine =
-    !!error &&
-    error.at !== null &&
-    (error.at === at || error.at.startsWith(`${at}.`));
-  const values = hasValues(row.type);
+  const mine = isWithin(error, at);
+  const values = !!props.values;
   const cell = (key: 'min' | 'max' | 'step' | 'values', placeholder = '') => (
     <td>
       <TextInput
@@ -296,21 +280,20 @@ function ParameterRow(props: IParameterRowProps): JSX.Element {
         data-name={row.name.trim()}
       >
         <td>
-          <input
-            className={`jp-mod-styled cube-CreateForm-input${isInvalid(error, at) ? ' cube-mod-invalid' : ''}`}
-            data-testid="cube-job-input-parameter-name"
-            aria-label="Parameter name"
-            spellCheck={false}
+          <TextInput
+            path={at}
+            testid="cube-job-input-parameter-name"
+            ariaLabel="Parameter name"
             value={row.name}
             placeholder="lr"
-            onChange={event => props.onChange({ name: event.target.value })}
+            onChange={name => props.onChange({ name })}
           />
         </td>
         <td>
           <SelectInput
             path={`${at}.type`}
             value={row.type}
-            options={PARAMETER_TYPES}
+            options={props.types}
             onChange={type => props.onChange({ type })}
           />
         </td>
@@ -321,7 +304,7 @@ function ParameterRow(props: IParameterRowProps): JSX.Element {
             <td className="cube-mod-disabled">—</td>
             {cell(
               'values',
-              row.type === 'discrete' ? '16, 32, 64' : 'sgd, adam'
+              props.values === 'number' ? '16, 32, 64' : 'sgd, adam'
             )}
           </>
         ) : (

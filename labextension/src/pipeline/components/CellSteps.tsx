@@ -7,8 +7,8 @@
 import { HTMLSelect } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-import { ErrorMessage } from '../../components/ErrorMessage';
-import { CellRole, ROLE_LABELS } from '../tags';
+import { ErrorMessage } from '../../common/components/ErrorMessage';
+import type { CellRole } from '../tags';
 
 /** What the editor needs of one code cell. */
 export interface ICellInfo {
@@ -24,8 +24,16 @@ export interface ICellInfo {
   error: string | null;
 }
 
+/** A role to pick, and how it reads. */
+export interface IRoleChoice {
+  value: CellRole;
+  label: string;
+}
+
 export interface ICellStepsProps {
   cells: readonly ICellInfo[];
+  /** The roles a cell may take (the server's tag vocabulary). */
+  roles: readonly IRoleChoice[];
   onRole: (index: number, role: CellRole, step: string) => void;
   onReveal: (index: number) => void;
 }
@@ -44,6 +52,7 @@ export function CellSteps(props: ICellStepsProps): JSX.Element {
         <CellRow
           key={cell.index}
           cell={cell}
+          roles={props.roles}
           onRole={props.onRole}
           onReveal={props.onReveal}
         />
@@ -54,6 +63,7 @@ export function CellSteps(props: ICellStepsProps): JSX.Element {
 
 interface ICellRowProps {
   cell: ICellInfo;
+  roles: readonly IRoleChoice[];
   onRole: (index: number, role: CellRole, step: string) => void;
   onReveal: (index: number) => void;
 }
@@ -107,8 +117,8 @@ function CellRow(props: ICellRowProps): JSX.Element {
           aria-label={`Role of cell ${cell.index}`}
           data-testid="cube-cell-role"
           value={cell.role}
-          onChange={event => changeRole(event.target.value as CellRole)}
-          options={ROLE_LABELS.map(([value, label]) => ({ value, label }))}
+          onChange={event => changeRole(event.target.value)}
+          options={[...props.roles]}
         />
         {cell.role === 'step' && (
           <input

@@ -4,12 +4,14 @@
  */
 import * as React from 'react';
 
+import { IFieldError, isInvalid, placed } from '../../common/fieldError';
 import type { IParameter } from '../types';
 
 export interface IParametersFormProps {
   parameters: readonly IParameter[];
   value: (parameter: IParameter) => string;
-  errorField: string | null;
+  /** The error of the last run start; it marks the parameter it names. */
+  error: IFieldError | null;
   onChange: (name: string, text: string) => void;
 }
 
@@ -21,11 +23,13 @@ export function ParametersForm(props: IParametersFormProps): JSX.Element {
       </div>
     );
   }
+  const path = (parameter: IParameter) => `parameters.${parameter.name}`;
+  const error = placed(props.parameters.map(path), props.error);
   return (
     <div className="cube-Parameters" data-testid="cube-parameters">
       {props.parameters.map(parameter => {
         const id = `cube-param-${parameter.name}`;
-        const invalid = props.errorField === `parameters.${parameter.name}`;
+        const invalid = isInvalid(error, path(parameter));
         return (
           <React.Fragment key={parameter.name}>
             <label className="cube-Parameters-name" htmlFor={id}>

@@ -4,8 +4,8 @@
  */
 import * as React from 'react';
 
-import { StatusBadge } from '../../components/StatusBadge';
-import { formatAge, formatDate } from '../../format';
+import { StatusBadge } from '../../common/components/StatusBadge';
+import { formatAge, formatDate } from '../../common/format';
 import type { IRun } from '../types';
 
 export interface IRunHistoryProps {

@@ -5,9 +5,9 @@
 import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-import { ErrorMessage } from '../../components/ErrorMessage';
-import { StatusBadge } from '../../components/StatusBadge';
-import { formatDate } from '../../format';
+import { ErrorMessage } from '../../common/components/ErrorMessage';
+import { StatusBadge } from '../../common/components/StatusBadge';
+import { formatDate } from '../../common/format';
 import { describeError, formatDuration } from '../format';
 import type { IRun, IRunStep } from '../types';
 

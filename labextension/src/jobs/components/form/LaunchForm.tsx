@@ -6,15 +6,17 @@
 import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-import { ErrorMessage } from '../../../components/ErrorMessage';
-import type { IFieldError } from '../../model';
-import type { JobKind } from '../../types';
-import { placed, PlacedErrorContext } from './placement';
+import { ErrorMessage } from '../../../common/components/ErrorMessage';
+import { IFieldError, placed } from '../../../common/fieldError';
+import { PlacedErrorContext } from '../../../common/form';
+import type { IJobsConfig, JobKind } from '../../types';
 
 /** The props of each kind's launch form. */
 export interface ILaunchFormProps {
   launching: boolean;
   error: IFieldError | null;
+  /** What the server accepts: frameworks and their roles, formats, algorithms. */
+  vocabulary: IJobsConfig;
   /** Sends the spec; true when the server accepted it. */
   onLaunch: (spec: Record<string, unknown>) => Promise<boolean>;
   onEdit: () => void;
@@ -26,10 +28,10 @@ export interface ILaunchFormShellProps {
   form: ILaunchFormProps;
   /** The dotted spec paths the form's inputs write (where the server's error can show). */
   paths: readonly string[];
+  /** The form's text: its name is cleared once the server accepted the spec. */
+  text: { set: (key: 'name', value: string) => void };
   /** The spec as typed. */
   spec: () => Record<string, unknown>;
-  /** What to clear once the server accepted the spec. */
-  onLaunched: () => void;
   children: React.ReactNode;
 }
 
@@ -42,7 +44,7 @@ export function LaunchFormShell(props: ILaunchFormShellProps): JSX.Element {
   const error = placed(props.paths, form.error);
   const submit = async () => {
     if (await form.onLaunch(props.spec())) {
-      props.onLaunched();
+      props.text.set('name', ''); // a new job needs a new name
     }
   };
   return (

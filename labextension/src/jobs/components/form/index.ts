@@ -1,8 +1,4 @@
-/** The building blocks of the jobs' launch forms. */
-export * from './fields';
-export * from './formText';
-export * from './inputs';
+/** The building blocks of the jobs' launch forms: the workbench's form fields and more. */
+export * from '../../../common/form';
 export * from './LaunchForm';
-export * from './placement';
 export * from './ResourceFields';
-export * from './values';

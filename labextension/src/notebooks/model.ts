@@ -3,10 +3,10 @@
  * show next to where the user acted. Polls while the panel is visible, faster while
  * any server is between states, so a status change shows up without a click.
  */
-import { VDomModel } from '@jupyterlab/ui-components';
-import { Poll } from '@lumino/polling';
-
-import { CubeClient, errorMessage } from './api';
+import { errorMessage } from '../common/api';
+import { PolledModel } from '../common/polledModel';
+import { RequestState } from '../common/request';
+import type { NotebooksClient } from './client';
 import type { IProfile, IServer, ServerStatus } from './types';
 
 /** Poll interval while every server is settled (ms). */
@@ -26,15 +26,12 @@ export function rowKey(server: IServer): string {
 }
 
 /** The panel's model; emits `stateChanged` after every change or poll. */
-export class NotebookServersModel extends VDomModel {
-  constructor(readonly client: CubeClient = new CubeClient()) {
-    super();
-    this._poll = new Poll({
-      auto: false,
-      factory: () => this._pollOnce(),
-      frequency: { interval: SETTLED_INTERVAL, backoff: true, max: 60_000 },
+export class NotebookServersModel extends PolledModel {
+  constructor(readonly client: NotebooksClient) {
+    super({
       name: 'cube-jupyter:notebook-servers',
-      standby: () => (this._visible ? 'when-hidden' : true)
+      interval: SETTLED_INTERVAL,
+      backoff: true
     });
   }
 
@@ -48,27 +45,9 @@ export class NotebookServersModel extends VDomModel {
     return this._user;
   }
 
-  /** Whether the caller is an admin (and may list every user's servers). */
-  get isAdmin(): boolean {
-    return this._isAdmin;
-  }
-
-  /** Whether an admin asked to see every user's servers. */
-  get allUsers(): boolean {
-    return this._allUsers;
-  }
-
-  set allUsers(value: boolean) {
-    if (value !== this._allUsers) {
-      this._allUsers = value;
-      this.stateChanged.emit();
-      void this._poll.refresh();
-    }
-  }
-
   /** The admin-defined profiles, once loaded. */
   get profiles(): readonly IProfile[] {
-    return this._profiles;
+    return this._profiles ?? [];
   }
 
   /** Whether the first list has arrived. */
@@ -86,21 +65,6 @@ export class NotebookServersModel extends VDomModel {
     return this._profilesError;
   }
 
-  /** The last create error, shown by the form. */
-  get formError(): string | null {
-    return this._formError;
-  }
-
-  /** The field the last create error names, if any. */
-  get formErrorField(): string | null {
-    return this._formErrorField;
-  }
-
-  /** Whether a create request is in flight. */
-  get creating(): boolean {
-    return this._creating;
-  }
-
   /** The last error of an action on a server row. */
   rowError(server: IServer): string | null {
     return this._rowErrors.get(rowKey(server)) ?? null;
@@ -111,73 +75,38 @@ export class NotebookServersModel extends VDomModel {
     return this._busy.has(rowKey(server));
   }
 
-  /** The panel tells the model when it is shown, so hidden panels do not poll. */
-  setVisible(visible: boolean): void {
-    this._visible = visible;
-    if (!visible) {
-      return;
-    }
-    if (!this._profilesLoaded) {
-      void this.loadProfiles();
-    }
-    if (!this._started) {
-      this._started = true;
-      void this._poll.start();
-    } else {
-      void this._poll.refresh();
-    }
+  /** Use profiles already fetched (by the availability probe). */
+  setProfiles(profiles: readonly IProfile[]): void {
+    this._profiles = [...profiles];
+    this._profilesError = null;
+    this.stateChanged.emit();
   }
 
   /** Fetch profiles (again). */
   async loadProfiles(): Promise<void> {
     try {
       const { profiles } = await this.client.listProfiles();
-      this._profiles = profiles;
-      this._profilesError = null;
-      this._profilesLoaded = true;
+      this.setProfiles(profiles);
     } catch (error) {
       this._profilesError = errorMessage(error);
-    }
-    this.stateChanged.emit();
-  }
-
-  /** Fetch the server list now; errors land in `listError`, never thrown. */
-  async refresh(): Promise<void> {
-    try {
-      await this._fetch();
-    } catch {
-      // Already recorded in listError and shown by the panel.
+      this.stateChanged.emit();
     }
   }
 
-  /** Create a server; returns whether it was created (else see `formError`). */
+  /** The create form's request: in flight, and the error (with its field) to show. */
+  readonly creation = new RequestState<IServer>(() => this.stateChanged.emit());
+
+  /** Create a server; returns whether it was created (else see `creation.error`). */
   async create(name: string, profile: string): Promise<boolean> {
-    this._creating = true;
-    this._formError = null;
-    this._formErrorField = null;
-    this.stateChanged.emit();
-    try {
-      const server = await this.client.createNotebook(name, profile);
+    const server = await this.creation.run(() =>
+      this.client.create(name, profile)
+    );
+    if (server) {
       this._upsert(server);
-      return true;
-    } catch (error) {
-      this._formError = errorMessage(error);
-      this._formErrorField = (error as { field?: string | null }).field ?? null;
-      return false;
-    } finally {
-      this._creating = false;
-      this.stateChanged.emit();
-      void this._poll.refresh();
-    }
-  }
-
-  /** Clear the form's error (the user is typing again). */
-  clearFormError(): void {
-    if (this._formError !== null) {
-      this._formError = null;
-      this._formErrorField = null;
       this.stateChanged.emit();
     }
+    this.pollNow();
+    return server !== null;
   }
 
   /** Stop or start a server; errors land in `rowError(server)`. */
@@ -191,7 +120,7 @@ export class NotebookServersModel extends VDomModel {
   /** Delete a server; errors land in `rowError(server)`. */
   remove(server: IServer): Promise<void> {
     return this._rowAction(server, async () => {
-      await this.client.deleteNotebook(server.name, this._owner(server));
+      await this.client.remove(server.name, this._owner(server));
       const key = rowKey(server);
       this._servers = this._servers.filter(s => rowKey(s) !== key);
     });
@@ -207,12 +136,37 @@ export class NotebookServersModel extends VDomModel {
     this.stateChanged.emit();
   }
 
-  dispose(): void {
-    if (this.isDisposed) {
-      return;
+  /** Fetch the list; poll faster while a server is between states. */
+  protected async poll(): Promise<void> {
+    try {
+      const list = await this.client.list(this.allUsers);
+      this._servers = list.notebooks;
+      this._user = list.user;
+      this.isAdmin = list.is_admin;
+      this._listError = null;
+      this._loaded = true;
+      const keys = new Set(list.notebooks.map(rowKey));
+      for (const key of [...this._rowErrors.keys()]) {
+        if (!keys.has(key)) {
+          this._rowErrors.delete(key);
+        }
+      }
+    } catch (error) {
+      this._listError = errorMessage(error);
+      throw error;
+    } finally {
+      this.stateChanged.emit();
     }
-    this._poll.dispose();
-    super.dispose();
+    const moving = this._servers.some(s => TRANSITIONAL.has(s.status));
+    this.interval = moving ? TRANSITION_INTERVAL : SETTLED_INTERVAL;
+  }
+
+  /** Shown: the profiles too, the first time (unless the probe brought them). */
+  protected onVisibilityChanged(): void {
+    if (this.visible && this._profiles === null) {
+      void this.loadProfiles();
+    }
+    super.onVisibilityChanged();
   }
 
   /** The `user` to name in a request: only when acting on someone else's server. */
@@ -237,38 +191,7 @@ export class NotebookServersModel extends VDomModel {
     } finally {
       this._busy.delete(key);
       this.stateChanged.emit();
-      void this._poll.refresh();
-    }
-  }
-
-  private async _pollOnce(): Promise<void> {
-    await this._fetch();
-    const moving = this._servers.some(s => TRANSITIONAL.has(s.status));
-    const interval = moving ? TRANSITION_INTERVAL : SETTLED_INTERVAL;
-    if (this._poll.frequency.interval !== interval) {
-      this._poll.frequency = { ...this._poll.frequency, interval };
-    }
-  }
-
-  private async _fetch(): Promise<void> {
-    try {
-      const list = await this.client.listNotebooks(this._allUsers);
-      this._servers = list.notebooks;
-      this._user = list.user;
-      this._isAdmin = list.is_admin;
-      this._listError = null;
-      this._loaded = true;
-      const keys = new Set(list.notebooks.map(rowKey));
-      for (const key of [...this._rowErrors.keys()]) {
-        if (!keys.has(key)) {
-          this._rowErrors.delete(key);
-        }
-      }
-    } catch (error) {
-      this._listError = errorMessage(error);
-      throw error;
-    } finally {
-      this.stateChanged.emit();
+      this.pollNow();
     }
   }
 
@@ -282,21 +205,12 @@ export class NotebookServersModel extends VDomModel {
     }
   }
 
-  private _poll: Poll;
-  private _visible = false;
-  private _started = false;
   private _servers: IServer[] = [];
   private _user: string | null = null;
-  private _isAdmin = false;
-  private _allUsers = false;
-  private _profiles: IProfile[] = [];
-  private _profilesLoaded = false;
+  private _profiles: IProfile[] | null = null;
   private _loaded = false;
   private _listError: string | null = null;
   private _profilesError: string | null = null;
-  private _formError: string | null = null;
-  private _formErrorField: string | null = null;
-  private _creating = false;
   private _rowErrors = new Map<string, string>();
   private _busy = new Set<string>();
 }

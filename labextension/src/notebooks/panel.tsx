@@ -3,27 +3,33 @@
  * It renders the model and turns clicks into model calls, asking for confirmation
  * before anything that stops or deletes a server.
  */
-import { Dialog, showDialog } from '@jupyterlab/apputils';
-import { refreshIcon, ToolbarButtonComponent } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
+import { AllUsersToggle } from '../common/components/AllUsersToggle';
+import { ErrorMessage } from '../common/components/ErrorMessage';
+import {
+  PanelHeader,
+  RefreshButton,
+  SectionTitle
+} from '../common/components/PanelHeader';
+import { confirmAction } from '../common/dialogs';
+import { VisibleRenderer } from '../common/visibleRenderer';
 import { CreateForm } from './components/CreateForm';
-import { ErrorMessage } from './components/ErrorMessage';
 import { ServerRow } from './components/ServerRow';
 import { serverIcon } from './icons';
 import { NotebookServersModel, rowKey } from './model';
 import type { IServer } from './types';
-import { VisibleRenderer } from './visibleRenderer';
 
 /** The sidebar widget. */
 export class NotebookServersPanel extends VisibleRenderer<NotebookServersModel> {
   constructor(model: NotebookServersModel) {
-    super(model);
-    this.id = 'cube-notebook-servers';
-    this.addClass('cube-NotebookServersPanel');
-    this.title.icon = serverIcon;
-    this.title.caption = 'Notebook Servers';
-    this.node.setAttribute('data-testid', 'cube-notebook-servers');
+    super(model, {
+      id: 'cube-notebook-servers',
+      className: 'cube-NotebookServersPanel',
+      icon: serverIcon,
+      caption: 'Notebook Servers',
+      testid: 'cube-notebook-servers'
+    });
   }
 
   /** Move the keyboard focus to the create form's name field. */
@@ -38,48 +44,34 @@ export class NotebookServersPanel extends VisibleRenderer<NotebookServersModel> 
     const user = model.user;
     return (
       <div className="cube-NotebookServers">
-        <header className="cube-NotebookServers-header">
-          <h2 className="cube-NotebookServers-title">Notebook Servers</h2>
-          <ToolbarButtonComponent
-            icon={refreshIcon}
+        <PanelHeader title="Notebook Servers">
+          <RefreshButton
             tooltip="Refresh the list"
-            dataset={{ testid: 'cube-refresh' }}
+            testid="cube-refresh"
             onClick={() => void this._refreshAll()}
           />
-        </header>
+        </PanelHeader>
         <section className="cube-NotebookServers-section">
-          <h3 className="cube-NotebookServers-subtitle">New server</h3>
+          <SectionTitle>New server</SectionTitle>
           <CreateForm
             profiles={model.profiles}
             profilesError={model.profilesError}
-            creating={model.creating}
-            error={model.formError}
-            errorField={model.formErrorField}
+            creating={model.creation.busy}
+            error={model.creation.error}
             focusRequest={this._focusRequest}
             onCreate={(name, profile) => model.create(name, profile)}
-            onEdit={() => model.clearFormError()}
+            onEdit={() => model.creation.clearError()}
           />
         </section>
         <section className="cube-NotebookServers-section">
-          <h3 className="cube-NotebookServers-subtitle">
+          <SectionTitle note={user}>
             {model.allUsers ? 'All servers' : 'Your servers'}
-            {user ? (
-              <span className="cube-NotebookServers-user">{user}</span>
-            ) : null}
-          </h3>
-          {model.isAdmin && (
-            <label className="cube-NotebookServers-allUsers">
-              <input
-                type="checkbox"
-                data-testid="cube-all-users"
-                checked={model.allUsers}
-                onChange={event => {
-                  model.allUsers = event.target.checked;
-                }}
-              />
-              Show every user&apos;s servers
-            </label>
-          )}
+          </SectionTitle>
+          <AllUsersToggle
+            scope={model}
+            label="Show every user's servers"
+            testid="cube-all-users"
+          />
           <ErrorMessage message={model.listError} testid="cube-list-error" />
           {model.loaded && model.servers.length === 0 && (
             <div
@@ -132,23 +124,25 @@ export class NotebookServersPanel extends VisibleRenderer<NotebookServersModel> 
   }
 
   private async _stop(server: IServer): Promise<void> {
-    const result = await showDialog({
-      title: `Stop ${server.name}?`,
-      body: 'Its kernels and terminals end; files in its workspace stay. You can start it again later.',
-      buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Stop' })]
-    });
-    if (result.button.accept) {
+    if (
+      await confirmAction(
+        'Stop',
+        `Stop ${server.name}?`,
+        'Its kernels and terminals end; files in its workspace stay. You can start it again later.'
+      )
+    ) {
       await this.model.setStopped(server, true);
     }
   }
 
   private async _delete(server: IServer): Promise<void> {
-    const result = await showDialog({
-      title: `Delete ${server.name}?`,
-      body: 'The server is stopped and removed from the list; it cannot be started again.',
-      buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Delete' })]
-    });
-    if (result.button.accept) {
+    if (
+      await confirmAction(
+        'Delete',
+        `Delete ${server.name}?`,
+        'The server is stopped and removed from the list; it cannot be started again.'
+      )
+    ) {
       await this.model.remove(server);
     }
   }

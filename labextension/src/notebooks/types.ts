@@ -63,10 +63,3 @@ export interface IServerList {
   is_admin: boolean;
   notebooks: IServer[];
 }
-
-/** Body of every 4xx/5xx answer of the API. */
-export interface IErrorBody {
-  message?: string;
-  reason?: string;
-  field?: string;
-}

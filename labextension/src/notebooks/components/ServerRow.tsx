@@ -6,10 +6,11 @@
 import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-import { formatAge, formatDate, resourceParts } from '../format';
+import { ErrorMessage } from '../../common/components/ErrorMessage';
+import { StatusBadge } from '../../common/components/StatusBadge';
+import { formatAge, formatDate } from '../../common/format';
+import { resourceParts } from '../format';
 import type { IServer } from '../types';
-import { ErrorMessage } from './ErrorMessage';
-import { StatusBadge } from './StatusBadge';
 
 export interface IServerRowProps {
   server: IServer;

@@ -1,0 +1,173 @@
+/** The display formatters: short text from what the server sent, never a made-up figure. */
+import { describe, expect, it } from 'vitest';
+
+import {
+  formatAge,
+  formatDate,
+  formatElapsed,
+  isoFromSeconds,
+  plural
+} from '../src/common/format';
+import {
+  compact,
+  numberOrText,
+  textOrNothing
+} from '../src/common/form/values';
+import {
+  formatMemory,
+  formatMiB,
+  formatPct,
+  formatUnit,
+  fraction,
+  gpuLabel,
+  NOT_REPORTED
+} from '../src/gpu/format';
+import { formatValue, jobKey, replicaCount } from '../src/jobs/format';
+import type { IJob } from '../src/jobs/types';
+import { resourceParts } from '../src/notebooks/format';
+import { describeError, formatDuration } from '../src/pipeline/format';
+
+describe('common', () => {
+  it('writes a span in its two largest units', () => {
+    expect(formatElapsed(0)).toBe('0s');
+    expect(formatElapsed(59.9)).toBe('59s');
+    expect(formatElapsed(60)).toBe('1m');
+    expect(formatElapsed(3600)).toBe('1h');
+    expect(formatElapsed(2 * 3600 + 10 * 60 + 5)).toBe('2h 10m');
+    expect(formatElapsed(4 * 86400 + 3 * 3600)).toBe('4d 3h');
+    expect(formatElapsed(86400)).toBe('1d');
+    expect(formatElapsed(-5)).toBe('0s');
+  });
+
+  it('ages a date, and says nothing of a missing or bad one', () => {
+    const now = Date.parse('2026-01-01T12:00:00Z');
+    expect(formatAge('2026-01-01T11:55:00Z', now)).toBe('5m');
+    expect(formatAge(null, now)).toBe('');
+    expect(formatAge('yesterday', now)).toBe('');
+    expect(formatDate(null)).toBe('');
+    expect(formatDate('not a date')).toBe('not a date');
+    expect(isoFromSeconds(0)).toBe('1970-01-01T00:00:00.000Z');
+    expect(isoFromSeconds(null)).toBeNull();
+  });
+
+  it('counts with the noun', () => {
+    expect(plural(1, 'GPU')).toBe('1 GPU');
+    expect(plural(0, 'GPU')).toBe('0 GPUs');
+    expect(plural(2, 'GPU')).toBe('2 GPUs');
+  });
+});
+
+describe('form values', () => {
+  it('sends numbers as numbers, anything else as typed, empty as nothing', () => {
+    expect(numberOrText(' 2 ')).toBe(2);
+    expect(numberOrText('1e-3')).toBe(0.001);
+    expect(numberOrText('.5')).toBe(0.5);
+    expect(numberOrText('two')).toBe('two');
+    expect(numberOrText('2Gi')).toBe('2Gi');
+    expect(numberOrText('  ')).toBeUndefined();
+    expect(textOrNothing(' a ')).toBe('a');
+    expect(textOrNothing('')).toBeUndefined();
+  });
+
+  it('leaves out the keys left empty', () => {
+    expect(
+      compact({ a: 1, b: undefined, c: {}, d: [], e: null, f: { g: 1 } })
+    ).toEqual({ a: 1, d: [], e: null, f: { g: 1 } });
+  });
+});
+
+describe('gpu', () => {
+  it('shows an unreported figure as a dash, never as 0', () => {
+    expect(formatPct(null)).toBe(NOT_REPORTED);
+    expect(formatMiB(undefined)).toBe(NOT_REPORTED);
+    expect(formatUnit(null, 'W')).toBe(NOT_REPORTED);
+    expect(formatPct(0)).toBe('0%');
+  });
+
+  it('writes figures with their units', () => {
+    expect(formatPct(36.6)).toBe('37%');
+    expect(formatMiB(512)).toBe('512 MiB');
+    expect(formatMiB(1536)).toBe('1.5 GiB');
+    expect(formatMemory(1536, 81920)).toBe('1.5 GiB / 80.0 GiB');
+    expect(formatMemory(512, null)).toBe('512 MiB');
+    expect(formatUnit(64.4, '°C')).toBe('64 °C');
+  });
+
+  it('fills a bar by the known fraction, within 0..1', () => {
+    expect(fraction(50, 200)).toBe(0.25);
+    expect(fraction(300, 200)).toBe(1);
+    expect(fraction(null, 200)).toBe(0);
+    expect(fraction(5, 0)).toBe(0);
+  });
+
+  it('names a GPU by its index, else by a short UUID', () => {
+    const indexOf = new Map([['GPU-aaaa', 0]]);
+    expect(gpuLabel('GPU-aaaa', indexOf)).toBe('GPU 0');
+    expect(gpuLabel('GPU-0123456789abcdef', indexOf)).toBe('GPU-01234567…');
+    expect(gpuLabel('GPU-b', indexOf)).toBe('GPU-b');
+  });
+});
+
+describe('jobs', () => {
+  const job = {
+    name: 'ddp',
+    user: 'alice',
+    replicas: [
+      { state: 'Running' },
+      { state: 'Succeeded' },
+      { state: 'Pending' },
+      { state: 'Failed' }
+    ]
+  } as unknown as IJob;
+
+  it('counts replicas running or done, of all', () => {
+    expect(replicaCount(job)).toBe('2/4');
+  });
+
+  it('keys a job by its owner and name', () => {
+    expect(jobKey(job)).toBe('alice/ddp');
+  });
+
+  it('writes values briefly', () => {
+    expect(formatValue(3)).toBe('3');
+    expect(formatValue(0.123456)).toBe('0.1235');
+    expect(formatValue('adam')).toBe('adam');
+    expect(formatValue([1, 2])).toBe('[1,2]');
+  });
+});
+
+describe('notebooks', () => {
+  it('lists the resources given, and only those', () => {
+    expect(
+      resourceParts({ cpu: 2, memory: '8Gi', gpu: 1, gpu_resource: null })
+    ).toEqual(['2 CPU', '8Gi', '1 × GPU']);
+    expect(
+      resourceParts({
+        cpu: '',
+        memory: null,
+        gpu: 2,
+        gpu_resource: 'nvidia.com/gpu'
+      })
+    ).toEqual(['2 × nvidia.com/gpu']);
+    expect(resourceParts(null)).toEqual([]);
+  });
+});
+
+describe('pipeline', () => {
+  it('writes durations', () => {
+    expect(formatDuration(0.44)).toBe('0.4s');
+    expect(formatDuration(12.4)).toBe('12s');
+    expect(formatDuration(185)).toBe('3m 05s');
+    expect(formatDuration(null)).toBe('');
+  });
+
+  it('describes the errors a run recorded', () => {
+    expect(describeError(null)).toBeNull();
+    expect(describeError('killed')).toBe('killed');
+    expect(describeError({ ename: 'ValueError', evalue: 'bad', cell: 3 })).toBe(
+      'ValueError: bad (cell 3)'
+    );
+    expect(describeError({ message: 'timed out' })).toBe('timed out');
+    expect(describeError({ code: 1 })).toBe('{"code":1}');
+  });
+});
