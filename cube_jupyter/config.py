@@ -3,8 +3,10 @@
     c.CubeWorkbench.backend = "kubernetes"
     c.CubeSpawner.profiles = [{"name": "gpu", "image": "...", "gpu": 1, ...}]
 
-`load_settings` builds and validates both at startup; any bad value raises `ConfigError` naming the
-field (`CubeSpawner.profiles[1].cpu`), so a server never runs with config it silently ignored.
+`load_settings` is the one loader: at startup it loads every Configurable in `CONFIG_CLASSES` once,
+each trait checked by its traitlets `@validate`; any bad value raises `ConfigError` naming the field
+(`CubeSpawner.profiles[1].cpu`), so a server never runs with config it silently ignored. Features
+read their part of the result (`settings.jobs`, `settings.gpu`, ...), never the Config again.
 """
 
 from __future__ import annotations
@@ -15,24 +17,31 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from jupyter_core.paths import jupyter_data_dir
-from traitlets import (
-    CaselessStrEnum,
-    Dict,
-    Float,
-    Int,
-    List,
-    TraitError,
-    Unicode,
-    default,
-)
-from traitlets.config import Config, Configurable, PyFileConfigLoader
+from traitlets import CaselessStrEnum, Dict, Float, Int, List, Unicode, default
+from traitlets.config import Config, PyFileConfigLoader
 
+from cube_jupyter.configurable import (
+    CubeConfigurable,
+    CubeNamespaces,
+    CubePods,
+    CubePrometheus,
+    checked,
+    dns_name,
+    is_http_url,
+    non_negative,
+    not_empty,
+    optional,
+    positive,
+    quantity,
+)
 from cube_jupyter.errors import ConfigError, InvalidInput
-from cube_jupyter.names import MAX_SLUG_LENGTH, parse_quantity, validate_dns_label
+from cube_jupyter.gpu.config import CubeGPU, GpuSettings
+from cube_jupyter.jobs.config import CubeJobs, JobSettings
 from cube_jupyter.notebooks.spec import Profile
+from cube_jupyter.pipelines.config import CubePipelines, PipelineSettings
+from cube_jupyter.storage.config import CubeStorage
 
 DEFAULT_PROFILES: list[dict[str, Any]] = [
     {
@@ -51,7 +60,69 @@ PRINCIPAL = re.compile(r"^[^/\s]+/ns/[^/\s]+/sa/[^/\s]+$")
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 
-class CubeWorkbench(Configurable):
+def _route_prefix(value: str, field: str) -> None:
+    if not value.startswith("/") or value.endswith("/"):
+        raise InvalidInput(
+            f"{field} {value!r} must start with '/' and not end with '/' (e.g. '/notebook')", field=field
+        )
+
+
+def _gateway(value: str, field: str) -> None:
+    if not value or value.count("/") > 1:
+        raise InvalidInput(f"{field} {value!r} must be 'namespace/name' or 'name'", field=field)
+
+
+def _principal(value: str, field: str) -> None:
+    if not PRINCIPAL.match(value):
+        raise InvalidInput(
+            f"{field} {value!r} must be an Istio principal 'TRUST_DOMAIN/ns/NAMESPACE/sa/SERVICE_ACCOUNT'",
+            field=field,
+        )
+
+
+def _header_name(value: str, field: str) -> None:
+    if not HEADER_NAME.match(value):
+        raise InvalidInput(
+            f"{field} {value!r} must be an HTTP header name (e.g. 'kubeflow-userid')", field=field
+        )
+
+
+def _server_url(value: str, field: str) -> None:
+    try:
+        url = value.format(name="nb", namespace="ns")
+    except (KeyError, IndexError, AttributeError, ValueError):
+        url = ""
+    if not is_http_url(url, path=False):
+        raise InvalidInput(
+            f"{field} {value!r} must be an http(s) URL without a path, using only {{name}} and "
+            "{namespace} (e.g. 'http://{name}.{namespace}.svc.cluster.local')",
+            field=field,
+        )
+
+
+def parse_profiles(raw_profiles: list[Any]) -> tuple[Profile, ...]:
+    """`CubeSpawner.profiles` as Profiles: at least one, names unique, at most one default."""
+    field = "CubeSpawner.profiles"
+    if not raw_profiles:
+        raise InvalidInput(f"{field} is empty: offer at least one profile", field=field)
+    profiles = tuple(Profile.from_config(raw, i) for i, raw in enumerate(raw_profiles))
+    seen: set[str] = set()
+    for i, profile in enumerate(profiles):
+        if profile.name in seen:
+            where = f"{field}[{i}].name"
+            raise InvalidInput(f"{where}: profile name {profile.name!r} is used twice", field=where)
+        seen.add(profile.name)
+    defaults = [p.name for p in profiles if p.default]
+    if len(defaults) > 1:
+        raise InvalidInput(f"{field}: only one profile may be the default, got {defaults}", field=field)
+    return profiles
+
+
+def _profile_list(value: list[Any], field: str) -> None:
+    parse_profiles(value)
+
+
+class CubeWorkbench(CubePrometheus):
     """Workbench-wide settings: which backend runs things, and where local state lives."""
 
     backend = CaselessStrEnum(
@@ -82,12 +153,6 @@ class CubeWorkbench(Configurable):
         "", help="kubeconfig context for the kubernetes backend; empty: in-cluster config, then kubeconfig."
     ).tag(config=True)
 
-    prometheus_url = Unicode(
-        "",
-        help="Prometheus scraping the DCGM exporter, for GPU use by pod on the kubernetes backend; "
-        "'' reads this machine's GPUs through NVML. CubeGPU.prometheus_url, when set, wins.",
-    ).tag(config=True)
-
     poll_seconds = Float(
         5.0,
         help="How often servers are checked: the local backend's children for liveness and activity, "
@@ -95,8 +160,10 @@ class CubeWorkbench(Configurable):
         "activity. The name is historical; it applies to both backends.",
     ).tag(config=True)
 
+    _poll_seconds_ok = checked(positive, "poll_seconds")
 
-class CubeSpawner(Configurable):
+
+class CubeSpawner(CubePods, CubeNamespaces):
     """How per-user notebook servers are shaped, named, routed and limited (after KubeSpawner)."""
 
     profiles = List(
@@ -104,9 +171,6 @@ class CubeSpawner(Configurable):
         default_value=DEFAULT_PROFILES,
         help="Server profiles offered to users: dicts with name, display_name, description, image, "
         "cpu, memory, gpu, gpu_resource, node_selector, tolerations, env, default.",
-    ).tag(config=True)
-    namespace_template = Unicode(
-        "cube-{username}", help="Kubernetes namespace of a user's servers; {username} is escaped."
     ).tag(config=True)
     path_prefix = Unicode(
         "/notebook", help="Route prefix: servers live at {path_prefix}/{namespace}/{name}/ on Kubernetes."
@@ -140,9 +204,6 @@ class CubeSpawner(Configurable):
         default_value=["jupyter", "lab"],
         help="Command started in the server container; base_url and port flags are appended.",
     ).tag(config=True)
-    service_account = Unicode("default-editor", help="Service account of server pods ('' for default).").tag(
-        config=True
-    )
     max_servers_per_user = Int(
         10, help="Most servers (running or stopped) one user may have; 0: no limit."
     ).tag(config=True)
@@ -164,14 +225,40 @@ class CubeSpawner(Configurable):
         "the server's api/kernels and api/terminals lists (and nothing else) to detect idleness.",
     ).tag(config=True)
 
+    _profiles_ok = checked(_profile_list, "profiles")
+    _limits_ok = checked(non_negative, "max_servers_per_user", "gpu_quota_per_user", "cull_idle_seconds")
+    _path_prefix_ok = checked(optional(_route_prefix), "path_prefix")
+    _istio_gateway_ok = checked(_gateway, "istio_gateway")
+    _principals_ok = checked(_principal, "istio_ingress_principal", "workbench_principal")
+    _user_header_ok = checked(_header_name, "user_header")
+    _cmd_ok = checked(not_empty, "cmd")
+    _workspace_size_ok = checked(quantity, "workspace_size")
+    _storage_class_ok = checked(optional(dns_name), "storage_class")
+    _server_url_template_ok = checked(_server_url, "server_url_template")
+
+
+# Every Configurable an admin sets, in load order; the extension app lists them for --help-all.
+CONFIG_CLASSES: tuple[type[CubeConfigurable], ...] = (
+    CubeWorkbench,
+    CubeSpawner,
+    CubeStorage,
+    CubeGPU,
+    CubePipelines,
+    CubeJobs,
+)
+
 
 @dataclass(frozen=True)
 class Settings:
-    """Validated admin config, built once at startup and passed to the core."""
+    """Validated admin config, built once at startup (`load_settings`) and passed to the core."""
 
     workbench: CubeWorkbench
     spawner: CubeSpawner
     profiles: tuple[Profile, ...]
+    storage: CubeStorage  # one artifact store config, shared by pipelines and jobs
+    gpu: GpuSettings
+    pipelines: PipelineSettings
+    jobs: JobSettings
 
     @property
     def state_dir(self) -> Path:
@@ -195,15 +282,30 @@ class Settings:
 
 
 def load_settings(config: Config | None = None) -> Settings:
-    """Instantiate and validate the Configurables from `config`; raise ConfigError naming the field."""
-    try:
-        workbench = CubeWorkbench(config=config)
-        spawner = CubeSpawner(config=config)
-    except TraitError as exc:
-        raise ConfigError(f"invalid configuration: {exc}") from None
-    profiles = _validate_profiles(spawner.profiles)
-    _validate_spawner(spawner)
-    return Settings(workbench=workbench, spawner=spawner, profiles=profiles)
+    """The one loader: every Configurable in `CONFIG_CLASSES` from `config`, once, each trait checked
+    by its `@validate`; the first bad value is a ConfigError naming the field."""
+    config = config if config is not None else Config()
+    workbench = CubeWorkbench.load(config)
+    spawner = CubeSpawner.load(config)
+    storage = CubeStorage.load(config)
+    gpu = CubeGPU.load(config)
+    pipelines = CubePipelines.load(config)
+    jobs = CubeJobs.load(config)
+    profiles = parse_profiles(spawner.profiles)
+    image = next((p for p in profiles if p.default), profiles[0]).image
+    if not gpu.prometheus_url:  # CubeGPU's wins; else the workbench-wide one (the issue's name)
+        gpu.prometheus_url = workbench.prometheus_url
+    return Settings(
+        workbench=workbench,
+        spawner=spawner,
+        profiles=profiles,
+        storage=storage,
+        gpu=gpu,
+        pipelines=PipelineSettings(pipelines, storage, pipelines.default_image or image),
+        jobs=JobSettings(
+            jobs, storage, jobs.default_image or image, jobs.serving_prometheus_url or gpu.prometheus_url
+        ),
+    )
 
 
 def load_config_file(path: str | os.PathLike[str]) -> Config:
@@ -216,105 +318,3 @@ def load_config_file(path: str | os.PathLike[str]) -> Config:
         return loader.load_config()
     except Exception as exc:  # a config file is user code: any error it raises is a config error
         raise ConfigError(f"config file {str(file)!r} could not be loaded: {exc}", field="--config") from None
-
-
-def _validate_profiles(raw_profiles: list[dict[str, Any]]) -> tuple[Profile, ...]:
-    if not raw_profiles:
-        raise ConfigError(
-            "CubeSpawner.profiles is empty: offer at least one profile", field="CubeSpawner.profiles"
-        )
-    try:
-        profiles = tuple(Profile.from_config(raw, i) for i, raw in enumerate(raw_profiles))
-    except InvalidInput as exc:
-        raise ConfigError(exc.message, field=exc.field) from None
-    seen: set[str] = set()
-    for i, profile in enumerate(profiles):
-        if profile.name in seen:
-            field = f"CubeSpawner.profiles[{i}].name"
-            raise ConfigError(f"{field}: profile name {profile.name!r} is used twice", field=field)
-        seen.add(profile.name)
-    defaults = [p.name for p in profiles if p.default]
-    if len(defaults) > 1:
-        raise ConfigError(
-            f"CubeSpawner.profiles: only one profile may be the default, got {defaults}",
-            field="CubeSpawner.profiles",
-        )
-    return profiles
-
-
-def _validate_spawner(spawner: CubeSpawner) -> None:
-    checks: list[tuple[str, bool, str]] = [
-        ("max_servers_per_user", spawner.max_servers_per_user >= 0, "must be >= 0 (0: no limit)"),
-        ("gpu_quota_per_user", spawner.gpu_quota_per_user >= 0, "must be >= 0 (0: no limit)"),
-        ("cull_idle_seconds", spawner.cull_idle_seconds >= 0, "must be >= 0 (0: never cull)"),
-        (
-            "path_prefix",
-            (spawner.path_prefix.startswith("/") and not spawner.path_prefix.endswith("/"))
-            or spawner.path_prefix == "",
-            "must start with '/' and not end with '/' (e.g. '/notebook')",
-        ),
-        (
-            "istio_gateway",
-            spawner.istio_gateway.count("/") <= 1 and bool(spawner.istio_gateway),
-            "must be 'namespace/name' or 'name'",
-        ),
-        (
-            "user_header",
-            bool(HEADER_NAME.match(spawner.user_header)),
-            "must be an HTTP header name (e.g. 'kubeflow-userid')",
-        ),
-        ("cmd", bool(spawner.cmd), "must not be empty"),
-        ("namespace_template", "{username}" in spawner.namespace_template, "must contain '{username}'"),
-        (
-            "server_url_template",
-            _is_server_url_template(spawner.server_url_template),
-            "must be an http(s) URL without a path, using only {name} and {namespace} "
-            "(e.g. 'http://{name}.{namespace}.svc.cluster.local')",
-        ),
-        (
-            "workbench_principal",
-            bool(PRINCIPAL.match(spawner.workbench_principal)),
-            "must be an Istio principal 'TRUST_DOMAIN/ns/NAMESPACE/sa/SERVICE_ACCOUNT'",
-        ),
-    ]
-    for name, ok, why in checks:
-        if not ok:
-            field = f"CubeSpawner.{name}"
-            raise ConfigError(f"{field} {getattr(spawner, name)!r} {why}", field=field)
-    try:
-        parse_quantity(spawner.workspace_size, "CubeSpawner.workspace_size")
-        _validate_namespace_template(spawner.namespace_template)
-        if spawner.storage_class:
-            validate_dns_label(spawner.storage_class, "CubeSpawner.storage_class", 253)
-    except InvalidInput as exc:
-        raise ConfigError(exc.message, field=exc.field) from None
-
-
-def _validate_namespace_template(template: str) -> None:
-    """Every user's namespace must be a DNS label: check with the longest slug a user can get, so a
-    template that fits short names but not long ones fails at startup, not at some user's create."""
-    field = "CubeSpawner.namespace_template"
-    try:
-        longest = template.format(username="x" * MAX_SLUG_LENGTH)
-    except (KeyError, IndexError, ValueError, AttributeError) as exc:
-        raise ConfigError(
-            f"{field} {template!r} is not a valid template: only {{username}} may be used ({exc!r})",
-            field=field,
-        ) from None
-    try:
-        validate_dns_label(longest, field)
-    except InvalidInput as exc:
-        raise ConfigError(
-            f"{field} {template!r} does not make a DNS-1123 label for every user: with the longest "
-            f"user slug ({MAX_SLUG_LENGTH} characters) it gives {longest!r}: {exc.message}",
-            field=field,
-        ) from None
-
-
-def _is_server_url_template(template: str) -> bool:
-    try:
-        url = urlsplit(template.format(name="nb", namespace="ns"))
-        url.port  # noqa: B018 - raises ValueError on a bad port
-    except (KeyError, IndexError, AttributeError, ValueError):
-        return False
-    return url.scheme in ("http", "https") and bool(url.hostname) and url.path in ("", "/") and not url.query

@@ -12,11 +12,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import QuotaExceeded
-from cube_jupyter.local.locks import KeyedLocks
+from cube_jupyter.local.locks import KeyedLocks, file_lock
+from cube_jupyter.names import user_slug
 
 if TYPE_CHECKING:
     from cube_jupyter.jobs.backend import JobBackend
@@ -46,8 +48,13 @@ class GpuLedger:
         settings: Settings,
         notebooks: NotebookBackend | None = None,
         jobs: JobBackend | None = None,
+        *,
+        lock_dir: Path | None = None,
     ) -> None:
         self.settings = settings
+        # Where per-user file locks live when several processes share this ledger's state (the
+        # local backend: the workbench, its notebook servers and the CLI); None: this process only.
+        self.lock_dir = lock_dir
         self.notebooks = notebooks  # without a notebook backend (jobs on their own) servers hold none
         self.jobs = jobs  # set when the job backend exists; without it jobs hold nothing
         self._locks = KeyedLocks()
@@ -78,7 +85,11 @@ class GpuLedger:
     async def locked(self, user: str) -> AsyncIterator[None]:
         """Hold the user's lock across a check and the create it guards."""
         async with self._locks.hold(user):
-            yield
+            if self.lock_dir is None:
+                yield
+                return
+            async with file_lock(self.lock_dir / f"{user_slug(user)}.lock"):
+                yield
 
     def check(
         self,

@@ -16,9 +16,10 @@ import math
 import time
 
 from cube_jupyter.config import Settings
+from cube_jupyter.configurable import validate_prometheus_url
 from cube_jupyter.errors import InvalidInput
 from cube_jupyter.gpu.attribution import attribute, discover_kernels
-from cube_jupyter.gpu.config import MAX_HISTORY_SECONDS, gpu_config, validate_prometheus_url
+from cube_jupyter.gpu.config import MAX_HISTORY_SECONDS, gpu_config
 from cube_jupyter.gpu.describe import holder, memory, mib, percent, quantity
 from cube_jupyter.gpu.model import GpuDevice, GpuReport, Series
 from cube_jupyter.gpu.pods import group_pods

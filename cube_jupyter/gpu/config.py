@@ -4,33 +4,37 @@
     c.CubeGPU.idle_warning_seconds = 3600
 
 `c.CubeWorkbench.prometheus_url` (the issue's name) is honoured too; `CubeGPU.prometheus_url` wins
-when both are set. `gpu_config(settings)` validates them once, so a bad value is a ConfigError
-naming the field at startup, never a failing request later.
+when both are set (`load_settings` resolves it). Both are checked as config loads at startup, so a
+bad value is a ConfigError naming the field, never a failing request later.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING
 
-from traitlets import Float, TraitError, Unicode
-from traitlets.config import Config, Configurable
+from traitlets import Float
 
-from cube_jupyter.config import Settings
-from cube_jupyter.errors import ConfigError, CubeError
+from cube_jupyter.configurable import CubePrometheus, checked, non_negative, positive
+from cube_jupyter.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from cube_jupyter.config import Settings
 
 # The most history one request may ask for (a day): Prometheus answers more, but no chart needs it.
 MAX_HISTORY_SECONDS = 86400.0
 
 
-class CubeGPU(Configurable):
-    """GPU metrics: NVML on this machine (local backend) or DCGM exporter metrics via Prometheus."""
+def _history_window(value: float, field: str) -> None:
+    if not 0 <= value <= MAX_HISTORY_SECONDS:
+        raise InvalidInput(f"{field} {value!r} must be between 0 and {MAX_HISTORY_SECONDS:.0f}", field=field)
 
-    prometheus_url = Unicode(
-        "",
-        help="Prometheus that scrapes the DCGM exporter (e.g. 'http://prometheus.monitoring:9090'); "
-        "'' reads the GPUs of this machine through NVML instead. Overrides CubeWorkbench.prometheus_url.",
-    ).tag(config=True)
+
+class CubeGPU(CubePrometheus):
+    """GPU metrics: NVML on this machine (local backend) or DCGM exporter metrics via Prometheus.
+
+    Once loaded, `prometheus_url` is '' for NVML, else a base URL ending in '/' (this class's, else
+    CubeWorkbench's)."""
+
     prometheus_timeout_seconds = Float(5.0, help="Timeout of one Prometheus query.").tag(config=True)
     sample_seconds = Float(
         2.0, help="How often the local backend samples NVML into its history (and idle detection)."
@@ -48,73 +52,19 @@ class CubeGPU(Configurable):
         "share one read); 0: read the source on every request.",
     ).tag(config=True)
 
-
-@dataclass(frozen=True)
-class GpuSettings:
-    """The validated GPU config; `prometheus_url` is '' for NVML, else a base URL ending in '/'."""
-
-    prometheus_url: str
-    prometheus_timeout_seconds: float
-    sample_seconds: float
-    history_seconds: float
-    idle_warning_seconds: float
-    cache_seconds: float
+    _periods_ok = checked(positive, "prometheus_timeout_seconds", "sample_seconds")
+    _optional_periods_ok = checked(non_negative, "idle_warning_seconds", "cache_seconds")
+    _history_seconds_ok = checked(_history_window, "history_seconds")
 
     @property
     def source(self) -> str:
         return "prometheus" if self.prometheus_url else "nvml"
 
 
-def gpu_config(settings: Settings, config: Config | None = None) -> GpuSettings:
-    """Build and validate `CubeGPU` from `config` (default: the Config the workbench was loaded from)."""
-    config = config if config is not None else settings.workbench.config
-    try:
-        gpu = CubeGPU(config=config)
-    except TraitError as exc:
-        raise ConfigError(f"invalid configuration: {exc}") from None
-    url, url_field = gpu.prometheus_url, "CubeGPU.prometheus_url"
-    if not url.strip():
-        url, url_field = settings.workbench.prometheus_url, "CubeWorkbench.prometheus_url"
-    url = url.strip()
-    if url:
-        url = validate_prometheus_url(url, url_field, ConfigError)
-    checks = [
-        ("prometheus_timeout_seconds", gpu.prometheus_timeout_seconds > 0, "must be > 0"),
-        ("sample_seconds", gpu.sample_seconds > 0, "must be > 0"),
-        (
-            "history_seconds",
-            0 <= gpu.history_seconds <= MAX_HISTORY_SECONDS,
-            f"must be between 0 and {MAX_HISTORY_SECONDS:.0f}",
-        ),
-        ("idle_warning_seconds", gpu.idle_warning_seconds >= 0, "must be >= 0 (0: never warn)"),
-        ("cache_seconds", gpu.cache_seconds >= 0, "must be >= 0 (0: no cache)"),
-    ]
-    for name, ok, why in checks:
-        if not ok:
-            field = f"CubeGPU.{name}"
-            raise ConfigError(f"{field} {getattr(gpu, name)!r} {why}", field=field)
-    return GpuSettings(
-        prometheus_url=url,
-        prometheus_timeout_seconds=gpu.prometheus_timeout_seconds,
-        sample_seconds=gpu.sample_seconds,
-        history_seconds=gpu.history_seconds,
-        idle_warning_seconds=gpu.idle_warning_seconds,
-        cache_seconds=gpu.cache_seconds,
-    )
+# What the GPU service reads: the loaded CubeGPU.
+GpuSettings = CubeGPU
 
 
-def validate_prometheus_url(url: str, field: str, error: type[CubeError] = ConfigError) -> str:
-    """An http(s) base URL with a host and no query, normalized to end in '/'; `error(message,
-    field=...)` otherwise (ConfigError for config, InvalidInput for a CLI flag)."""
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError on a bad port
-        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and not parts.query
-    except ValueError:
-        ok = False
-    if not ok:
-        raise error(
-            f"{field} {url!r} must be an http(s) URL of Prometheus, e.g. 'http://prometheus:9090'",
-            field=field,
-        )
-    return url.rstrip("/") + "/"
+def gpu_config(settings: Settings) -> GpuSettings:
+    """The GPU config `load_settings` validated at startup."""
+    return settings.gpu

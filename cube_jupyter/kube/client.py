@@ -317,6 +317,20 @@ class KubeClient:
                 return None
             raise
 
+    def delete_object(
+        self, obj: dict[str, Any], *, missing_ok: bool = False, propagation: str = "Background"
+    ) -> dict[str, Any] | None:
+        """`delete` of the object `obj` names (its apiVersion, kind, namespace and name)."""
+        meta = obj.get("metadata") or {}
+        return self.delete(
+            obj["apiVersion"],
+            obj["kind"],
+            meta.get("namespace"),
+            meta["name"],
+            missing_ok=missing_ok,
+            propagation=propagation,
+        )
+
     def patch(
         self,
         api_version: str,

@@ -1,10 +1,16 @@
-"""Per-key asyncio locks that are forgotten once nobody holds or waits for them."""
+"""Locks: per-key asyncio locks forgotten once nobody holds or waits for them, and file locks that
+hold across the processes of one machine."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import os
 from collections.abc import AsyncIterator, Hashable
+from pathlib import Path
+
+from cube_jupyter.local import files
 
 
 class KeyedLocks:
@@ -37,3 +43,21 @@ class KeyedLocks:
 
     def __len__(self) -> int:
         return len(self._locks)
+
+
+@contextlib.asynccontextmanager
+async def file_lock(path: Path) -> AsyncIterator[None]:
+    """An exclusive lock on `path` (created 0600) held across processes on this machine: the
+    workbench and the notebook servers it started, and the CLI, all take the same one. Taken in a
+    thread, so waiting for it never blocks the event loop; released when the block ends (or the
+    process dies: the kernel drops a dead holder's flock)."""
+    files.private_dir(path.parent)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, files.PRIVATE_FILE)
+    try:
+        await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

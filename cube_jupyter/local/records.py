@@ -9,6 +9,8 @@ a Conflict; deleting a job removes its directory, after which its supervisor's w
 
 from __future__ import annotations
 
+import builtins
+import json
 import os
 import shutil
 from pathlib import Path
@@ -81,6 +83,20 @@ class RecordStore:
             if text is not None:
                 texts.append(text)
         return texts
+
+    def keys(self, user: str | None = None) -> builtins.list[tuple[str, str]]:
+        """(user, name) of every record (of `user`'s jobs, or of all users' when None); a record that
+        does not say whose it is, or says another user's, is passed over."""
+        found = []
+        for text in self.list(user):
+            try:
+                raw = json.loads(text)
+                key = (str(raw["user"]), str(raw["name"]))
+            except (ValueError, TypeError, KeyError):
+                continue
+            if user is None or key[0] == user:
+                found.append(key)
+        return found
 
     def remove(self, user: str, name: str) -> bool:
         """Delete the job's directory and all it holds; False when there was none."""

@@ -57,7 +57,7 @@ class PipelineService:
         # their files, on its own machine: there only admins may; users run on the cluster.
         self.shared_host = shared_host
         self.root_dir = Path(root_dir).expanduser().resolve()
-        self.storage = storage or CubeStorage(config=settings.workbench.config)
+        self.storage = storage or settings.storage
         self.history = history or RunHistory.in_state_dir(settings.state_dir)
         recovered = self.history.recover()
         if recovered:

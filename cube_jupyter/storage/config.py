@@ -12,10 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from traitlets import Bool, Float, Int, Unicode
-from traitlets.config import Configurable
+
+from cube_jupyter.configurable import CubeConfigurable, checked, dns_name, non_negative, optional, positive
 
 
-class CubeStorage(Configurable):
+class CubeStorage(CubeConfigurable):
     """The artifact store of pipeline runs: a local directory (default) or an S3/MinIO bucket."""
 
     url = Unicode(
@@ -50,6 +51,10 @@ class CubeStorage(Configurable):
     retries = Int(2, help="Retries of a failed S3 request (connection errors and 5xx) before giving up.").tag(
         config=True
     )
+
+    _credentials_secret_ok = checked(optional(dns_name), "credentials_secret")
+    _timeouts_ok = checked(positive, "connect_timeout", "read_timeout")
+    _retries_ok = checked(non_negative, "retries")
 
 
 def pod_store_env(storage: CubeStorage) -> list[dict[str, Any]]:

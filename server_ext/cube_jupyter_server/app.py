@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, TypeVar
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.serverapp import ServerApp
 
-from cube_jupyter.config import Settings, load_settings
+from cube_jupyter.config import CONFIG_CLASSES, Settings, load_settings
 from cube_jupyter.errors import ConfigError, CubeError
 from cube_jupyter.gpu.service import GpuService
 from cube_jupyter.jobs.backend import make_job_backend
@@ -34,6 +34,9 @@ T = TypeVar("T")
 class CubeJupyterApp(ExtensionApp):
     name = "cube_jupyter_server"
     load_other_extensions = True
+    # Every Cube* Configurable (and the bases whose traits they share), for --help-all and
+    # --generate-config; `load_settings` loads them all once, in `_initialize_settings`.
+    classes = [*ExtensionApp.classes, *CONFIG_CLASSES]
 
     def initialize_settings(self) -> None:
         self._or_exit(self._initialize_settings)

@@ -27,6 +27,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from tests.benchmarks.server import jupyter_server_argv
 from tests.benchmarks.timing import summary
 from tests.gpu.prometheus_server import NO_DCGM_PAGE, SAMPLE_PAGE, DcgmPrometheus
+from tests.waiting import wait_until_async
 
 CONCURRENT, ROUNDS = 50, 10
 USERS = ["alice", "bob", "carol", "dave", "erin"]  # GPUs in the sample page: alice's and bob's
@@ -68,17 +69,13 @@ def prometheus_queries(prometheus: DcgmPrometheus) -> float:
 
 
 async def wait_ready(client: AsyncHTTPClient, url: str) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            response = await client.fetch(url, headers={"kubeflow-userid": "alice"})
-            if json.loads(response.body)["available"]:
-                return
-        except (HTTPClientError, OSError):
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{url} never answered with GPUs")
-        await asyncio.sleep(0.2)
+    async def available() -> bool:
+        response = await client.fetch(url, headers={"kubeflow-userid": "alice"})
+        return bool(json.loads(response.body)["available"])
+
+    await wait_until_async(
+        available, 60, f"{url} to answer with GPUs", ignoring=(HTTPClientError, OSError), interval=0.2
+    )
 
 
 Round = tuple[float, float, float, float]  # p50, p95, wall time, Prometheus queries

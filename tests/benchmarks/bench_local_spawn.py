@@ -21,19 +21,20 @@ from cube_jupyter.config import load_settings
 from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
 from cube_jupyter.notebooks.spec import NotebookSpec
 from tests.benchmarks.timing import print_table, time_async
+from tests.waiting import wait_until_async
 
 RUNS = 5
 
 
-async def _wait_status(url: str, token: str, deadline: float) -> None:
+async def _wait_status(url: str, token: str, timeout: float) -> None:
     client = AsyncHTTPClient()
-    while time.monotonic() < deadline:
-        try:
-            await client.fetch(url, headers={"Authorization": f"token {token}"}, request_timeout=2)
-            return
-        except (HTTPClientError, OSError):
-            await asyncio.sleep(0.02)
-    raise TimeoutError(url)
+    await wait_until_async(
+        lambda: client.fetch(url, headers={"Authorization": f"token {token}"}, request_timeout=2),
+        timeout,
+        f"{url} to answer",
+        ignoring=(HTTPClientError, OSError),
+        interval=0.02,  # fine-grained: timed
+    )
 
 
 def _free_port() -> int:
@@ -61,7 +62,7 @@ async def bare_lab_start(root: Path) -> float:
         argv, env={**os.environ, "JUPYTER_TOKEN": token}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        await _wait_status(f"http://127.0.0.1:{port}/api/status", token, time.monotonic() + 60)
+        await _wait_status(f"http://127.0.0.1:{port}/api/status", token, 60)
         return time.perf_counter() - started
     finally:
         proc.terminate()

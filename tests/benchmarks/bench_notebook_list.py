@@ -29,6 +29,7 @@ from tests.benchmarks.server import jupyter_server_argv
 from tests.benchmarks.timing import print_table
 from tests.kubernetes.conftest import PROFILES, make_emulator, make_settings
 from tests.kubernetes.listbench import cluster_objects
+from tests.waiting import wait_until_async
 
 SERVERS, USERS, ROUNDS, API_ROUNDS, HTTP_ROUNDS = 500, 50, 200, 20, 50
 ADMIN = "platform-admin"
@@ -72,17 +73,19 @@ def start_workbench(tmp: Path, cluster_url: str, port: int) -> subprocess.Popen[
 
 async def time_http(url: str, user: str, rounds: int, expected: int) -> list[float]:
     client = AsyncHTTPClient()
-    deadline = time.monotonic() + 60
-    while True:  # until the server is up and its informers have synced
-        try:
-            body = json.loads((await client.fetch(url, headers={"kubeflow-userid": user})).body)
-            if len(body["notebooks"]) == expected:
-                break
-        except (HTTPClientError, OSError):
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{url} never listed {expected} servers")
-        await asyncio.sleep(0.2)
+
+    async def listed() -> int:
+        body = json.loads((await client.fetch(url, headers={"kubeflow-userid": user})).body)
+        return len(body["notebooks"])
+
+    await wait_until_async(  # until the server is up and its informers have synced
+        listed,
+        60,
+        f"{url} to list {expected} servers",
+        until=lambda count: count == expected,
+        ignoring=(HTTPClientError, OSError),
+        interval=0.2,
+    )
     samples = []
     for _ in range(rounds):
         t0 = time.perf_counter()

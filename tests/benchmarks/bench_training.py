@@ -15,12 +15,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from cube_jupyter.jobs.local.training import LocalTrainingRunner
 from cube_jupyter.jobs.training_spec import TrainingSpec
 from cube_jupyter.storage.local import LocalStore
 from tests.benchmarks.timing import print_table, time_call
+from tests.waiting import wait_until
 
 USER = "bench"
 LAUNCH_RUNS = 7
@@ -35,13 +37,8 @@ def _spec(raw: dict[str, object]) -> TrainingSpec:
     return TrainingSpec.from_dict(raw, user=USER)
 
 
-def _wait(runner: LocalTrainingRunner, name: str, done: object, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if done():  # type: ignore[operator]
-            return
-        time.sleep(0.02)
-    raise TimeoutError(f"benchmark job {name} did not get there in {timeout}s")
+def _wait(runner: LocalTrainingRunner, name: str, done: Callable[[], bool], timeout: float = 120.0) -> None:
+    wait_until(done, timeout, f"benchmark job {name} to get there", interval=0.02)  # fine-grained: timed
 
 
 def launch_latency(runner: LocalTrainingRunner, code_dir: Path, run: int) -> tuple[float, float]:

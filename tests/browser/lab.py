@@ -26,6 +26,8 @@ from typing import Any, TypeVar
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Locator, Page, expect
 
+from tests.waiting import wait_until
+
 # Two profiles so the form has a choice; the default one is what a person gets without choosing.
 PROFILES: list[dict[str, Any]] = [
     {
@@ -140,17 +142,19 @@ class Lab:
         self.process = subprocess.Popen(
             self.argv(), env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"jupyter lab exited with {self.process.returncode}:\n{self.log_tail()}")
-            try:
-                if self.request("GET", "api/status")[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"jupyter lab did not answer within {timeout}s:\n{self.log_tail()}")
+        process = self.process
+
+        def status() -> int:
+            if process.poll() is not None:
+                raise RuntimeError(f"jupyter lab exited with {process.returncode}:\n{self.log_tail()}")
+            return self.request("GET", "api/status")[0]
+
+        try:
+            wait_until(
+                status, timeout, "jupyter lab to answer", until=lambda code: code == 200, ignoring=(OSError,)
+            )
+        except AssertionError as exc:
+            raise RuntimeError(f"{exc}:\n{self.log_tail()}") from None
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         """One authenticated API call; returns (status, parsed JSON or None)."""

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from cube_jupyter.gpu.nvml import NvmlSource
 from cube_jupyter.gpu.sources import NoGpuVisible
 from tests.browser.lab import ARTIFACTS, Lab, LapTimer, run_from_palette, running_lab
 from tests.browser.test_notebook_servers_panel import dark_theme, open_lab, shot
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -350,14 +350,6 @@ def test_gpu_cards_quota_kernel_status_and_idle_warning(lab: ReplayLab, page: Pa
     print(f"GPU panel timings (s): {lap.timings}")
 
 
-def poll_until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
 def saved_layout_has_gpu_panel(lab: Lab) -> bool:
     status, body = lab.request("GET", "lab/api/workspaces/default")
     return status == 200 and "cube-gpu" in json.dumps(body)
@@ -373,7 +365,9 @@ def test_launcher_card_mig_gpu_and_restored_layout(lab: ReplayLab, page: Page) -
     panel = page.locator(PANEL)
     expect(panel).to_be_visible()
     # The layout (saved in the server's workspace) brings the panel back after a reload.
-    poll_until(lambda: saved_layout_has_gpu_panel(lab), "the workspace to record the GPU panel")
+    wait_until(
+        lambda: saved_layout_has_gpu_panel(lab), 30, "the workspace to record the GPU panel", interval=0.2
+    )
     page.reload()
     page.wait_for_function("() => window.jupyterapp !== undefined", timeout=30_000)
     page.evaluate("() => window.jupyterapp.restored.then(() => true)")

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import nbformat
@@ -16,6 +15,7 @@ import yaml
 
 from cube_jupyter.pipelines.history import RunHistory
 from tests.pipelines.notebooks import code, notebook, write
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(240)
 CONFIG = """
@@ -111,8 +111,13 @@ def test_a_failed_step_exits_1_showing_the_step_and_its_traceback(folder: Path) 
 
 
 def test_ctrl_c_cancels_the_run_and_records_it(folder: Path) -> None:
+    inside = folder / "sleepy-started"
     write(
-        notebook(code("import time", "imports"), code("time.sleep(120)", "step:sleepy")),
+        notebook(
+            code("import time", "imports"),
+            # Sleeps past the wait below: only a cancel that stops the step lets the CLI exit.
+            code(f"open({str(inside)!r}, 'w').close()\ntime.sleep(3600)", "step:sleepy"),
+        ),
         folder / "slow.ipynb",
     )
     argv = [sys.executable, "-m", "cube_jupyter.cli", "pipeline", "run", "slow.ipynb"]
@@ -122,13 +127,12 @@ def test_ctrl_c_cancels_the_run_and_records_it(folder: Path) -> None:
         argv, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     history = RunHistory.in_state_dir(folder / "state")
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def step_running() -> bool:
         runs = history.list("alice")
-        if runs and runs[0].steps[0].status == "running":
-            break
-        time.sleep(0.1)
-    time.sleep(1)
+        return bool(runs) and runs[0].steps[0].status == "running" and inside.exists()
+
+    wait_until(step_running, 60, "the step to run its cell", interval=0.1)
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err

@@ -33,7 +33,6 @@ import socket
 import subprocess
 import tempfile
 import threading
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -42,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests import waiting
 
 PROMETHEUS = "/usr/bin/prometheus"
 REPO = Path(__file__).resolve().parents[2]
@@ -177,18 +178,15 @@ class DcgmPrometheus:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"prometheus exited {self.process.returncode}: {self.log_tail()}")
-            with (
-                contextlib.suppress(OSError),
-                urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as ready,
-            ):
-                if ready.status == 200:
-                    return
-            time.sleep(0.1)
-        raise RuntimeError(f"prometheus not ready after {timeout} s: {self.log_tail()}")
+        process = self.process
+
+        def ready() -> bool:
+            if process.poll() is not None:
+                raise RuntimeError(f"prometheus exited {process.returncode}: {self.log_tail()}")
+            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as answer:
+                return bool(answer.status == 200)
+
+        self.wait_until(ready, timeout, "prometheus to be ready", ignoring=(OSError,))
 
     def log_tail(self) -> str:
         path = self.workdir / "prometheus.log"
@@ -222,13 +220,14 @@ class DcgmPrometheus:
         result = self.query(f'{GENERATION_METRIC}{{job="{job}"}}')
         return int(float(result[0]["value"][1])) if result else None
 
-    def wait_until(self, condition: Any, timeout: float, what: str) -> None:
-        """Poll `condition()` until true; fail with `what` after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        while not condition():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}; prometheus log: {self.log_tail()}")
-            time.sleep(0.2)
+    def wait_until(
+        self, condition: Any, timeout: float, what: str, ignoring: tuple[type[BaseException], ...] = ()
+    ) -> None:
+        """`tests.waiting.wait_until`, with Prometheus's log in the failure."""
+        try:
+            waiting.wait_until(condition, timeout, what, ignoring=ignoring, interval=0.1)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; prometheus log: {self.log_tail()}") from None
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

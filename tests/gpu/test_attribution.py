@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from cube_jupyter.gpu.attribution import (
     server_kernels,
 )
 from cube_jupyter.gpu.model import GpuDevice, GpuProcess
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -182,10 +182,12 @@ def jupyter_server(tmp_path: Path) -> Iterator[tuple[str, str, int, Path]]:
     server = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/"
     try:
-        deadline = time.monotonic() + 60
-        while not list(runtime.glob("jpserver-*.json")):
-            assert server.poll() is None and time.monotonic() < deadline, "jupyter server did not start"
-            time.sleep(0.1)
+
+        def started() -> bool:
+            assert server.poll() is None, f"jupyter server exited with code {server.returncode}"
+            return bool(list(runtime.glob("jpserver-*.json")))
+
+        wait_until(started, 60, "the jupyter server's runtime file", interval=0.1)
         yield url, token, server.pid, runtime
     finally:
         server.send_signal(signal.SIGTERM)
@@ -213,10 +215,13 @@ def test_kernels_of_a_real_jupyter_server_with_their_notebooks(
 ) -> None:
     url, token, server_pid, runtime = jupyter_server
     kernel_id = _start_session(url, token, "work/train.ipynb")
-    deadline = time.monotonic() + 30
-    while kernel_id not in (pids := kernel_pids(psutil.Process(server_pid).children(recursive=True))):
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    pids = wait_until(
+        lambda: kernel_pids(psutil.Process(server_pid).children(recursive=True)),
+        30,
+        f"the process of kernel {kernel_id}",
+        until=lambda pids: kernel_id in pids,
+        interval=0.1,
+    )
     kernel_pid = pids[kernel_id]
     assert "ipykernel" in " ".join(psutil.Process(kernel_pid).cmdline())
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +29,7 @@ from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
 from cube_jupyter.notebooks.service import NotebookService
 from tests.gpu.nvml_replay import NvmlReplay
 from tests.gpu.prometheus_server import free_port
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -192,15 +192,11 @@ async def test_the_sampler_runs_in_the_background(
     service = make_service(make_settings(tmp_path, cache_seconds=0, sample_seconds=0.05))
     await service.start()
     try:
-        deadline = time.monotonic() + 30
-        while replay.reads < 3:
-            assert time.monotonic() < deadline, "the sampler did not read NVML"
-            await asyncio.sleep(0.05)
+        await wait_until_async(lambda: replay.reads >= 3, 30, "the sampler to read NVML three times")
     finally:
         await service.close()
-    reads = replay.reads
-    await asyncio.sleep(0.2)
-    assert replay.reads == reads  # stopped
+    # Stopped: no sampler task is left to read again.
+    assert [t for t in asyncio.all_tasks() if t.get_name() == "cube-gpu-sampler" and not t.done()] == []
     series = {(s.key, s.metric): s for s in (await service.report("alice")).history}
     assert len(series[(f"gpu:{GPU0}", "utilization_pct")].points) >= 3
 
@@ -296,10 +292,13 @@ async def test_cluster_history_and_idle_pod(tmp_path: Path, prometheus_url: str)
     service = make_service(
         cluster_settings(tmp_path, prometheus_url, idle_warning_seconds=3, cache_seconds=0)
     )
-    deadline = time.monotonic() + 30
-    while not (report := await service.report("bob", history_seconds=60)).idle:
-        assert time.monotonic() < deadline, "no idle warning for bob-lab-0"
-        await asyncio.sleep(0.5)
+    report = await wait_until_async(
+        lambda: service.report("bob", history_seconds=60),
+        30,
+        "an idle warning for bob-lab-0",
+        until=lambda report: report.idle,
+        interval=0.5,
+    )
     (warning,) = report.idle
     assert warning.key == "pod:cube-bob/bob-lab-0" and warning.pod == "bob-lab-0"
     assert warning.gpu == "GPU-9f8e7d6c-aaaa-bbbb-cccc-ddddeeeeffff" and warning.idle_seconds >= 3

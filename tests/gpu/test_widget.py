@@ -26,6 +26,7 @@ from cube_jupyter.gpu.nvml import NvmlSource
 from cube_jupyter.gpu.sources import NoGpuVisible
 from cube_jupyter.gpu.widget import THREAD_NAME, GpuMonitor, monitor
 from tests.gpu import nvml_replay
+from tests.waiting import wait_until
 
 RECORDINGS = Path(__file__).resolve().parents[1] / "data" / "nvml"
 MIB = 1024 * 1024
@@ -44,14 +45,6 @@ def _calls(recording: dict[str, Any], sample: int, gpu: int) -> dict[str, Any]:
 
 def _monitor_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == THREAD_NAME and t.is_alive()]
-
-
-def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 @pytest.fixture(autouse=True)
@@ -245,16 +238,14 @@ def test_a_gpu_that_disappears_mid_run_is_said_in_the_widget(
 def test_monitor_reads_in_the_background_and_stop_joins_the_thread(
     install_nvml_replay: Callable[..., nvml_replay.NvmlReplay],
 ) -> None:
-    replay = install_nvml_replay("a100x2-processes.json")
+    install_nvml_replay("a100x2-processes.json")
     gpu_monitor = monitor(interval=0.05, history=10)
     assert gpu_monitor.running and len(_monitor_threads()) == 1
-    _wait_for(lambda: gpu_monitor.samples >= 4, "four samples")
+    wait_until(lambda: gpu_monitor.samples >= 4, 30, "four samples")
     thread = gpu_monitor._thread
     gpu_monitor.stop()
     assert thread is not None and not thread.is_alive() and not gpu_monitor.running
-    reads = replay.reads
-    time.sleep(0.3)  # six intervals: a thread still running would have read again
-    assert replay.reads == reads
+    assert _monitor_threads() == []  # nothing is left to read again
     assert "Stopped" in gpu_monitor._status.value
 
 
@@ -302,7 +293,7 @@ def test_close_closes_every_widget_model_it_made(
     install_nvml_replay("a100x2-processes.json")
     before = set(_instances)
     gpu_monitor = monitor(interval=0.05)
-    _wait_for(lambda: gpu_monitor.samples >= 2, "two samples")
+    wait_until(lambda: gpu_monitor.samples >= 2, 30, "two samples")
     assert len(set(_instances) - before) > 20  # two GPUs' bars, texts, tables, layouts and styles
     gpu_monitor.close()
     assert set(_instances) - before == set() and not gpu_monitor.running
@@ -322,7 +313,7 @@ def test_start_shows_a_reading_at_once_and_leaves_kernel_discovery_to_the_thread
     gpu_monitor.start()
     try:
         assert gpu_monitor.samples == 1 and discoveries == []
-        _wait_for(lambda: gpu_monitor.samples >= 3, "the thread's samples")
+        wait_until(lambda: gpu_monitor.samples >= 3, 30, "the thread's samples")
         assert len(discoveries) == 1  # the thread's first tick; the next is kernel_refresh (10 s) away
     finally:
         gpu_monitor.close()

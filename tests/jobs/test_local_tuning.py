@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from cube_jupyter.jobs.local.tuning import LocalTuner
 from cube_jupyter.jobs.model import Job
 from cube_jupyter.jobs.tuning_spec import TuningSpec
 from cube_jupyter.storage.local import LocalStore
+from tests.waiting import wait_until
 
 USER = "alice"
 WAIT = 240.0
@@ -284,22 +284,28 @@ def test_delete_stops_running_trials(tuner: LocalTuner, workdir: Path) -> None:
         "sleepy", {"mode": {"values": ["sleep"]}}, algorithm="grid", max_trials=1, parallel_trials=1
     )
     tuner.start(tuning, code_dir=workdir)
-    job = tuner.status(USER, "sleepy")
-    for _ in range(1200):
-        job = tuner.status(USER, "sleepy")
-        if job.replicas and job.replicas[0].pid:
-            break
-        time.sleep(0.1)
+    job = wait_until(
+        lambda: tuner.status(USER, "sleepy"),
+        120,
+        "the trial's process",
+        until=lambda job: bool(job.replicas and job.replicas[0].pid),
+        interval=0.1,
+    )
     pid = job.replicas[0].pid
     assert pid is not None
     trial = psutil.Process(pid)
-    family: list[psutil.Process] = []
-    for _ in range(1200):  # until the trial has started its notebook's kernel
-        family = trial.children(recursive=True)
-        if any("ipykernel" in " ".join(p.cmdline()) for p in family):
-            break
-        time.sleep(0.1)
-    assert family, tuner.logs(USER, "sleepy", "trial-0")
+
+    def kernel_started(family: list[psutil.Process]) -> bool:
+        return any("ipykernel" in " ".join(p.cmdline()) for p in family)
+
+    family = wait_until(
+        lambda: trial.children(recursive=True),
+        120,
+        "the trial to start its notebook's kernel",
+        until=kernel_started,
+        ignoring=(psutil.NoSuchProcess,),  # a child that came and went while listed
+        interval=0.1,
+    )
 
     tuner.delete(USER, "sleepy")
 

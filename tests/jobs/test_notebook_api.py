@@ -26,6 +26,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
 from tests.local.support import KERNEL_V1, execute_request, receive, send_shell
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -78,17 +79,16 @@ class Server:
         log = (self.root / "server.log").open("ab")
         self.proc = subprocess.Popen(argv, cwd=work, env=env, stdout=log, stderr=log)
         log.close()
-        deadline = time.monotonic() + 60
-        while True:
-            assert self.proc.poll() is None, (self.root / "server.log").read_text()[-3000:]
-            try:
-                response = await AsyncHTTPClient().fetch(f"{self.url}api/status", headers=self.headers)
-                if response.code == 200 and list((self.root / "runtime").glob("jpserver-*.json")):
-                    return
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "the server did not start"
-            await asyncio.sleep(0.2)
+        proc = self.proc
+
+        async def answers() -> bool:
+            assert proc.poll() is None, (self.root / "server.log").read_text()[-3000:]
+            response = await AsyncHTTPClient().fetch(f"{self.url}api/status", headers=self.headers)
+            return response.code == 200 and bool(list((self.root / "runtime").glob("jpserver-*.json")))
+
+        await wait_until_async(
+            answers, 60, "the server to answer and write its runtime file", ignoring=(OSError,), interval=0.2
+        )
 
     async def kernel(self) -> WebSocketClientConnection:
         response = await AsyncHTTPClient().fetch(

@@ -284,5 +284,5 @@ def test_strict_validation_catches_a_misspelt_field() -> None:
         validate_object(broken, strict=True)
     broken = copy.deepcopy(obj)
     replica_specs(broken)["Worker"]["replicas"] = "2"
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match=r"Worker\.replicas: '2' is not of type 'integer'"):
         validate_object(broken, strict=True)

@@ -4,25 +4,11 @@ and the kubelet. The backend must learn what they do only through its watches.""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 from cube_jupyter.kube.client import KubeClient
 from cube_jupyter.notebooks.render import NOTEBOOK_LABEL, STATEFULSET_LABEL
 from tests.kubernetes.emulator import now_rfc3339
-
-
-async def eventually(check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:
-    """Poll `check` until it returns a truthy value: watch-driven changes arrive asynchronously."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s; last value: {value!r}")
-        await asyncio.sleep(interval)
 
 
 async def controller_creates_pod(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]:

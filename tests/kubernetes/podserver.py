@@ -7,13 +7,11 @@ origin), moved onto a loopback port, so the backend's in-cluster reads (`api/ker
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ from tornado.websocket import WebSocketClientConnection, websocket_connect
 
 from cube_jupyter.local.processes import LOOPBACK
 from tests.local.support import KERNEL_V1, execute_request, send_shell
+from tests.waiting import wait_until_async
 
 # Flags the stand-in sets itself: where it listens, and what keeps it a plain, local server.
 OWN_FLAGS = ("--ServerApp.ip=", "--ServerApp.port=")
@@ -65,20 +64,25 @@ class PodServer:
         log = (self.root / "server.log").open("ab")
         self.proc = subprocess.Popen(self.argv, cwd=self.root, env=env, stdout=log, stderr=log)
         log.close()
-        deadline = time.monotonic() + timeout
         http = AsyncHTTPClient()
-        while True:
-            if self.proc.poll() is not None:
+        proc = self.proc
+
+        async def status_code() -> int:
+            if proc.poll() is not None:
                 raise RuntimeError(
                     f"stand-in server exited: {(self.root / 'server.log').read_text()[-2000:]}"
                 )
-            with contextlib.suppress(OSError):  # not listening yet
-                response = await http.fetch(f"{self.url}api/status", raise_error=False)
-                if response.code == 200:
-                    return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"stand-in server did not answer within {timeout} s")
-            await asyncio.sleep(0.1)
+            response = await http.fetch(f"{self.url}api/status", raise_error=False)
+            return response.code
+
+        await wait_until_async(
+            status_code,
+            timeout,
+            "the stand-in server to answer api/status",
+            until=lambda code: code == 200,
+            ignoring=(OSError,),  # not listening yet
+            interval=0.1,
+        )
 
     async def busy_kernel(self, code: str) -> WebSocketClientConnection:
         """Start a kernel and run `code` in it over its WebSocket; return once the kernel is busy."""
@@ -90,13 +94,15 @@ class PodServer:
             subprotocols=[KERNEL_V1],
         )
         await send_shell(ws, execute_request(code))
-        deadline = time.monotonic() + 30
-        while True:
-            model = json.loads((await http.fetch(f"{self.url}api/kernels/{kernel_id}")).body)
-            if model["execution_state"] == "busy":
-                return ws
-            assert time.monotonic() < deadline, f"kernel never got busy: {model}"
-            await asyncio.sleep(0.1)
+
+        async def kernel() -> dict[str, Any]:
+            model: dict[str, Any] = json.loads((await http.fetch(f"{self.url}api/kernels/{kernel_id}")).body)
+            return model
+
+        await wait_until_async(
+            kernel, 30, "the kernel to be busy", until=lambda m: m["execution_state"] == "busy", interval=0.1
+        )
+        return ws
 
     def stop(self) -> None:
         if self.proc is None:

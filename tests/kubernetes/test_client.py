@@ -132,13 +132,20 @@ async def test_api_failures_become_messages_a_user_can_act_on(
 
 def test_status_translation_table() -> None:
     body = b'{"kind":"Status","message":"too old resource version: 1 (5)","reason":"Expired","code":410}'
-    assert isinstance(error_for_status(410, body, "watching pods"), ResourceGone)
-    assert isinstance(error_for_status(400, "not json at all", "x"), BackendUnavailable)
-    assert not isinstance(error_for_status(400, "x", "x"), InvalidInput)
+    gone = error_for_status(410, body, "watching pods")
+    assert isinstance(gone, ResourceGone)
+    assert gone.message == (
+        "watching pods failed: the resource version is too old: too old resource version: 1 (5)"
+    )
+    rejected = error_for_status(400, "not json at all", "x")
+    assert isinstance(rejected, BackendUnavailable) and not isinstance(rejected, InvalidInput)
+    assert rejected.status == 503 and rejected.message.startswith("x was rejected as invalid by Kubernetes")
     assert error_for_status(502, b"<html>bad gateway</html>", "listing pods").message == (
         "listing pods failed: the Kubernetes API answered 502: <html>bad gateway</html>"
     )
-    assert isinstance(error_for_status(401, None, "x"), BackendUnavailable)
+    unauthorized = error_for_status(401, None, "x")
+    assert isinstance(unauthorized, BackendUnavailable) and unauthorized.status == 503
+    assert unauthorized.message == "x failed: Kubernetes rejected the workbench's credentials"
 
 
 def test_resource_types() -> None:

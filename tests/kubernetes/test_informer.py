@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,8 +10,8 @@ import pytest
 
 from cube_jupyter.kube.client import KubeClient
 from cube_jupyter.kube.informer import Informer
-from tests.kubernetes.actors import eventually
 from tests.kubernetes.emulator import ApiServerEmulator
+from tests.waiting import wait_until_async
 
 PODS = "v1/pods"
 SELECTOR = "app.kubernetes.io/managed-by=cube-jupyter"
@@ -63,13 +62,13 @@ async def test_lists_once_then_follows_the_watch(
     assert informer.resource_version == str(kmock.resource_version)
 
     await asyncio.to_thread(kube.create, pod("b", team="ml"))
-    await eventually(lambda: informer.get("cube-alice", "b"))
+    await wait_until_async(lambda: informer.get("cube-alice", "b"))
     assert [o["metadata"]["name"] for o in informer.by_index("team", "ml")] == ["b"]
 
     await asyncio.to_thread(
         kube.patch, "v1", "Pod", "cube-alice", "b", {"metadata": {"labels": {"team": "cv"}}}
     )
-    await eventually(lambda: [o["metadata"]["name"] for o in informer.by_index("team", "cv")] == ["b"])
+    await wait_until_async(lambda: [o["metadata"]["name"] for o in informer.by_index("team", "cv")] == ["b"])
     assert informer.by_index("team", "ml") == []
 
     # Leaving the selection is a DELETED event for a selective watch, as on a real API server.
@@ -81,9 +80,9 @@ async def test_lists_once_then_follows_the_watch(
         "a",
         {"metadata": {"labels": {"app.kubernetes.io/managed-by": None}}},
     )
-    await eventually(lambda: informer.get("cube-alice", "a") is None)
+    await wait_until_async(lambda: informer.get("cube-alice", "a") is None)
     await asyncio.to_thread(kube.delete, "v1", "Pod", "cube-alice", "b")
-    await eventually(lambda: len(informer) == 0)
+    await wait_until_async(lambda: len(informer) == 0)
 
     assert informer.list_calls == 1 and len(kmock.requests_of("list", PODS)) == 1
     assert informer.resource_version == str(kmock.resource_version)
@@ -95,12 +94,12 @@ async def test_watch_error_410_makes_it_list_again_and_catch_up(
     await asyncio.to_thread(kube.create, pod("a"))
     informer = await start(informers, kube)
     assert len(kmock.requests_of("list", PODS)) == 1
-    await eventually(lambda: kmock.open_watches == 1)
+    await wait_until_async(lambda: kmock.open_watches == 1)
 
     kmock.hold_watches()
     kmock.compact()  # the open watch ends with an ERROR event, code 410
-    await eventually(lambda: len(kmock.requests_of("list", PODS)) == 2)  # re-listed at once
-    await eventually(lambda: len(kmock.requests_of("watch", PODS)) == 2)  # and is watching again (held)
+    await wait_until_async(lambda: len(kmock.requests_of("list", PODS)) == 2)  # re-listed at once
+    await wait_until_async(lambda: len(kmock.requests_of("watch", PODS)) == 2)  # and is watching again (held)
 
     # While its watch is held, a change happens and the history is compacted past it: the change
     # can only reach the cache through another list.
@@ -109,11 +108,11 @@ async def test_watch_error_410_makes_it_list_again_and_catch_up(
     assert informer.get("cube-alice", "missed") is None
     kmock.release_watches()
 
-    await eventually(lambda: informer.get("cube-alice", "missed"))
+    await wait_until_async(lambda: informer.get("cube-alice", "missed"))
     assert len(kmock.requests_of("list", PODS)) == 3 and informer.list_calls == 3
     # And it keeps following the watch afterwards.
     await asyncio.to_thread(kube.create, pod("after"))
-    await eventually(lambda: informer.get("cube-alice", "after"))
+    await wait_until_async(lambda: informer.get("cube-alice", "after"))
     assert informer.list_calls == 3
 
 
@@ -121,12 +120,12 @@ async def test_http_410_on_watch_makes_it_list_again(
     kmock: ApiServerEmulator, kube: KubeClient, informers: list[Informer]
 ) -> None:
     informer = await start(informers, kube)
-    await eventually(lambda: kmock.open_watches == 1)
+    await wait_until_async(lambda: kmock.open_watches == 1)
     kmock.gone_on_next_watch(PODS)
     kmock.compact()  # the open watch ends; its next watch request is answered with HTTP 410
-    await eventually(lambda: informer.list_calls == 3)
+    await wait_until_async(lambda: informer.list_calls == 3)
     await asyncio.to_thread(kube.create, pod("later"))
-    await eventually(lambda: informer.get("cube-alice", "later"))
+    await wait_until_async(lambda: informer.get("cube-alice", "later"))
     assert informer.list_calls == 3 and len(kmock.requests_of("list", PODS)) == 3
 
 
@@ -135,7 +134,7 @@ async def test_server_side_watch_timeout_resumes_without_listing(
 ) -> None:
     informer = await start(informers, kube, watch_timeout_seconds=1)
     await asyncio.to_thread(kube.create, pod("x", managed=False))  # not ours: only a bookmark shows it
-    await eventually(lambda: informer.watch_calls >= 3, timeout=10)
+    await wait_until_async(lambda: informer.watch_calls >= 3, timeout=10)
     assert informer.list_calls == 1
     params = [r.params for r in kmock.requests_of("watch", PODS)]
     assert all(p["allowWatchBookmarks"] == "true" and p["timeoutSeconds"] == "1" for p in params)
@@ -153,14 +152,16 @@ async def test_paged_list_of_a_large_cluster(
     assert [bool(p.params.get("continue")) for p in pages] == [False, True, True]
 
 
-async def test_stop_interrupts_an_idle_watch_promptly(kube: KubeClient, informers: list[Informer]) -> None:
-    informer = await start(informers, kube)
-    await eventually(lambda: informer.watch_calls == 1)
-    await asyncio.sleep(0.1)  # let it block reading the stream
-    began = time.monotonic()
-    await asyncio.to_thread(informer.stop)
-    assert time.monotonic() - began < 2.0
-    assert informer._thread is None
+async def test_stop_interrupts_an_idle_watch(
+    kmock: ApiServerEmulator, kube: KubeClient, informers: list[Informer]
+) -> None:
+    informer = await start(informers, kube)  # its watch would stay open for 300 s
+    await wait_until_async(lambda: informer.watch_calls == 1 and kmock.open_watches == 1)
+    thread = informer._thread
+    assert thread is not None
+    await asyncio.to_thread(informer.stop, 10)
+    # Only an interrupted read lets the thread end within stop's join; else it is still blocked.
+    assert not thread.is_alive() and informer._thread is None
 
 
 async def test_list_errors_are_retried_with_backoff_and_reported(

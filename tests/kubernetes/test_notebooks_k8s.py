@@ -18,7 +18,6 @@ from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import NotebookSpec, ServerStatus
 from tests.kubernetes.actors import (
     controller_creates_pod,
-    eventually,
     kubelet_sets_status,
     ready_status,
     scheduler_warns,
@@ -26,6 +25,7 @@ from tests.kubernetes.actors import (
 )
 from tests.kubernetes.conftest import make_settings
 from tests.kubernetes.emulator import ApiServerEmulator
+from tests.waiting import wait_until_async
 
 NOTEBOOKS = "kubeflow.org/v1/notebooks"
 PVCS = "v1/persistentvolumeclaims"
@@ -126,12 +126,12 @@ async def test_pod_turning_ready_makes_the_server_running(
     assert server.reason == "waiting for the server's pod to be created"
 
     pod = await controller_creates_pod(kube, "cube-alice", "nb1")
-    await eventually(lambda: backend.pods.get("cube-alice", pod["metadata"]["name"]))
+    await wait_until_async(lambda: backend.pods.get("cube-alice", pod["metadata"]["name"]))
     server = backend.get_server("alice", "nb1")
     assert server is not None and server.status is ServerStatus.PENDING
 
     await kubelet_sets_status(kube, "cube-alice", "nb1-0", ready_status())
-    running = await eventually(
+    running = await wait_until_async(
         lambda: (s := backend.get_server("alice", "nb1")) and s.status is ServerStatus.RUNNING
     )
     assert running
@@ -151,7 +151,7 @@ async def test_pending_server_shows_the_schedulers_message(
         server = backend.get_server("alice", "nb1")
         return server.reason if server and server.status is ServerStatus.PENDING else None
 
-    assert await eventually(lambda: reason() == message)
+    assert await wait_until_async(lambda: reason() == message)
     server = backend.get_server("alice", "nb1")
     assert server is not None and server.gpus_held == 1  # a pending server still holds its GPU quota
 
@@ -180,7 +180,7 @@ async def test_warning_events_explain_a_pending_pod(
     )
 
     expected = "FailedScheduling: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
-    assert await eventually(lambda: (s := backend.get_server("alice", "nb1")) and s.reason == expected)
+    assert await wait_until_async(lambda: (s := backend.get_server("alice", "nb1")) and s.reason == expected)
 
 
 async def test_warnings_on_the_workload_explain_a_pod_that_is_never_created(
@@ -210,14 +210,14 @@ async def test_warnings_on_the_workload_explain_a_pod_that_is_never_created(
     assert notebook["metadata"]["creationTimestamp"] < "2099"
 
     expected = f"FailedCreate: {quota}"
-    assert await eventually(lambda: (s := backend.get_server("alice", "nb1")) and s.reason == expected)
+    assert await wait_until_async(lambda: (s := backend.get_server("alice", "nb1")) and s.reason == expected)
     server = backend.get_server("alice", "nb1")
     assert server is not None and server.status is ServerStatus.PENDING and server.gpus_held == 1
 
     # Once the pod exists, its own state explains it.
     pod = await controller_creates_pod(kube, "cube-alice", "nb1")
     await scheduler_warns(kube, pod, "FailedScheduling", "0/3 nodes are available.")
-    assert await eventually(
+    assert await wait_until_async(
         lambda: (
             (s := backend.get_server("alice", "nb1"))
             and s.reason == "FailedScheduling: 0/3 nodes are available."
@@ -248,11 +248,14 @@ async def test_only_warnings_about_servers_in_user_namespaces_are_cached(
     kmock.preload([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}}])
     for obj in (other_kind, other_namespace, kept):
         await scheduler_warns(kube, obj, "Failed", "something")
-    await eventually(lambda: len(backend.events) >= 1)
-    await asyncio.sleep(0.2)
-    assert [(e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in backend.events.list()] == [
-        ("StatefulSet", "nb1")
-    ]
+
+    def cached() -> list[tuple[str, str]]:
+        return [(e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in backend.events.list()]
+
+    # One watch delivers the events in the order they were made: once the last one is cached, the
+    # others have been seen (and dropped) before it.
+    await wait_until_async(lambda: ("StatefulSet", "nb1") in cached(), what="the StatefulSet's event")
+    assert cached() == [("StatefulSet", "nb1")]
 
 
 async def test_crash_looping_container_fails_the_server(
@@ -279,7 +282,7 @@ async def test_crash_looping_container_fails_the_server(
         ],
     }
     await kubelet_sets_status(kube, "cube-alice", "nb1-0", status)
-    server = await eventually(
+    server = await wait_until_async(
         lambda: (s := backend.get_server("alice", "nb1")) and s.status is ServerStatus.FAILED and s
     )
     assert server.reason == "CrashLoopBackOff: back-off 1m20s restarting failed container (last exit code 1)"
@@ -292,7 +295,9 @@ async def test_stop_and_start_patch_the_stop_annotation(
     await backend.create_server(spec(settings, profile="gpu"))
     await controller_creates_pod(kube, "cube-alice", "nb1")
     await kubelet_sets_status(kube, "cube-alice", "nb1-0", ready_status())
-    await eventually(lambda: (s := backend.get_server("alice", "nb1")) and s.status is ServerStatus.RUNNING)
+    await wait_until_async(
+        lambda: (s := backend.get_server("alice", "nb1")) and s.status is ServerStatus.RUNNING
+    )
 
     server = await backend.set_stopped("alice", "nb1", True)
     notebook = kmock.find(NOTEBOOKS, "cube-alice", "nb1")
@@ -301,7 +306,7 @@ async def test_stop_and_start_patch_the_stop_annotation(
     assert server.status is ServerStatus.STOPPING  # the pod is still there
     # The notebook controller scales the StatefulSet to zero: the pod goes away.
     await asyncio.to_thread(kube.delete, "v1", "Pod", "cube-alice", "nb1-0")
-    server = await eventually(
+    server = await wait_until_async(
         lambda: (s := backend.get_server("alice", "nb1")) and s.status is ServerStatus.STOPPED and s
     )
     assert server.gpus_held == 0
@@ -375,7 +380,7 @@ async def test_failed_create_rolls_back_everything_it_made(
     assert server_objects(kmock) == {PVCS: [], NOTEBOOKS: [], VSVCS: [], POLICIES: []}
     # Rolled back newest first: the policy that guards the pod goes last.
     assert writes(kmock, "DELETE") == ["notebooks", "persistentvolumeclaims", "authorizationpolicies"]
-    await eventually(lambda: backend.workloads.get("cube-alice", "nb1") is None)
+    await wait_until_async(lambda: backend.workloads.get("cube-alice", "nb1") is None)
     assert backend.list_servers("alice") == []
 
     server = await backend.create_server(spec(settings))  # the failure was transient: now it works

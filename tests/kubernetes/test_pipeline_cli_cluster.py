@@ -19,6 +19,7 @@ from cube_jupyter.kube.client import KubeClient
 from cube_jupyter.pipelines.dag import build_pipeline, load_notebook
 from tests.kubernetes.emulator import ApiServerEmulator
 from tests.pipelines.notebooks import EXAMPLES
+from tests.waiting import wait_until_async
 
 WORKFLOWS = "argoproj.io/v1alpha1/workflows"
 
@@ -97,13 +98,14 @@ async def test_run_on_the_cluster_submits_and_follows_the_workflow(
     )
     cli = asyncio.ensure_future(process.communicate())
 
-    workflows: list[dict[str, Any]] = []
-    for _ in range(300):  # the emulator serves on this loop: list from a thread, never block it
+    async def submitted() -> list[dict[str, Any]]:
+        # The emulator serves on this loop: list from a thread, never block it.
         listed = await asyncio.to_thread(kube.list, "argoproj.io/v1alpha1", "Workflow", "cube-alice")
-        workflows = listed.items
-        if workflows or cli.done():
-            break
-        await asyncio.sleep(0.1)
+        return list(listed.items)
+
+    workflows = await wait_until_async(
+        submitted, 60, "the CLI to submit a Workflow", until=lambda items: bool(items) or cli.done()
+    )
     assert workflows and not cli.done(), await cli if cli.done() else "no Workflow submitted"
     workflow = workflows[0]
     assert workflow["metadata"]["labels"]["cube-jupyter/user"] == "alice"

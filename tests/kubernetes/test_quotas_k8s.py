@@ -15,9 +15,10 @@ from cube_jupyter.errors import Conflict, QuotaExceeded
 from cube_jupyter.kube.client import KubeClient
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import ServerStatus
-from tests.kubernetes.actors import controller_creates_pod, eventually, kubelet_sets_status
+from tests.kubernetes.actors import controller_creates_pod, kubelet_sets_status
 from tests.kubernetes.conftest import make_settings
 from tests.kubernetes.emulator import ApiServerEmulator
+from tests.waiting import wait_until_async
 
 NOTEBOOKS = "kubeflow.org/v1/notebooks"
 POLICIES = "security.istio.io/v1/authorizationpolicies"
@@ -61,12 +62,12 @@ async def test_gpu_quota_counts_running_servers_and_names_the_limit(
 
     # a stopped server holds no GPU: its GPU can go to a new server, and it cannot start again
     await service.set_stopped("alice", "g1", True)
-    await eventually(lambda: service.get("alice", "g1").status == ServerStatus.STOPPED)
+    await wait_until_async(lambda: service.get("alice", "g1").status == ServerStatus.STOPPED)
     await service.create("alice", {"name": "g3", "profile": "gpu"})
     with pytest.raises(QuotaExceeded):
         await service.set_stopped("alice", "g1", False)
     await service.delete("alice", "g3")
-    await eventually(lambda: all(s.name != "g3" for s in service.list_servers("alice")))
+    await wait_until_async(lambda: all(s.name != "g3" for s in service.list_servers("alice")))
     started = await service.set_stopped("alice", "g1", False)
     assert started.name == "g1"
 
@@ -88,7 +89,9 @@ async def test_a_failed_gpu_server_still_counts_and_can_be_stopped(
     await service.create("alice", {"name": "g1", "profile": "gpu"})
     await controller_creates_pod(kube, "cube-alice", "g1")
     await kubelet_sets_status(kube, "cube-alice", "g1-0", crash_loop_status())
-    failed = await eventually(lambda: (s := service.get("alice", "g1")).status == ServerStatus.FAILED and s)
+    failed = await wait_until_async(
+        lambda: (s := service.get("alice", "g1")).status == ServerStatus.FAILED and s
+    )
     assert failed.gpus_held == 1 and "stop" in failed.actions and "start" in failed.actions
 
     with pytest.raises(QuotaExceeded, match="holds 1 GPU"):
@@ -96,7 +99,7 @@ async def test_a_failed_gpu_server_still_counts_and_can_be_stopped(
 
     await service.set_stopped("alice", "g1", True)
     await asyncio.to_thread(kube.delete, "v1", "Pod", "cube-alice", "g1-0")  # the controller scales to 0
-    await eventually(lambda: service.get("alice", "g1").status == ServerStatus.STOPPED)
+    await wait_until_async(lambda: service.get("alice", "g1").status == ServerStatus.STOPPED)
     await service.create("alice", {"name": "g2", "profile": "gpu"})
     assert kmock.names(NOTEBOOKS, "cube-alice") == ["g1", "g2"]
 

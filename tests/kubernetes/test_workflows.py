@@ -17,10 +17,10 @@ from cube_jupyter.kube.client import KubeClient, make_api_client
 from cube_jupyter.pipelines.kubernetes.argo import API_VERSION, KIND, compile_workflow
 from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns
 from tests.k8s_schemas import validate_object
-from tests.kubernetes.actors import eventually
 from tests.kubernetes.conftest import make_settings
 from tests.kubernetes.emulator import ApiServerEmulator
 from tests.pipelines.test_argo import fan_out_fan_in
+from tests.waiting import wait_until_async
 
 WORKFLOWS = "argoproj.io/v1alpha1/workflows"
 STORE = "s3://ml-artifacts/runs"
@@ -119,7 +119,7 @@ async def argo_reports(
     patched = await asyncio.to_thread(kube.patch, API_VERSION, KIND, "cube-alice", name, {"status": body})
     validate_object(patched)
     rv = patched["metadata"]["resourceVersion"]
-    await eventually(
+    await wait_until_async(
         lambda: (runs.workflows.get("cube-alice", name) or {})["metadata"]["resourceVersion"] == rv
     )
 
@@ -320,11 +320,14 @@ async def test_cancelling_a_finished_or_unknown_run(
 
 async def test_wait_finished_returns_when_argo_finishes(kube: KubeClient, runs: ClusterPipelineRuns) -> None:
     name = await submit(runs)
-    waiting = asyncio.ensure_future(runs.wait_finished("alice", "run-1", timeout=10))
-    await asyncio.sleep(0.1)
+    waiting = asyncio.ensure_future(runs.wait_finished("alice", "run-1", timeout=30))
+    # A change that does not finish the run (the cache has it when argo_reports returns) wakes the
+    # waiter, which goes on waiting.
+    await argo_reports(kube, runs, name, "Running", [node(name, "prepare", "Running")])
     assert not waiting.done()
     await argo_reports(kube, runs, name, "Succeeded", [node(name, step, "Succeeded") for step in STEPS])
-    run = await asyncio.wait_for(waiting, 10)
+    run = await asyncio.wait_for(waiting, 30)
+    # The run as it is once Argo finished it: a wait that returned early would show it running.
     assert run.status == "succeeded"
 
 

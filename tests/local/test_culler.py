@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,23 +16,31 @@ from cube_jupyter.notebooks.activity import Activity, parse_time, should_cull
 from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
 from cube_jupyter.notebooks.spec import NotebookSpec, ServerStatus
 from tests.local.support import KERNEL_V1, execute_request, make_settings, send_shell
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(120)
 
 
-async def wait_for(condition: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.1)
-
-
 def test_idle_server_is_culled_and_busy_one_is_not(
-    state_dir: Path, backends: Callable[..., LocalNotebookBackend], loop: asyncio.AbstractEventLoop
+    state_dir: Path,
+    backends: Callable[..., LocalNotebookBackend],
+    loop: asyncio.AbstractEventLoop,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     settings = make_settings(state_dir, cull_idle_seconds=2)
     backend = backends(settings)
     profile = settings.profile(None)
+
+    # When each supervision pass that has finished began.
+    passes: list[datetime] = []
+    check_once = backend.check_once
+
+    async def recording_pass() -> None:
+        began = datetime.now(UTC)
+        await check_once()
+        passes.append(began)
+
+    monkeypatch.setattr(backend, "check_once", recording_pass)
 
     def status(name: str) -> ServerStatus | None:
         server = backend.get_server("alice", name)
@@ -65,21 +72,26 @@ def test_idle_server_is_culled_and_busy_one_is_not(
             )
             return str(model["execution_state"])
 
-        while await kernel_state() != "busy":
-            await asyncio.sleep(0.1)
-        busy_since = time.monotonic()
+        await wait_until_async(kernel_state, 30, "the kernel to be busy", until=lambda s: s == "busy")
+        past_the_limit = datetime.now(UTC) + timedelta(seconds=2)  # the cell began before now
 
         await backend.start()  # supervision: polls every 0.3 s, culls after 2 s idle
-        await wait_for(lambda: status("idle") == ServerStatus.STOPPED, timeout=15)
+        await wait_until_async(lambda: status("idle") == ServerStatus.STOPPED, what="the idle server culled")
         culled = backend.get_server("alice", "idle")
         assert culled is not None and culled.reason == "culled after 2 s idle"
 
-        await asyncio.sleep(max(0.0, busy_since + 3.5 - time.monotonic()))  # well past the limit
+        # A pass that began 2 s after the cell did has finished: it would have culled a server idle
+        # since the cell began.
+        checked: list[datetime] = await wait_until_async(
+            lambda: [began for began in passes if began > past_the_limit],
+            what="a finished supervision pass past the limit",
+        )
         assert status("busy") == ServerStatus.RUNNING
         busy = backend.get_server("alice", "busy")
         assert busy is not None and busy.last_activity is not None
+        # Busy is active when checked, not when the cell began (activity is kept in whole seconds).
         seen = parse_time(busy.last_activity)
-        assert seen is not None and datetime.now(UTC) - seen < timedelta(seconds=2)
+        assert seen is not None and seen >= checked[0].replace(microsecond=0)
         ws.close()
 
     loop.run_until_complete(run())

@@ -21,6 +21,7 @@ from tornado.httpclient import HTTPClientError, HTTPRequest, HTTPResponse
 from tornado.httputil import HTTPHeaders
 from tornado.websocket import websocket_connect
 
+from cube_jupyter.errors import BackendUnavailable
 from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import NotebookSpec
@@ -255,8 +256,11 @@ def test_server_not_running_is_503_with_status_and_reason(
 
     async def run() -> None:
         await failing.create_server(NotebookSpec("alice", "broken", router.settings.profile(None)))
-        with pytest.raises(Exception, match="code 3"):
+        with pytest.raises(
+            BackendUnavailable, match=r"'broken' of user 'alice' is failed: .*exited with code 3"
+        ) as info:
             await failing.wait_until_ready("alice", "broken", timeout=30)
+        assert info.value.field == "name"
         response = await fetch("alice/broken/api/status")
         assert response.code == 503
         body = json.loads(response.body)

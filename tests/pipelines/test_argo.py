@@ -21,7 +21,6 @@ from traitlets.config import Config
 from cube_jupyter.config import Settings, load_settings
 from cube_jupyter.errors import ConfigError, InvalidInput
 from cube_jupyter.pipelines import marshal
-from cube_jupyter.pipelines.config import pipeline_config
 from cube_jupyter.pipelines.dag import build_pipeline
 from cube_jupyter.pipelines.kubernetes.argo import (
     PIPELINE_PATH,
@@ -399,13 +398,13 @@ def test_admin_config_is_validated_naming_the_field() -> None:
         ({"CubeStorage": {"credentials_secret": "Bad Secret"}}, "CubeStorage.credentials_secret"),
     ]
     for traits, field in cases:
-        settings = make_settings(**traits)
-        with pytest.raises(ConfigError) as info:
-            pipeline_config(settings)
+        with pytest.raises(ConfigError) as info:  # at startup, with the rest of the config
+            make_settings(**traits)
         assert info.value.field == field, traits
     with pytest.raises(ConfigError) as info:
-        pipeline_config(make_settings(CubePipelines={"pod_gc_strategy": "Sometimes"}))
+        make_settings(CubePipelines={"pod_gc_strategy": "Sometimes"})
     assert "pod_gc_strategy" in info.value.message
+    assert info.value.field == "CubePipelines.pod_gc_strategy"
     quiet = make_settings(
         CubePipelines={"pod_gc_strategy": "", "ttl_seconds_after_success": 0, "ttl_seconds_after_failure": 0}
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from cube_jupyter.errors import Conflict, Forbidden, InvalidInput, NotFound
 from cube_jupyter.pipelines.model import PipelineError
 from cube_jupyter.pipelines.service import PipelineService
 from tests.pipelines.notebooks import code, notebook, write
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -136,17 +138,24 @@ def test_runs_are_per_user_and_survive_a_restart(env: Env) -> None:
 
 
 def test_cancel_through_the_service(env: Env) -> None:
+    inside = env.root / "long-started"
     write(
-        notebook(code("import time", "imports"), code("time.sleep(120)", "step:long")),
+        notebook(
+            code("import time", "imports"),
+            # Sleeps past the test's timeout: only a cancel that stops the step lets the test end.
+            code(f"open({str(inside)!r}, 'w').close()\ntime.sleep(3600)", "step:long"),
+        ),
         env.root / "work" / "long.ipynb",
     )
 
     async def go():  # type: ignore[no-untyped-def]
         run = await env.service.start_run("alice", "work/long.ipynb")
-        while env.service.get_run("alice", run.id).step("long").status != "running":
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(0.5)
-        with pytest.raises(NotFound):
+        await wait_until_async(
+            lambda: env.service.get_run("alice", run.id).step("long").status == "running" and inside.exists(),
+            120,
+            "the step to run its cell",
+        )
+        with pytest.raises(NotFound, match=re.escape(f"user 'bob' has no pipeline run {run.id!r}")):
             await env.service.cancel("bob", run.id)
         return await env.service.cancel("alice", run.id)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from tornado.httpclient import HTTPClientError
 
 from tests.kubernetes.conftest import make_emulator
 from tests.server.conftest import Fetch
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -82,11 +82,13 @@ async def test_unreachable_api_is_503_until_it_answers(
     await emulator.__aenter__()
     await server.__aenter__()
     try:
-        deadline = time.monotonic() + 60
-        while status != 200 and time.monotonic() < deadline:
-            await asyncio.sleep(0.5)
-            status, body = await api("GET", "notebooks")
-        assert status == 200, body
+        status, body = await wait_until_async(
+            lambda: api("GET", "notebooks"),
+            60,
+            "the notebooks API to answer once the cluster API is up",
+            until=lambda answer: answer[0] == 200,
+            interval=0.5,
+        )
         assert body["notebooks"] == []
         # Cluster servers are reached through Istio: the local path router has nothing to offer.
         try:

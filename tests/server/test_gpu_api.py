@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from tests.gpu.prometheus_server import dcgm_prometheus, prometheus_url  # noqa:
 from tests.kubernetes.conftest import make_emulator
 from tests.server.conftest import Fetch
 from tests.server.openapi import assert_response_matches
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -148,10 +148,13 @@ class TestLocalKernels:
         )
         child_id = json.loads(child.body)["kernel"]["id"]
         server_pid = backend.state.get("alice", "nb1").pid
-        deadline = time.monotonic() + 60
-        while child_id not in (found := kernel_pids(psutil.Process(server_pid).children(recursive=True))):
-            assert time.monotonic() < deadline, "the child's kernel process never appeared"
-            await asyncio.sleep(0.2)
+        found = await wait_until_async(
+            lambda: kernel_pids(psutil.Process(server_pid).children(recursive=True)),
+            60,
+            "the child's kernel process",
+            until=lambda pids: child_id in pids,
+            interval=0.2,
+        )
         child_pid = found[child_id]
 
         # Recorded PID 41234 holds memory on both GPUs, 52001 on GPU 1: now they are these kernels.
@@ -189,15 +192,20 @@ class TestLocalKernels:
         assert {k["kernel_id"] for k in admin["kernels"]} == {central_id, child_id}
 
         # The server's sampler keeps history per GPU and per kernel.
-        deadline = time.monotonic() + 30
-        while True:
+
+        async def history() -> dict[tuple[str, str], list[Any]]:
             code, body = await get_gpu(api, history="600")
-            series = {(s["key"], s["metric"]): s["points"] for s in body["history"]}
-            points = series.get((f"kernel:{child_id}", "memory_used_mib"), [])
-            if len(points) >= 2:
-                break
-            assert time.monotonic() < deadline, "no kernel history sampled"
-            await asyncio.sleep(0.3)
+            assert code == 200, body
+            return {(s["key"], s["metric"]): s["points"] for s in body["history"]}
+
+        series = await wait_until_async(
+            history,
+            30,
+            "two samples of the kernel's history",
+            until=lambda found: len(found.get((f"kernel:{child_id}", "memory_used_mib"), [])) >= 2,
+            interval=0.3,
+        )
+        points = series[(f"kernel:{child_id}", "memory_used_mib")]
         assert all(value == 74088185856 / MIB for _, value in points)
         assert len(series[(f"gpu:{GPU0}", "utilization_pct")]) >= 2
         code, short = await get_gpu(api, history="0")
@@ -262,10 +270,13 @@ class TestClusterPods:
         )
 
     async def test_users_see_their_own_pods_and_admins_all(self, api: Any) -> None:
-        deadline = time.monotonic() + 30
-        while (code := (await api("GET", "notebooks"))[0]) != 200:
-            assert time.monotonic() < deadline, code
-            await asyncio.sleep(0.3)
+        await wait_until_async(
+            lambda: api("GET", "notebooks"),
+            30,
+            "the notebooks API to answer",
+            until=lambda answer: answer[0] == 200,
+            interval=0.3,
+        )
         # alice's notebook server `alice-nb` runs as pod alice-nb-0, which DCGM reports on GPU 0.
         code, created = await api("POST", "notebooks", body={"name": "alice-nb", "profile": "gpu"})
         assert code == 201, created

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import psutil
@@ -12,20 +11,25 @@ import pytest
 from cube_jupyter.local import gpus
 from cube_jupyter.notebooks.local import children
 from tests.server.openapi import assert_response_matches
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(180)
 ONE = "/notebooks/{name}"
 
 
 async def settle(api: Any, name: str, want: str, as_user: str = "alice", timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
+    async def server() -> Any:
         code, body = await api("GET", f"notebooks/{name}", as_user=as_user)
         assert code == 200, body
-        if body["status"] == want or time.monotonic() > deadline:
-            assert body["status"] == want, body
-            return body
-        await asyncio.sleep(0.3)
+        return body
+
+    return await wait_until_async(
+        server,
+        timeout,
+        f"server {name} to be {want}",
+        until=lambda body: body["status"] == want,
+        interval=0.3,
+    )
 
 
 async def test_create_connect_stop_start_delete(api: Any, jp_base_url: str) -> None:

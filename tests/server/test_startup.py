@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from cube_jupyter.config import CONFIG_CLASSES
+from tests.unit.test_config import BAD_VALUE_PER_CLASS
+
 pytestmark = pytest.mark.timeout(120)
 JUPYTER = [sys.executable, "-m", "jupyter"]
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
@@ -38,7 +41,12 @@ def test_server_and_lab_extensions_are_enabled_and_ok(tmp_path: Path) -> None:
     [
         ('c.CubeSpawner.profiles = [{"name": "p", "image": "i", "cpu": "x"}]', "CubeSpawner.profiles[0].cpu"),
         ("c.CubeSpawner.max_servers_per_user = -1", "CubeSpawner.max_servers_per_user"),
-        ('c.CubeWorkbench.backend = "docker"', "backend"),
+        ('c.CubeWorkbench.backend = "docker"', "CubeWorkbench.backend"),
+        # One bad value in each Configurable (jobs, GPU, pipelines, storage too), each at startup.
+        *(
+            (f"c.{section}.{trait} = {value!r}", field)
+            for section, trait, value, field in BAD_VALUE_PER_CLASS
+        ),
     ],
 )
 def test_invalid_config_stops_the_server_naming_the_field(tmp_path: Path, config: str, field: str) -> None:
@@ -95,3 +103,27 @@ def test_any_setup_failure_stops_the_server_with_a_message(tmp_path: Path) -> No
     assert result.returncode != 0
     assert "cube-jupyter" in result.stderr and str(blocker) in result.stderr, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
+
+
+def test_help_all_lists_every_cube_configurable(tmp_path: Path) -> None:
+    """`--help-all` of the extension app (`jupyter lab --help-all` prints only LabApp's own classes)."""
+    from cube_jupyter_server.app import CubeJupyterApp
+
+    assert set(CONFIG_CLASSES) <= set(CubeJupyterApp.classes)
+    code = (
+        "from cube_jupyter_server.app import CubeJupyterApp; CubeJupyterApp.launch_instance(['--help-all'])"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path, check=False
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    for cls in CONFIG_CLASSES:
+        assert f"\n{cls.__name__}(" in result.stdout, cls.__name__
+        for trait in cls.class_traits(config=True):
+            assert f"--{cls.__name__}.{trait}=" in result.stdout, f"{cls.__name__}.{trait}"
+    for shared in (
+        "CubeWorkload.gpu_tolerations",
+        "CubeWorkload.gpu_node_selector",
+        "CubePods.service_account",
+    ):
+        assert f"--{shared}=" in result.stdout, shared

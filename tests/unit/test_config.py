@@ -7,10 +7,33 @@ from typing import Any
 import pytest
 from traitlets.config import Config
 
-from cube_jupyter.config import load_config_file, load_settings
+from cube_jupyter.config import CONFIG_CLASSES, load_config_file, load_settings
 from cube_jupyter.errors import ConfigError, InvalidInput
 
 GOOD_PROFILE = {"name": "cpu", "image": "jupyter/base", "cpu": "1", "memory": "2Gi"}
+
+# One bad value per Configurable (and per shared base, named by the first class loaded that has it):
+# (section, trait, value, the field the error names). tests/server/test_startup.py starts a server
+# with each.
+BAD_VALUE_PER_CLASS: list[tuple[str, str, Any, str]] = [
+    ("CubeWorkbench", "poll_seconds", 0, "CubeWorkbench.poll_seconds"),
+    ("CubeWorkbench", "prometheus_url", "prometheus:9090", "CubeWorkbench.prometheus_url"),
+    ("CubeSpawner", "max_servers_per_user", -1, "CubeSpawner.max_servers_per_user"),
+    ("CubeStorage", "credentials_secret", "Bad Secret", "CubeStorage.credentials_secret"),
+    ("CubeGPU", "sample_seconds", 0, "CubeGPU.sample_seconds"),
+    ("CubePipelines", "runner_command", [], "CubePipelines.runner_command"),
+    ("CubeJobs", "katib_metrics_format", "(unclosed", "CubeJobs.katib_metrics_format"),
+    ("CubeJobs", "ttl_seconds_after_finished", "a day", "CubeJobs.ttl_seconds_after_finished"),
+    ("CubePods", "service_account", "Bad_SA", "CubeSpawner.service_account"),
+    ("CubeNamespaces", "namespace_template", "fixed", "CubeSpawner.namespace_template"),
+    ("CubePrometheus", "prometheus_url", "ftp://prom", "CubeWorkbench.prometheus_url"),
+    (
+        "CubeWorkload",
+        "gpu_tolerations",
+        [{"operator": "Sometimes"}],
+        "CubePipelines.gpu_tolerations[0].operator",
+    ),
+]
 
 
 def settings_with(**spawner: Any) -> Any:
@@ -219,3 +242,115 @@ def test_config_file_loads_and_errors_name_the_flag(tmp_path: Any) -> None:
     assert caught.value.field == "--config"
     with pytest.raises(ConfigError):
         load_config_file(tmp_path / "missing.py")
+
+
+def test_every_configurable_and_shared_base_has_a_bad_value_case() -> None:
+    sections = {section for section, *_ in BAD_VALUE_PER_CLASS}
+    bases = {b for cls in CONFIG_CLASSES for b in cls.mro() if b.__name__.startswith("Cube")}
+    configurable = {cls.__name__ for cls in bases if cls.class_own_traits(config=True)}
+    assert configurable == sections
+
+
+@pytest.mark.parametrize(("section", "trait", "value", "field"), BAD_VALUE_PER_CLASS)
+def test_a_bad_value_in_any_configurable_fails_the_one_load(
+    section: str, trait: str, value: Any, field: str
+) -> None:
+    config = Config()
+    setattr(config[section], trait, value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    assert caught.value.field == field
+    assert trait in caught.value.message
+
+
+def test_shared_traits_are_set_once_for_every_class_or_per_class() -> None:
+    config = Config()
+    config.CubeWorkload.gpu_tolerations = [{"key": "gpu", "operator": "Exists"}]
+    config.CubeWorkload.gpu_node_selector = {"pool": "gpu"}
+    config.CubePipelines.gpu_node_selector = {"pool": "steps"}
+    config.CubePods.service_account = "runner"
+    config.CubeJobs.service_account = "trainer"
+    settings = load_settings(config)
+    for workload in (settings.jobs, settings.pipelines):
+        assert workload.gpu_tolerations == [{"key": "gpu", "operator": "Exists"}]
+    assert settings.jobs.gpu_node_selector == {"pool": "gpu"}
+    assert settings.pipelines.gpu_node_selector == {"pool": "steps"}
+    assert settings.spawner.service_account == "runner"
+    assert settings.pipelines.pipelines.service_account == "runner"
+    assert settings.jobs.jobs.service_account == "trainer"
+
+
+def test_jobs_follow_the_servers_namespace_unless_set() -> None:
+    config = Config()
+    config.CubeSpawner.namespace_template = "kf-{username}"
+    config.CubeJobs.namespace_template = " "  # '' (blank) is valid for jobs, not for servers
+    settings = load_settings(config)
+    assert settings.jobs.jobs.namespace_template == ""
+    assert settings.jobs.namespace_for(settings, "alice") == "kf-alice"
+    config.CubeJobs.namespace_template = "jobs-{username}"
+    assert load_settings(config).jobs.namespace_for(settings, "alice") == "jobs-alice"
+
+
+def test_feature_configs_come_from_the_one_load() -> None:
+    from cube_jupyter.gpu.config import gpu_config
+    from cube_jupyter.jobs.config import jobs_config
+    from cube_jupyter.pipelines.config import pipeline_config
+
+    settings = load_settings(Config())
+    assert jobs_config(settings) is settings.jobs and pipeline_config(settings) is settings.pipelines
+    assert gpu_config(settings) is settings.gpu
+    assert settings.jobs.storage is settings.storage is settings.pipelines.storage
+    assert settings.jobs.default_image == settings.pipelines.default_image == settings.profile(None).image
+
+
+def test_valid_values_in_every_configurable_load_as_given() -> None:
+    """Validators keep what they accept (or its normalized form), never replace it with something else."""
+    values: dict[str, dict[str, Any]] = {
+        "CubeWorkbench": {"poll_seconds": 2.5, "prometheus_url": " http://prom:9090 "},
+        "CubeSpawner": {
+            "workspace_size": "20Gi",
+            "storage_class": "fast-ssd",
+            "path_prefix": "",
+            "istio_gateway": "gw",
+            "istio_ingress_principal": "td/ns/a/sa/b",
+            "cmd": ["jupyter", "lab"],
+            "service_account": "",
+        },
+        "CubeStorage": {"credentials_secret": "minio", "connect_timeout": 1.5, "retries": 0},
+        "CubeGPU": {"history_seconds": 0, "cache_seconds": 0},
+        "CubePipelines": {"default_cpu": "500m", "default_image": " img:1 ", "gpu_resource": "amd.com/gpu"},
+        "CubeJobs": {
+            "ttl_seconds_after_finished": None,
+            "training_images": {"pytorch": "torch:2"},
+            "serving_runtimes": {"sklearn": "kserve-sklearnserver"},
+            "workspace_claim_template": "ws-{username}",
+            "serving_prometheus_url": "http://keda-prom:9090/x",
+        },
+    }
+    config = Config()
+    for section, traits in values.items():
+        for trait, value in traits.items():
+            setattr(config[section], trait, value)
+    settings = load_settings(config)
+    loaded = {
+        "CubeWorkbench": settings.workbench,
+        "CubeSpawner": settings.spawner,
+        "CubeStorage": settings.storage,
+        "CubeGPU": settings.gpu,
+        "CubePipelines": settings.pipelines.pipelines,
+        "CubeJobs": settings.jobs.jobs,
+    }
+    normalized = {
+        ("CubeWorkbench", "prometheus_url"): "http://prom:9090/",
+        ("CubePipelines", "default_image"): "img:1",
+        ("CubeJobs", "serving_prometheus_url"): "http://keda-prom:9090/x/",
+    }
+    for section, traits in values.items():
+        for trait, value in traits.items():
+            assert getattr(loaded[section], trait) == normalized.get((section, trait), value), (
+                section,
+                trait,
+            )
+    assert settings.gpu.prometheus_url == "http://prom:9090/"  # the workbench's, CubeGPU setting none
+    assert settings.jobs.prometheus_url == "http://keda-prom:9090/x/"
+    assert settings.pipelines.default_image == "img:1"

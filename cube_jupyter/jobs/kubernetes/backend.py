@@ -39,6 +39,7 @@ from cube_jupyter.jobs.kubernetes.status import (
     index_user,
     labels_of,
     metadata_of,
+    name_of,
     serving_job,
     spec_annotation,
     training_job,
@@ -248,19 +249,11 @@ class KubernetesJobBackend:
 
     async def _undo(self, created: builtins.list[Obj]) -> None:
         for obj in reversed(created):
-            meta = metadata_of(obj)
             try:
-                await asyncio.to_thread(
-                    self.client.delete,
-                    obj["apiVersion"],
-                    obj["kind"],
-                    meta.get("namespace"),
-                    meta["name"],
-                    missing_ok=True,
-                )
+                await asyncio.to_thread(self.client.delete_object, obj, missing_ok=True)
             except CubeError as exc:
                 log.warning(
-                    "could not remove %s %s after a failed submit: %s", obj["kind"], meta["name"], exc
+                    "could not remove %s %s after a failed submit: %s", obj["kind"], name_of(obj), exc
                 )
 
     async def delete(self, user: str, name: str) -> None:
@@ -268,16 +261,8 @@ class KubernetesJobBackend:
         obj = self._object(user, name)
         if obj is None:
             raise NotFound(f"user {user!r} has no job named {name!r}", field="name")
-        meta = metadata_of(obj)
         try:
-            await asyncio.to_thread(
-                self.client.delete,
-                obj["apiVersion"],
-                obj["kind"],
-                meta.get("namespace"),
-                name,
-                propagation="Foreground",
-            )
+            await asyncio.to_thread(self.client.delete_object, obj, propagation="Foreground")
         except ApiNotFound:
             raise NotFound(f"user {user!r} has no job named {name!r}", field="name") from None
 

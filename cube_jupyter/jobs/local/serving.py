@@ -130,15 +130,7 @@ class LocalModelServing:
 
     def list(self, user: str | None = None) -> list[Job]:
         """Jobs of `user` (every user's when None)."""
-        jobs: list[Job] = []
-        for text in self.records.list(user):
-            with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-                record = ServingRecord.from_json(text)
-                if user is None or record.user == user:
-                    job = self.status(record.user, record.name)
-                    if job is not None:
-                        jobs.append(job)
-        return jobs
+        return [job for owner, name in self.records.keys(user) if (job := self.status(owner, name))]
 
     def logs(self, user: str, name: str, tail: int | None = None) -> str:
         """The model server's log (every revision's, each after a separator line)."""

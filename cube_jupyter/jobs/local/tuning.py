@@ -151,15 +151,8 @@ class LocalTuner:
         return None if state is None else self._job(state)
 
     def list(self, user: str | None = None) -> list[Job]:
-        jobs = []
-        for text in self.records.list(user):
-            with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-                found = ExperimentState.from_json(text)
-                if user is None or found.user == user:
-                    job = self.get(found.user, found.name)
-                    if job is not None:
-                        jobs.append(job)
-        return jobs
+        """Jobs of `user` (every user's when None)."""
+        return [job for owner, name in self.records.keys(user) if (job := self.get(owner, name))]
 
     def wait(self, user: str, name: str, timeout: float, poll: float = 0.2) -> Job:
         """Poll until the experiment has finished or `timeout` seconds passed; the last status."""

@@ -1,0 +1,296 @@
+"""The base of every Cube* Configurable, and the traits more than one of them shares.
+
+Every trait is checked by a traitlets `@validate` as its config loads (`checked`, below): a bad value
+raises `InvalidTrait`, a TraitError naming the field (`CubeJobs.gpu_tolerations[0].operator`).
+`load_settings` loads each Configurable once at startup (`CubeConfigurable.load`), which turns that
+error into a ConfigError, so the server never starts with a value it would refuse later.
+
+A trait several classes share is declared once, in a base class here. traitlets reads a class's own
+config section and its bases', so `c.CubeJobs.gpu_tolerations` sets jobs only, while
+`c.CubeWorkload.gpu_tolerations` sets jobs and pipeline steps alike.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
+from urllib.parse import urlsplit
+
+from traitlets import Dict, List, TraitError, Unicode, validate
+from traitlets.config import Config, Configurable
+
+from cube_jupyter.errors import ConfigError, CubeError, InvalidInput
+from cube_jupyter.names import MAX_SLUG_LENGTH, parse_quantity, validate_dns_label, validate_qualified_name
+from cube_jupyter.notebooks.spec import (
+    DEFAULT_GPU_RESOURCE,
+    IMAGE_REFERENCE,
+    parse_node_selector,
+    parse_tolerations,
+)
+
+if TYPE_CHECKING:
+    from cube_jupyter.storage.config import CubeStorage
+
+# What a trait's type check (not one of ours) says: "The 'backend' trait of a CubeWorkbench instance...".
+_TRAIT_NAMED = re.compile(r"'(\w+)' trait of")
+
+
+class InvalidTrait(TraitError):
+    """A value a `checked` validator refused; `field` names it, down to the item at fault."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+# A check: `check(value, field)` raises InvalidInput, or returns the value to keep (a normalized copy);
+# None keeps the value as given. `field` is `Class.trait`.
+Check = Callable[[Any, str], Any]
+
+
+def checked(check: Check, *names: str) -> Any:
+    """traitlets `@validate(*names)` by `check`, its InvalidInput raised as `InvalidTrait`:
+
+        _gpu_tolerations_ok = checked(parse_tolerations, "gpu_tolerations")
+
+    A subclass replaces a base's validator by assigning the same attribute name."""
+
+    def check_proposal(owner: Configurable, proposal: Any) -> Any:
+        value = proposal["value"]
+        field = f"{type(owner).__name__}.{proposal['trait'].name}"
+        try:
+            kept = check(value, field)
+        except InvalidInput as exc:
+            raise InvalidTrait(exc.message, exc.field or field) from None
+        return value if kept is None else kept
+
+    return validate(*names)(check_proposal)
+
+
+class CubeConfigurable(Configurable):
+    """Base of every Cube* Configurable: loaded once, each trait set checked by its validator."""
+
+    @classmethod
+    def load(cls, config: Config) -> Self:
+        """This Configurable from `config`; a bad value is a ConfigError naming the field."""
+        try:
+            return cls(config=config)
+        except InvalidTrait as exc:
+            raise ConfigError(exc.message, field=exc.field) from None
+        except TraitError as exc:  # the trait's own type check: a str for an int, not one of an enum
+            named = _TRAIT_NAMED.search(str(exc))
+            field = f"{cls.__name__}.{named[1]}" if named else cls.__name__
+            raise ConfigError(f"{field}: {exc}", field=field) from None
+
+
+# -- checks shared by several traits ----------------------------------------------------------------
+
+
+def non_negative(value: float, field: str) -> None:
+    if value < 0:
+        raise InvalidInput(f"{field} {value!r} must be >= 0", field=field)
+
+
+def positive(value: float, field: str) -> None:
+    if not value > 0:
+        raise InvalidInput(f"{field} {value!r} must be > 0", field=field)
+
+
+def not_empty(value: object, field: str) -> None:
+    if not value:
+        raise InvalidInput(f"{field} {value!r} must not be empty", field=field)
+
+
+def optional(check: Check) -> Check:
+    """`check` for a trait whose '' (or None) means "not set": that passes, spaces dropped."""
+
+    def check_if_set(value: Any, field: str) -> Any:
+        if isinstance(value, str) and not value.strip():
+            return ""
+        return None if value is None else check(value, field)
+
+    return check_if_set
+
+
+def dns_name(value: str, field: str) -> None:
+    """A Kubernetes object name: a ServiceAccount, a Secret, a StorageClass, a ServingRuntime."""
+    validate_dns_label(value, field, 253)
+
+
+def image_reference(value: str, field: str) -> str:
+    """An image reference; surrounding spaces dropped."""
+    image = value.strip()
+    if not IMAGE_REFERENCE.match(image):
+        raise InvalidInput(f"{field} {value!r} must be an image reference (no spaces)", field=field)
+    return image
+
+
+def extended_resource(value: str, field: str) -> None:
+    """A resource such as 'nvidia.com/gpu' (a qualified name with its domain)."""
+    validate_qualified_name(value, field, prefix_required=True)
+
+
+def quantity(value: str, field: str) -> None:
+    """A Kubernetes CPU or memory quantity, more than 0."""
+    if parse_quantity(value, field) <= 0:
+        raise InvalidInput(f"{field} {value!r} must be more than 0", field=field)
+
+
+def username_template(template: str, field: str, max_length: int = 63) -> None:
+    """`{username}` must give a DNS name for every user: checked with the longest slug a user can
+    get, so a template that fits short names but not long ones fails at startup, not at some user's
+    create."""
+    if "{username}" not in template:
+        raise InvalidInput(f"{field} {template!r} must contain '{{username}}'", field=field)
+    try:
+        longest = template.format(username="x" * MAX_SLUG_LENGTH)
+    except (KeyError, IndexError, ValueError, AttributeError) as exc:
+        raise InvalidInput(
+            f"{field} {template!r} is not a valid template: only {{username}} may be used ({exc!r})",
+            field=field,
+        ) from None
+    try:
+        validate_dns_label(longest, field, max_length)
+    except InvalidInput as exc:
+        raise InvalidInput(
+            f"{field} {template!r} does not make a DNS-1123 name for every user: with the longest "
+            f"user slug ({MAX_SLUG_LENGTH} characters) it gives {longest!r}: {exc.message}",
+            field=field,
+        ) from None
+
+
+def is_http_url(url: str, *, path: bool = True) -> bool:
+    """An http(s) URL with a host, a valid port and no query (nor, with `path=False`, a path)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        return False
+    return (
+        parts.scheme in ("http", "https")
+        and bool(parts.hostname)
+        and not parts.query
+        and (path or parts.path in ("", "/"))
+    )
+
+
+def validate_prometheus_url(url: str, field: str, error: type[CubeError] = InvalidInput) -> str:
+    """An http(s) base URL with a host and no query, normalized to end in '/'; `error(message,
+    field=...)` otherwise (InvalidInput for a trait or a CLI flag)."""
+    if not is_http_url(url):
+        raise error(
+            f"{field} {url!r} must be an http(s) URL of Prometheus, e.g. 'http://prometheus:9090'",
+            field=field,
+        )
+    return url.rstrip("/") + "/"
+
+
+def prometheus_base_url(value: str, field: str) -> str:
+    return validate_prometheus_url(value.strip(), field)
+
+
+# -- traits several Configurables share ---------------------------------------------------------------
+
+
+class CubePods(CubeConfigurable):
+    """Pods the workbench creates: notebook servers, job replicas, pipeline steps."""
+
+    service_account = Unicode(
+        "default-editor",
+        help="Service account of the pods: notebook servers (CubeSpawner), training and trial replicas "
+        "(CubeJobs), pipeline steps (CubePipelines; Argo's executor needs it to report results, and "
+        "Kubeflow profiles' 'default-editor' has the rights). '' uses the namespace's default.",
+    ).tag(config=True)
+
+    _service_account_ok = checked(optional(dns_name), "service_account")
+
+
+class CubeWorkload(CubePods):
+    """Pods that run user code outside a notebook server: job replicas (CubeJobs) and pipeline steps
+    (CubePipelines)."""
+
+    default_image = Unicode(
+        "",
+        help="Image of job replicas and pipeline steps that name none (a job's framework entry in "
+        "CubeJobs.training_images comes first); it must have cube-jupyter installed (steps also need "
+        "papermill and the notebook's kernel). '' uses the default notebook profile's image, whose "
+        "kernels already import cube_jupyter (as Kale uses the notebook server's image).",
+    ).tag(config=True)
+    default_cpu = Unicode("1", help="CPU request and limit of replicas and steps that give none.").tag(
+        config=True
+    )
+    default_memory = Unicode(
+        "2Gi", help="Memory request and limit of replicas and steps that give none."
+    ).tag(config=True)
+    gpu_resource = Unicode(
+        DEFAULT_GPU_RESOURCE,
+        help="Extended resource a replica's `gpu: N` or a step's `gpu:N` tag asks for "
+        "(e.g. 'nvidia.com/gpu', 'amd.com/gpu').",
+    ).tag(config=True)
+    gpu_node_selector = Dict(
+        {},
+        help="nodeSelector added to replicas and steps that ask for GPUs "
+        "(e.g. {'nvidia.com/gpu.present': 'true'}).",
+    ).tag(config=True)
+    gpu_tolerations = List(
+        Dict(),
+        default_value=[{"key": DEFAULT_GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+        help="Tolerations added to replicas and steps that ask for GPUs, so they can land on tainted "
+        "GPU nodes.",
+    ).tag(config=True)
+
+    _default_image_ok = checked(optional(image_reference), "default_image")
+    _default_resources_ok = checked(quantity, "default_cpu", "default_memory")
+    _gpu_resource_ok = checked(extended_resource, "gpu_resource")
+    _gpu_node_selector_ok = checked(parse_node_selector, "gpu_node_selector")
+    _gpu_tolerations_ok = checked(parse_tolerations, "gpu_tolerations")
+
+
+class CubeNamespaces(CubeConfigurable):
+    """Where a user's objects go: one Kubernetes namespace per user, named from a template."""
+
+    namespace_template = Unicode(
+        "cube-{username}",
+        help="Kubernetes namespace of a user's notebook servers (CubeSpawner) or jobs (CubeJobs, where "
+        "'', its default, puts them in the servers' namespace, as Kubeflow profiles do); {username} is "
+        "the escaped user name.",
+    ).tag(config=True)
+
+    _namespace_template_ok = checked(username_template, "namespace_template")
+
+
+class CubePrometheus(CubeConfigurable):
+    """Where GPU metrics by pod come from on the cluster."""
+
+    prometheus_url = Unicode(
+        "",
+        help="Prometheus that scrapes the DCGM exporter, for GPU use by pod on the kubernetes backend "
+        "(e.g. 'http://prometheus.monitoring:9090'); '' reads this machine's GPUs through NVML. "
+        "CubeGPU.prometheus_url, when set, wins over CubeWorkbench.prometheus_url.",
+    ).tag(config=True)
+
+    _prometheus_url_ok = checked(optional(prometheus_base_url), "prometheus_url")
+
+
+W = TypeVar("W", bound=CubeWorkload)
+
+
+@dataclass(frozen=True)
+class WorkloadSettings(Generic[W]):
+    """What the job renderers and the pipeline compiler read: their Configurable, the artifact store
+    (shared) and the resolved default image."""
+
+    workload: W
+    storage: CubeStorage
+    default_image: str  # the trait, else the default notebook profile's image
+
+    @property
+    def gpu_node_selector(self) -> dict[str, str]:
+        return dict(self.workload.gpu_node_selector)
+
+    @property
+    def gpu_tolerations(self) -> list[dict[str, Any]]:
+        return list(self.workload.gpu_tolerations)
