@@ -8,6 +8,7 @@ notebook backend's pod informer selects on that.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -161,3 +162,37 @@ def pod_spec(
         if config.gpu_tolerations:
             spec["tolerations"] = [dict(t) for t in config.gpu_tolerations]
     return spec
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What one replica or trial pod runs: whose, which volumes, env and resources; its code shipped."""
+
+    name: str
+    user: str
+    shipped: ShippedCode
+    env: list[dict[str, Any]]
+    resources: ResourceSpec
+    volumes: tuple[VolumeSpec, ...] = ()
+    workspace: bool = False
+    workspace_claim: str | None = None  # the claim a tuning trial's or job's workspace uses instead
+
+
+def pod_template(container: dict[str, Any], workload: Workload, config: JobSettings) -> dict[str, Any]:
+    """The pod template of a replica or a trial around `container` (its name, image and command set):
+    the workspace as working directory, the env, the resources, the volumes and the shipped code."""
+    pod_volumes, mounts = volumes(workload.volumes, workload.workspace, workload.user, config)
+    if workload.workspace_claim is not None and workload.workspace:
+        pod_volumes[0]["persistentVolumeClaim"]["claimName"] = workload.workspace_claim
+    if workload.workspace:
+        container["workingDir"] = HOME
+    container["env"] = [*workload.env, *workload.shipped.env]
+    container["resources"] = container_resources(workload.resources, config)
+    if mounts or workload.shipped.mounts:
+        container["volumeMounts"] = [*mounts, *workload.shipped.mounts]
+    return {
+        "metadata": {"labels": pod_labels(workload.name, workload.user)},
+        "spec": pod_spec(
+            container, [*pod_volumes, *workload.shipped.volumes], workload.resources.gpu, config
+        ),
+    }

@@ -15,16 +15,13 @@ from cube_jupyter.config import Settings
 from cube_jupyter.jobs.config import JobSettings
 from cube_jupyter.jobs.render.pods import (
     ShippedCode,
-    container_resources,
+    Workload,
     env_list,
     job_metadata,
     namespace_of,
-    pod_labels,
-    pod_spec,
-    volumes,
+    pod_template,
 )
 from cube_jupyter.jobs.training_spec import RoleSpec, TrainingSpec
-from cube_jupyter.kube.labels import HOME
 
 API_VERSION = "kubeflow.org/v1"
 
@@ -122,9 +119,6 @@ def _replica_spec(
     workspace_claim: str | None,
 ) -> dict[str, Any]:
     shipped = ShippedCode(spec.code, config)
-    pod_volumes, mounts = volumes(spec.volumes, spec.workspace, spec.user, config)
-    if workspace_claim is not None and spec.workspace:
-        pod_volumes[0]["persistentVolumeClaim"]["claimName"] = workspace_claim
     container: dict[str, Any] = {
         "name": operator.container,
         "image": role.image or spec.image or config.image_for(spec.framework),
@@ -132,18 +126,19 @@ def _replica_spec(
     command = _command(spec, role, shipped.command)
     if command is not None:
         container["command"] = command
-    if spec.workspace:
-        container["workingDir"] = HOME
-    container["env"] = [*env_list(spec.env, role.env), *shipped.env]
-    container["resources"] = container_resources(role.resources, config)
     if operator.port is not None:
         container["ports"] = [{"name": operator.port_name, "containerPort": operator.port, "protocol": "TCP"}]
-    if mounts or shipped.mounts:
-        container["volumeMounts"] = [*mounts, *shipped.mounts]
-    template = {
-        "metadata": {"labels": pod_labels(spec.name, spec.user)},
-        "spec": pod_spec(container, [*pod_volumes, *shipped.volumes], role.resources.gpu, config),
-    }
+    workload = Workload(
+        name=spec.name,
+        user=spec.user,
+        shipped=shipped,
+        env=env_list(spec.env, role.env),
+        resources=role.resources,
+        volumes=spec.volumes,
+        workspace=spec.workspace,
+        workspace_claim=workspace_claim,
+    )
+    template = pod_template(container, workload, config)
     return {"replicas": role.replicas, "restartPolicy": spec.restart_policy, "template": template}
 
 

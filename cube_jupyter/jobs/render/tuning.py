@@ -14,18 +14,15 @@ from cube_jupyter.config import Settings
 from cube_jupyter.jobs.config import JobSettings
 from cube_jupyter.jobs.render.pods import (
     ShippedCode,
-    container_resources,
+    Workload,
     env_list,
     job_metadata,
     namespace_of,
-    pod_labels,
-    pod_spec,
-    volumes,
+    pod_template,
 )
 from cube_jupyter.jobs.render.training import container_name, primary_pod_labels, training_object
 from cube_jupyter.jobs.training_spec import CodeSpec
 from cube_jupyter.jobs.tuning_spec import ParameterSpec, TuningSpec
-from cube_jupyter.kube.labels import HOME
 
 API_VERSION = "kubeflow.org/v1beta1"
 NOTEBOOK_TRIAL_CONTAINER = "trial"
@@ -140,28 +137,27 @@ def _notebook_job(
         package_uri=spec.trial_package_uri,
         args=tuple(papermill_args),
     )
-    shipped = ShippedCode(code, config, field="trial.package")
-    pod_volumes, mounts = volumes((), spec.trial_workspace, spec.user, config)
-    if workspace_claim is not None and spec.trial_workspace:
-        pod_volumes[0]["persistentVolumeClaim"]["claimName"] = workspace_claim
     container: dict[str, Any] = {
         "name": NOTEBOOK_TRIAL_CONTAINER,
         "image": spec.trial_image or config.default_image,
-        "command": shipped.command,
     }
-    if spec.trial_workspace:
-        container["workingDir"] = HOME
-    container["env"] = [*env_list(spec.trial_env), *shipped.env]
-    container["resources"] = container_resources(spec.trial_resources, config)
-    if mounts or shipped.mounts:
-        container["volumeMounts"] = [*mounts, *shipped.mounts]
-    pod = pod_spec(container, [*pod_volumes, *shipped.volumes], spec.trial_resources.gpu, config)
-    pod["restartPolicy"] = "Never"
+    workload = Workload(
+        name=spec.name,
+        user=spec.user,
+        shipped=ShippedCode(code, config, field="trial.package"),
+        env=env_list(spec.trial_env),
+        resources=spec.trial_resources,
+        workspace=spec.trial_workspace,
+        workspace_claim=workspace_claim,
+    )
+    container["command"] = workload.shipped.command
+    template = pod_template(container, workload, config)
+    template["spec"]["restartPolicy"] = "Never"
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "spec": {
             "backoffLimit": 0,
-            "template": {"metadata": {"labels": pod_labels(spec.name, spec.user)}, "spec": pod},
+            "template": template,
         },
     }
