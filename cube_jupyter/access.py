@@ -20,6 +20,17 @@ def owner(settings: Settings, caller: str, user: str | None, things: str) -> str
     return user
 
 
+def listed_user(
+    settings: Settings, caller: str, user: str | None, all_users: bool, things: str
+) -> str | None:
+    """Whose `things` a listing shows: the caller's, another user's (admins), or everyone's (None;
+    `?all=1`, admins only)."""
+    if all_users:
+        require_admin_for_all(settings, caller, f"list every user's {things}")
+        return None
+    return owner(settings, caller, user, things)
+
+
 def require_admin_for_all(settings: Settings, caller: str, what: str) -> None:
     """`?all=1` widens a listing to every user: admins only. `what` completes "only admins may …"."""
     if not settings.is_admin(caller):

@@ -45,10 +45,11 @@ class JobBackend(Protocol):
         ...
 
     def logs(
-        self, user: str, name: str, replica: str | None, *, follow: bool = False, tail: int | None = None
+        self, job: Job, replica: str | None, *, follow: bool = False, tail: int | None = None
     ) -> AsyncIterator[str]:
-        """Text chunks of one replica's log (`worker-0`; None: the first replica). With `follow`, the
-        stream goes on as lines arrive and ends when the replica has finished."""
+        """Text chunks of the log of one replica of `job` (as `get` returned it): `worker-0`, or None
+        for the first. With `follow`, the stream goes on as lines arrive and ends when the replica
+        has finished."""
         ...
 
 

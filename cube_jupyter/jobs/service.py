@@ -84,11 +84,7 @@ class JobService:
         self, caller: str, user: str | None = None, *, all_users: bool = False, kind: str | None = None
     ) -> list[Job]:
         wanted = parse_kind(kind) if kind else None
-        if all_users:
-            access.require_admin_for_all(self.settings, caller, "list every user's jobs")
-            jobs = self.backend.list(None)
-        else:
-            jobs = self.backend.list(self.owner(caller, user))
+        jobs = self.backend.list(access.listed_user(self.settings, caller, user, all_users, "jobs"))
         return sorted(
             (job for job in jobs if wanted is None or job.kind == wanted),
             key=lambda j: (j.user, j.created, j.name),
@@ -118,7 +114,7 @@ class JobService:
         if replica is not None and job.replicas and replica not in {r.name for r in job.replicas}:
             offered = ", ".join(r.name for r in job.replicas)
             raise NotFound(f"job {name!r} has no replica {replica!r}; it has: {offered}", field="replica")
-        return self.backend.logs(job.user, job.name, replica, follow=follow, tail=tail)
+        return self.backend.logs(job, replica, follow=follow, tail=tail)
 
     def history(self, caller: str, name: str, user: str | None = None) -> dict[str, Any]:
         """A tuning job's optimization history: each finished trial's objective and the best so far."""

@@ -36,11 +36,9 @@ class NotebookService:
     def list_servers(
         self, caller: str, user: str | None = None, all_users: bool = False
     ) -> list[NotebookServer]:
-        if all_users:
-            access.require_admin_for_all(self.settings, caller, "list every user's servers")
-            servers = self.backend.list_servers(None)
-        else:
-            servers = self.backend.list_servers(self.owner(caller, user))
+        servers = self.backend.list_servers(
+            access.listed_user(self.settings, caller, user, all_users, "servers")
+        )
         return sorted(servers, key=lambda s: (s.user, s.created, s.name))
 
     def view(self, caller: str, server: NotebookServer) -> dict[str, Any]:

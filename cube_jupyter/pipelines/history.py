@@ -15,7 +15,7 @@ import os
 import sqlite3
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -345,37 +345,29 @@ def _step_value(key: str, value: Any) -> Any:
     return value
 
 
+def _columns(row: sqlite3.Row, record: type[Any]) -> dict[str, Any]:
+    """The row's columns that are fields of `record`, as stored."""
+    names = set(row.keys())
+    return {f.name: row[f.name] for f in fields(record) if f.name in names}
+
+
 def _run_from_row(row: sqlite3.Row, steps: Sequence[sqlite3.Row]) -> RunRecord:
     return RunRecord(
-        id=row["id"],
-        user=row["user"],
-        path=row["path"],
-        pipeline=row["pipeline"],
-        status=row["status"],
-        target=row["target"],
-        parameters=json.loads(row["parameters"]),
-        store=row["store"],
-        created=row["created"],
-        started=row["started"],
-        finished=row["finished"],
-        error=row["error"],
-        external=row["external"],
-        steps=tuple(_step_from_row(step) for step in steps),
+        **{
+            **_columns(row, RunRecord),
+            "parameters": json.loads(row["parameters"]),
+            "steps": tuple(_step_from_row(step) for step in steps),
+        }
     )
 
 
 def _step_from_row(row: sqlite3.Row) -> StepRecord:
     return StepRecord(
-        name=row["name"],
-        status=row["status"],
-        started=row["started"],
-        finished=row["finished"],
-        duration=row["duration"],
-        attempts=row["attempts"],
-        cache_hit=bool(row["cache_hit"]),
-        cache_key=row["cache_key"],
-        error=json.loads(row["error"]) if row["error"] else None,
-        notebook=row["notebook"],
-        outputs=json.loads(row["outputs"] or "{}"),
-        metrics=json.loads(row["metrics"] or "{}"),
+        **{
+            **_columns(row, StepRecord),
+            "cache_hit": bool(row["cache_hit"]),
+            "error": json.loads(row["error"]) if row["error"] else None,
+            "outputs": json.loads(row["outputs"] or "{}"),
+            "metrics": json.loads(row["metrics"] or "{}"),
+        }
     )

@@ -26,6 +26,7 @@ from cube_jupyter.jobs.kubernetes.status import (
     REPLICA_TYPE_LABEL,
     TRIAL_LABEL,
 )
+from cube_jupyter.jobs.model import Job
 from cube_jupyter.jobs.service import JobService
 from cube_jupyter.jobs.serving_spec import ServingSpec
 from cube_jupyter.jobs.training_spec import TrainingSpec
@@ -383,6 +384,12 @@ async def test_informers_relist_after_410_gone(
 # -- logs ----------------------------------------------------------------------------------------
 
 
+def job_of(jobs: KubernetesJobBackend, name: str) -> Job:
+    job = jobs.get("alice", name)
+    assert job is not None
+    return job
+
+
 async def test_logs_come_from_the_replica_pod_and_follow_streams_until_it_ends(
     jobs: KubernetesJobBackend, kube: KubeClient, kubelet: Kubelet
 ) -> None:
@@ -392,16 +399,16 @@ async def test_logs_come_from_the_replica_pod_and_follow_streams_until_it_ends(
     kubelet.write(NS, pod, "epoch 1 loss=0.9\n")
     kubelet.write(NS, pod, "epoch 2 loss=0.5\n")
 
-    text = "".join([chunk async for chunk in jobs.logs("alice", "mnist-ddp", "worker-1")])
+    text = "".join([chunk async for chunk in jobs.logs(job_of(jobs, "mnist-ddp"), "worker-1")])
     assert text == "epoch 1 loss=0.9\nepoch 2 loss=0.5\n"
     assert kubelet.requests[-1]["container"] == "pytorch"  # never the sidecar
-    tail = "".join([chunk async for chunk in jobs.logs("alice", "mnist-ddp", "worker-1", tail=1)])
+    tail = "".join([chunk async for chunk in jobs.logs(job_of(jobs, "mnist-ddp"), "worker-1", tail=1)])
     assert tail == "epoch 2 loss=0.5\n"
 
     received: list[str] = []
 
     async def follow() -> None:
-        async for chunk in jobs.logs("alice", "mnist-ddp", "worker-1", follow=True):
+        async for chunk in jobs.logs(job_of(jobs, "mnist-ddp"), "worker-1", follow=True):
             received.append(chunk)
 
     task = asyncio.ensure_future(follow())
@@ -421,7 +428,7 @@ async def test_closing_a_followed_log_stops_reading_it(
     pod = await replica_pod(kube, "mnist-ddp", "master", 0, "Running")
     await wait_until_async(lambda: (j := jobs.get("alice", "mnist-ddp")) and j.replicas[0].pod == pod)
     kubelet.write(NS, pod, "starting\n")
-    stream = jobs.logs("alice", "mnist-ddp", None, follow=True)
+    stream = jobs.logs(job_of(jobs, "mnist-ddp"), None, follow=True)
     assert await stream.__anext__() == "starting\n"
     await stream.aclose()  # type: ignore[attr-defined]
     # The reading thread was blocked on the open response: closing the stream ends it.
@@ -431,7 +438,7 @@ async def test_closing_a_followed_log_stops_reading_it(
 async def test_logs_of_a_replica_without_a_pod_say_so(jobs: KubernetesJobBackend) -> None:
     await jobs.submit("training", training())
     with pytest.raises(NotFound) as missing:
-        jobs.logs("alice", "mnist-ddp", "worker-0")
+        jobs.logs(job_of(jobs, "mnist-ddp"), "worker-0")
     assert missing.value.field == "replica" and "no pod yet" in missing.value.message
 
 

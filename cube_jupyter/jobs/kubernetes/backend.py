@@ -269,13 +269,10 @@ class KubernetesJobBackend:
     # -- logs --------------------------------------------------------------------------------------
 
     def logs(
-        self, user: str, name: str, replica: str | None, *, follow: bool = False, tail: int | None = None
+        self, job: Job, replica: str | None, *, follow: bool = False, tail: int | None = None
     ) -> AsyncIterator[str]:
-        job = self.get(user, name)
-        if job is None:
-            raise NotFound(f"user {user!r} has no job named {name!r}", field="name")
-        pod = self._replica_pod(user, job, replica)
-        return _stream_in_thread(lambda: self._open_log(self.namespace(user), pod, follow, tail))
+        pod = self._replica_pod(job.user, job, replica)
+        return _stream_in_thread(lambda: self._open_log(self.namespace(job.user), pod, follow, tail))
 
     def _replica_pod(self, user: str, job: Job, replica: str | None) -> Obj:
         chosen = next((r for r in job.replicas if replica in (None, r.name)), None)

@@ -80,11 +80,9 @@ class LocalJobBackend:
             await self.serving.delete(user, name)
 
     def logs(
-        self, user: str, name: str, replica: str | None, *, follow: bool = False, tail: int | None = None
+        self, job: Job, replica: str | None, *, follow: bool = False, tail: int | None = None
     ) -> AsyncIterator[str]:
-        job = self.get(user, name)
-        if job is None:
-            raise NotFound(f"user {user!r} has no job named {name!r}", field="name")
+        user, name = job.user, job.name
         if job.kind == "training":
             return self.training.logs(user, name, replica, follow=follow, tail=tail)
         if job.kind == "tuning":
