@@ -122,6 +122,15 @@ def _profile_list(value: list[Any], field: str) -> None:
     parse_profiles(value)
 
 
+# What a notebook server the workbench starts is told in its environment (a local child's, a pod's).
+ROLE_ENV = "CUBE_JUPYTER_ROLE"
+OWNER_ENV = "CUBE_JUPYTER_USER"
+NAMESPACE_ENV = "CUBE_JUPYTER_NAMESPACE"
+WORKBENCH_URL_ENV = "CUBE_JUPYTER_WORKBENCH_URL"
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+ROLES = ("workbench", "user")
+
+
 class CubeWorkbench(CubePrometheus):
     """Workbench-wide settings: which backend runs things, and where local state lives."""
 
@@ -131,6 +140,44 @@ class CubeWorkbench(CubePrometheus):
         help="Where servers, runs and jobs run: 'local' child processes, or 'kubernetes' objects.",
     ).tag(config=True)
 
+    role = CaselessStrEnum(
+        list(ROLES),
+        help="What this server does. 'workbench' (the default): the central workbench, spawning notebook "
+        "servers with the profiles, quotas, admin views and path router, and, on one machine, also the "
+        "user's own pipelines, jobs and GPU panels. 'user': a notebook server the workbench started "
+        "(a local child or a pod), serving its owner's pipelines, jobs and GPU panels on its own "
+        "workspace; its owner is `default_user`. Defaults to $CUBE_JUPYTER_ROLE when set.",
+    ).tag(config=True)
+
+    @default("role")
+    def _default_role(self) -> str:
+        return os.environ.get(ROLE_ENV, "").lower() or "workbench"
+
+    namespace = Unicode(
+        help="A user server's own Kubernetes namespace, where its Workflows and jobs go (role 'user' on "
+        "the kubernetes backend). Defaults to $CUBE_JUPYTER_NAMESPACE (the notebook pod's namespace, "
+        "from the downward API), else the pod's service account namespace.",
+    ).tag(config=True)
+
+    @default("namespace")
+    def _default_namespace(self) -> str:
+        if os.environ.get(NAMESPACE_ENV):
+            return os.environ[NAMESPACE_ENV]
+        try:
+            with open(SERVICE_ACCOUNT_NAMESPACE) as stream:
+                return stream.read().strip()
+        except OSError:
+            return ""
+
+    workbench_url = Unicode(
+        help="A user server's link back to the central workbench (its Notebook Servers panel). "
+        "Defaults to $CUBE_JUPYTER_WORKBENCH_URL.",
+    ).tag(config=True)
+
+    @default("workbench_url")
+    def _default_workbench_url(self) -> str:
+        return os.environ.get(WORKBENCH_URL_ENV, "")
+
     state_dir = Unicode(help="Directory for local state (sqlite, server logs, workspaces).").tag(config=True)
 
     @default("state_dir")
@@ -138,12 +185,15 @@ class CubeWorkbench(CubePrometheus):
         return os.path.join(jupyter_data_dir(), "cube-jupyter")
 
     default_user = Unicode(
-        help="The user a single-user server acts as (Jupyter's own auth has one owner). "
-        "Ignored when a trusted-header identity provider names the caller.",
+        help="The user a single-user server acts as (Jupyter's own auth has one owner): a user server's "
+        "owner. Defaults to $CUBE_JUPYTER_USER, else the OS user. Ignored when a trusted-header identity "
+        "provider names the caller.",
     ).tag(config=True)
 
     @default("default_user")
     def _default_default_user(self) -> str:
+        if os.environ.get(OWNER_ENV):
+            return os.environ[OWNER_ENV]
         try:
             return getpass.getuser()
         except (KeyError, OSError):
@@ -274,8 +324,14 @@ class Settings:
         offered = ", ".join(p.name for p in self.profiles)
         raise InvalidInput(f"profile {name!r} is not offered; choose one of: {offered}", field="profile")
 
+    @property
+    def user_server(self) -> bool:
+        """This is a notebook server of one user (role 'user'), not the central workbench."""
+        return self.workbench.role == "user"
+
     def is_admin(self, user: str) -> bool:
-        return user in self.spawner.admin_users
+        """Admins are the central workbench's: in a user server nobody acts for others."""
+        return not self.user_server and user in self.spawner.admin_users
 
     def namespace_for(self, user_slug: str) -> str:
         return self.spawner.namespace_template.format(username=user_slug)
