@@ -138,7 +138,7 @@ class CubeWorkbench(CubePrometheus):
         ["local", "kubernetes"],
         default_value="local",
         help="Where servers, runs and jobs run: 'local' child processes, or 'kubernetes' objects.",
-    ).tag(config=True)
+    )
 
     role = CaselessStrEnum(
         list(ROLES),
@@ -178,7 +178,7 @@ class CubeWorkbench(CubePrometheus):
     def _default_workbench_url(self) -> str:
         return os.environ.get(WORKBENCH_URL_ENV, "")
 
-    state_dir = Unicode(help="Directory for local state (sqlite, server logs, workspaces).").tag(config=True)
+    state_dir = Unicode(help="Directory for local state (sqlite, server logs, workspaces).")
 
     @default("state_dir")
     def _default_state_dir(self) -> str:
@@ -201,14 +201,14 @@ class CubeWorkbench(CubePrometheus):
 
     kubernetes_context = Unicode(
         "", help="kubeconfig context for the kubernetes backend; empty: in-cluster config, then kubeconfig."
-    ).tag(config=True)
+    )
 
     poll_seconds = Float(
         5.0,
         help="How often servers are checked: the local backend's children for liveness and activity, "
         "and (when CubeSpawner.cull_idle_seconds > 0) the kubernetes backend's running servers for "
         "activity. The name is historical; it applies to both backends.",
-    ).tag(config=True)
+    )
 
     _poll_seconds_ok = checked(positive, "poll_seconds")
 
@@ -221,59 +221,51 @@ class CubeSpawner(CubePods, CubeNamespaces):
         default_value=DEFAULT_PROFILES,
         help="Server profiles offered to users: dicts with name, display_name, description, image, "
         "cpu, memory, gpu, gpu_resource, node_selector, tolerations, env, default.",
-    ).tag(config=True)
+    )
     path_prefix = Unicode(
         "/notebook", help="Route prefix: servers live at {path_prefix}/{namespace}/{name}/ on Kubernetes."
-    ).tag(config=True)
-    istio_gateway = Unicode(
-        "kubeflow/kubeflow-gateway", help="Istio Gateway the VirtualServices bind to."
-    ).tag(config=True)
+    )
+    istio_gateway = Unicode("kubeflow/kubeflow-gateway", help="Istio Gateway the VirtualServices bind to.")
     istio_ingress_principal = Unicode(
         "cluster.local/ns/istio-system/sa/istio-ingressgateway-service-account",
         help="mTLS principal of the ingress gateway; AuthorizationPolicies admit only it.",
-    ).tag(config=True)
+    )
     user_header = Unicode(
         "kubeflow-userid",
         help="Trusted identity header set by the mesh (used by the trusted-header identity provider "
         "and by each server's AuthorizationPolicy).",
-    ).tag(config=True)
+    )
     user_header_prefix = Unicode(
         "", help="Prefix stripped from the identity header's value (e.g. 'accounts.google.com:')."
-    ).tag(config=True)
-    workspace_size = Unicode("10Gi", help="Size of each server's workspace PVC.").tag(config=True)
-    storage_class = Unicode("", help="StorageClass of workspace PVCs; empty: the cluster default.").tag(
-        config=True
     )
+    workspace_size = Unicode("10Gi", help="Size of each server's workspace PVC.")
+    storage_class = Unicode("", help="StorageClass of workspace PVCs; empty: the cluster default.")
     resource_kind = CaselessStrEnum(
         ["Notebook", "StatefulSet"],
         default_value="Notebook",
         help="Render servers as kubeflow.org/v1 Notebooks, or as a StatefulSet + Service.",
-    ).tag(config=True)
+    )
     cmd = List(
         Unicode(),
         default_value=["jupyter", "lab"],
         help="Command started in the server container; base_url and port flags are appended.",
-    ).tag(config=True)
-    max_servers_per_user = Int(
-        10, help="Most servers (running or stopped) one user may have; 0: no limit."
-    ).tag(config=True)
-    gpu_quota_per_user = Int(
-        0, help="Most GPUs one user's running servers may hold together; 0: no limit."
-    ).tag(config=True)
+    )
+    max_servers_per_user = Int(10, help="Most servers (running or stopped) one user may have; 0: no limit.")
+    gpu_quota_per_user = Int(0, help="Most GPUs one user's running servers may hold together; 0: no limit.")
     cull_idle_seconds = Int(
         0, help="Stop servers with no kernel or terminal activity for this long; 0: never."
-    ).tag(config=True)
-    admin_users = List(Unicode(), help="Users who may see and act on every user's servers.").tag(config=True)
+    )
+    admin_users = List(Unicode(), help="Users who may see and act on every user's servers.")
     server_url_template = Unicode(
         "http://{name}.{namespace}.svc.cluster.local",
         help="Where the workbench reaches a server in the cluster to read its activity (for culling), "
         "without the route prefix, which is appended; {name} and {namespace} are the server's.",
-    ).tag(config=True)
+    )
     workbench_principal = Unicode(
         "cluster.local/ns/kubeflow/sa/cube-jupyter",
         help="mTLS principal of the workbench's own pod; each server's AuthorizationPolicy lets it GET "
         "the server's api/kernels and api/terminals lists (and nothing else) to detect idleness.",
-    ).tag(config=True)
+    )
 
     _profiles_ok = checked(_profile_list, "profiles")
     _limits_ok = checked(non_negative, "max_servers_per_user", "gpu_quota_per_user", "cull_idle_seconds")
@@ -323,6 +315,24 @@ class Settings:
                 return profile
         offered = ", ".join(p.name for p in self.profiles)
         raise InvalidInput(f"profile {name!r} is not offered; choose one of: {offered}", field="profile")
+
+    def as_config(self) -> dict[str, dict[str, Any]]:
+        """Every loaded Configurable's effective trait values, as a JSON config: what a notebook
+        server this workbench starts loads, so it runs under the same limits and state."""
+        loaded = (
+            self.workbench,
+            self.spawner,
+            self.storage,
+            self.gpu,
+            self.pipelines.workload,
+            self.jobs.workload,
+        )
+        return {
+            type(configurable).__name__: {
+                name: getattr(configurable, name) for name in configurable.trait_names(config=True)
+            }
+            for configurable in loaded
+        }
 
     @property
     def user_server(self) -> bool:

@@ -35,22 +35,22 @@ class CubeGPU(CubePrometheus):
     Once loaded, `prometheus_url` is '' for NVML, else a base URL ending in '/' (this class's, else
     CubeWorkbench's)."""
 
-    prometheus_timeout_seconds = Float(5.0, help="Timeout of one Prometheus query.").tag(config=True)
+    prometheus_timeout_seconds = Float(5.0, help="Timeout of one Prometheus query.")
     sample_seconds = Float(
         2.0, help="How often the local backend samples NVML into its history (and idle detection)."
-    ).tag(config=True)
+    )
     history_seconds = Float(
         600.0, help="How much history `/gpu` returns by default, and how much the local sampler keeps."
-    ).tag(config=True)
+    )
     idle_warning_seconds = Float(
         1800.0,
         help="Warn about a kernel or pod that holds GPU memory at 0% utilization for longer; 0: never.",
-    ).tag(config=True)
+    )
     cache_seconds = Float(
         1.0,
         help="How long one reading answers every `/gpu` request in the same scope (concurrent requests "
         "share one read); 0: read the source on every request.",
-    ).tag(config=True)
+    )
 
     _periods_ok = checked(positive, "prometheus_timeout_seconds", "sample_seconds")
     _optional_periods_ok = checked(non_negative, "idle_warning_seconds", "cache_seconds")

@@ -35,8 +35,9 @@ from cube_jupyter.gpu.model import (
 )
 from cube_jupyter.gpu.pods import group_pods
 from cube_jupyter.gpu.sources import NoGpuVisible
+from cube_jupyter.ledger import GpuLedger
 from cube_jupyter.names import user_slug
-from cube_jupyter.notebooks.service import NotebookService
+from cube_jupyter.notebooks.backend import NotebookBackend
 from cube_jupyter.notebooks.spec import NotebookServer
 from cube_jupyter.periodic import repeat
 
@@ -72,13 +73,18 @@ class LocalReading:
 
 
 class GpuService:
-    """GPU reports for callers; `kernels` lists the workbench server's own kernels (cheap, on the
-    event loop); the local backend's children are asked for theirs."""
+    """GPU reports for callers; `kernels` lists this server's own kernels (cheap, on the event loop);
+    on the central workbench the local backend's children are asked for theirs.
+
+    A user server (a local child, a notebook pod) reads its own GPUs through NVML, as a pod sees
+    only the GPUs it was given, and attributes them to its own kernels; the central workbench on
+    the cluster reads DCGM through Prometheus by pod."""
 
     def __init__(
         self,
         settings: Settings,
-        notebooks: NotebookService,
+        ledger: GpuLedger,
+        notebooks: NotebookBackend | None = None,
         kernels: Callable[[], list[KernelProcess]] | None = None,
         *,
         config: GpuSettings | None = None,
@@ -86,12 +92,13 @@ class GpuService:
         prometheus: Any = None,
     ) -> None:
         self.settings = settings
-        self.notebooks = notebooks
+        self.ledger = ledger
+        self.notebooks = notebooks  # the spawner's servers (their kernels or pods); None in a user server
         self.kernels = kernels
         self.config = config if config is not None else gpu_config(settings)
         self.prometheus = prometheus
         self.nvml = nvml
-        if self.config.prometheus_url and prometheus is None:
+        if self.config.prometheus_url and prometheus is None and not settings.user_server:
             from cube_jupyter.gpu.prometheus import PrometheusSource
 
             self.prometheus = PrometheusSource(
@@ -109,7 +116,8 @@ class GpuService:
 
     @property
     def _on_cluster(self) -> bool:
-        return self.settings.workbench.backend == "kubernetes"
+        """The central workbench on a cluster: its GPUs are the pods', not this machine's."""
+        return self.settings.workbench.backend == "kubernetes" and not self.settings.user_server
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -163,7 +171,7 @@ class GpuService:
 
     def quota(self, caller: str) -> GpuQuota | None:
         """GPUs the caller's servers and unfinished jobs hold against the limit: the ledger's view."""
-        ledger = self.notebooks.ledger
+        ledger = self.ledger
         try:
             holders = ledger.holders(caller)
         except CubeError as exc:
@@ -241,7 +249,7 @@ class GpuService:
         from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
         from cube_jupyter.notebooks.spec import ServerStatus
 
-        backend = self.notebooks.backend
+        backend = self.notebooks
         if not isinstance(backend, LocalNotebookBackend):
             return []
         return [
@@ -386,8 +394,10 @@ class GpuService:
         return warnings
 
     def _servers(self, user: str | None) -> list[NotebookServer]:
+        if self.notebooks is None:
+            return []
         try:
-            return self.notebooks.backend.list_servers(user)
+            return self.notebooks.list_servers(user)
         except CubeError as exc:
             log.debug("servers unavailable for GPU pods: %s", exc.message)
             return []

@@ -44,3 +44,8 @@ def log_path(state_dir: Path, slug: str, name: str) -> Path:
 
 def workspace_path(state_dir: Path, slug: str, name: str) -> Path:
     return state_dir / "workspaces" / slug / name
+
+
+def child_config_dir(state_dir: Path, slug: str, name: str) -> Path:
+    """Where a server's config from the workbench lives (private: it may hold store credentials)."""
+    return state_dir / "config" / slug / name

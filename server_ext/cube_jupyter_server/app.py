@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from jupyter_server.extension.application import ExtensionApp
@@ -13,13 +14,15 @@ from cube_jupyter.errors import ConfigError, CubeError
 from cube_jupyter.gpu.service import GpuService
 from cube_jupyter.jobs.backend import make_job_backend
 from cube_jupyter.jobs.service import JobService
-from cube_jupyter.notebooks.backend import make_notebook_backend
+from cube_jupyter.ledger import GpuLedger
+from cube_jupyter.notebooks.backend import NotebookBackend, make_notebook_backend
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.pipelines.service import PipelineService
 from cube_jupyter_server.authorizer import require_cube_authorizer
 from cube_jupyter_server.gpu_handlers import GPU_HANDLERS, GPU_SETTING, workbench_kernels
 from cube_jupyter_server.handlers import HANDLERS
 from cube_jupyter_server.identity import TrustedHeaderIdentityProvider, make_caller
+from cube_jupyter_server.info import INFO_HANDLERS, INFO_SETTING, server_info
 from cube_jupyter_server.job_handlers import JOB_HANDLERS
 from cube_jupyter_server.lifecycle import STARTER_SETTING, BackendStarter
 from cube_jupyter_server.pipeline_handlers import PIPELINE_HANDLERS
@@ -44,31 +47,40 @@ class CubeJupyterApp(ExtensionApp):
     def _initialize_settings(self) -> None:
         assert self.serverapp is not None
         serverapp = self.serverapp
-        require_cube_authorizer(serverapp)
         settings = self._or_exit(lambda: load_settings(serverapp.config))
-        backend = make_notebook_backend(settings, base_url=self.serverapp.base_url)
         self.cube_settings = settings
-        self.notebook_service = NotebookService(settings, backend)
-        self.backend_starter = BackendStarter(backend, self.log)
-        self.settings[STARTER_SETTING] = self.backend_starter
+        if settings.user_server:
+            servers = self._or_exit(lambda: _servers_of_the_ledger(settings))
+            ledger = GpuLedger(settings, servers, lock_dir=_lock_dir(settings))
+            shared_host = False
+            self.notebook_service: NotebookService | None = None
+            self.backend_starter: BackendStarter | None = None
+        else:
+            require_cube_authorizer(serverapp)
+            servers = make_notebook_backend(settings, base_url=serverapp.base_url)
+            ledger = GpuLedger(settings, servers, lock_dir=_lock_dir(settings))
+            # Behind the mesh on a cluster, this server is shared by many users: their code runs in
+            # pods, never here (the local backend is documented as one trust domain).
+            shared_host = (
+                isinstance(serverapp.identity_provider, TrustedHeaderIdentityProvider)
+                and settings.workbench.backend == "kubernetes"
+            )
+            self.notebook_service = NotebookService(settings, servers, ledger)
+            self.backend_starter = BackendStarter(servers, self.log)
+            self.settings[STARTER_SETTING] = self.backend_starter
         cluster = self._or_exit(lambda: _cluster_runs(settings))
-        # Behind the mesh on a cluster, this server is shared by many users: their code runs in
-        # pods, never here (the local backend is documented as one trust domain).
-        shared_host = (
-            isinstance(serverapp.identity_provider, TrustedHeaderIdentityProvider)
-            and settings.workbench.backend == "kubernetes"
-        )
         self.pipeline_service = PipelineService(
-            settings, self.serverapp.root_dir, cluster=cluster, shared_host=shared_host
+            settings, serverapp.root_dir, cluster=cluster, shared_host=shared_host
         )
+        kernels = workbench_kernels(serverapp)
         self.gpu_service = self._or_exit(
-            lambda: GpuService(settings, self.notebook_service, workbench_kernels(serverapp))
+            lambda: GpuService(settings, ledger, None if settings.user_server else servers, kernels)
         )
         self.job_service = self._or_exit(
             lambda: JobService(
                 settings,
                 make_job_backend(settings, serverapp.root_dir),
-                ledger=self.notebook_service.ledger,
+                ledger=ledger,
                 root_dir=serverapp.root_dir,
             )
         )
@@ -80,24 +92,35 @@ class CubeJupyterApp(ExtensionApp):
                 "cube_notebooks": self.notebook_service,
                 "cube_pipelines": self.pipeline_service,
                 "cube_caller": make_caller(settings),
+                INFO_SETTING: server_info(settings),
             }
         )
-        self.log.info(
-            "cube-jupyter: %s backend, %d profile(s): %s",
-            settings.workbench.backend,
-            len(settings.profiles),
-            ", ".join(p.name for p in settings.profiles),
-        )
+        if settings.user_server:
+            self.log.info(
+                "cube-jupyter: user server of %r (%s backend): pipelines, jobs and GPU",
+                settings.workbench.default_user,
+                settings.workbench.backend,
+            )
+        else:
+            self.log.info(
+                "cube-jupyter: workbench, %s backend, %d profile(s): %s",
+                settings.workbench.backend,
+                len(settings.profiles),
+                ", ".join(p.name for p in settings.profiles),
+            )
 
     def initialize_handlers(self) -> None:
-        self.handlers.extend(HANDLERS)
+        self.handlers.extend(INFO_HANDLERS)
+        if not self.cube_settings.user_server:
+            self.handlers.extend(HANDLERS)
+            self.handlers.append((ROUTE_PATTERN, NotebookRouterHandler))
         self.handlers.extend(PIPELINE_HANDLERS)
         self.handlers.extend(GPU_HANDLERS)
         self.handlers.extend(JOB_HANDLERS)
-        self.handlers.append((ROUTE_PATTERN, NotebookRouterHandler))
 
     async def _start_jupyter_server_extension(self, serverapp: ServerApp) -> None:
-        await self.backend_starter.start()  # retries in the background; 503s until it is up
+        if self.backend_starter is not None:
+            await self.backend_starter.start()  # retries in the background; 503s until it is up
         await self._start_cluster_runs()
         await self.gpu_service.start()
         try:
@@ -118,7 +141,8 @@ class CubeJupyterApp(ExtensionApp):
             await self.job_service.close()
         except Exception:  # shutting down must always complete
             self.log.exception("cube-jupyter: stopping jobs failed")
-        await self.backend_starter.close()
+        if self.backend_starter is not None:
+            await self.backend_starter.close()
 
     async def _start_cluster_runs(self) -> None:
         """Follow Argo Workflows; without Argo the workbench still serves, offering local runs only."""
@@ -146,6 +170,20 @@ class CubeJupyterApp(ExtensionApp):
             self.log.debug("cube-jupyter: setup failed", exc_info=True)  # the details, with --debug
             self.log.critical("cube-jupyter: could not start: %s", why)
             raise SystemExit(f"cube-jupyter: could not start: {why}") from None
+
+
+def _servers_of_the_ledger(settings: Settings) -> NotebookBackend | None:
+    """What a user server counts its owner's notebook servers from: on the local backend the
+    workbench's own state, read (never supervised) as the CLI reads it; on a cluster nothing, as the
+    namespace's ResourceQuota, which the workbench keeps at the quota, counts every pod's GPUs."""
+    if settings.workbench.backend == "kubernetes":
+        return None
+    return make_notebook_backend(settings)
+
+
+def _lock_dir(settings: Settings) -> Path | None:
+    """Per-user ledger locks shared by the processes of one machine (local backend only)."""
+    return settings.state_dir / "locks" if settings.workbench.backend == "local" else None
 
 
 def _cluster_runs(settings: Settings) -> ClusterPipelineRuns | None:

@@ -64,7 +64,8 @@ def kernel_process() -> Iterator[tuple[subprocess.Popen[bytes], str]]:
 def make_service(settings: Settings, kernels: list[KernelProcess] | None = None) -> GpuService:
     """The GPU service over a real notebook service (local backend state in a temp dir)."""
     notebooks = NotebookService(settings, LocalNotebookBackend(settings))
-    return GpuService(settings, notebooks, (lambda: list(kernels)) if kernels is not None else None)
+    listed = (lambda: list(kernels)) if kernels is not None else None
+    return GpuService(settings, notebooks.ledger, notebooks.backend, listed)
 
 
 def test_config_is_validated_naming_the_field(tmp_path: Path) -> None:
@@ -220,7 +221,7 @@ async def test_quota_is_the_ledgers_view_of_servers_and_jobs(tmp_path: Path) -> 
     service = make_service(make_settings(tmp_path))
     quota = service.quota("alice")
     assert quota is not None and (quota.used, quota.limit, quota.holders) == (0, 4, ())
-    service.notebooks.ledger.jobs = HeldJobs({"alice": [("resnet", 2, False), ("done", 4, True)]})
+    service.ledger.jobs = HeldJobs({"alice": [("resnet", 2, False), ("done", 4, True)]})
     quota = service.quota("alice")
     assert quota is not None and quota.used == 2  # a finished job holds nothing
     assert quota.holders == ({"kind": "job", "name": "resnet", "gpus": 2},)

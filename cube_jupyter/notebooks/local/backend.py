@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import secrets
+import shutil
 import subprocess
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -140,6 +141,9 @@ class LocalNotebookBackend:
             if record.status != ServerStatus.STOPPED:
                 await self._stop(record, reason=None)
             self.state.delete(user, name)
+            shutil.rmtree(
+                files.child_config_dir(self.settings.state_dir, record.slug, name), ignore_errors=True
+            )
 
     # -- for the path router, tests and benchmarks -------------------------------------------------
 
@@ -254,9 +258,23 @@ class LocalNotebookBackend:
             workspace.mkdir(parents=True, exist_ok=True)
             port, token = processes.free_port(), secrets.token_hex(24)
             argv = children.lab_argv(
-                self.lab_command, base_url=record.base_url, port=port, root_dir=workspace
+                self.lab_command,
+                base_url=record.base_url,
+                port=port,
+                root_dir=workspace,
+                user=record.user,
+                state_dir=self.settings.state_dir.resolve(),
+                workbench_url=f"{self.base_url}lab",
             )
-            env = children.child_env(os.environ, token=token, profile_env=record.env, gpu_ids=record.gpu_ids)
+            config_dir = files.child_config_dir(self.settings.state_dir, record.slug, record.name)
+            children.write_child_config(config_dir, self.settings.as_config())
+            env = children.child_env(
+                os.environ,
+                token=token,
+                profile_env=record.env,
+                gpu_ids=record.gpu_ids,
+                config_dir=config_dir,
+            )
             child = processes.spawn(
                 argv, env, workspace, log_path, header=f"{record.user}/{record.name} at {_now()}"
             )

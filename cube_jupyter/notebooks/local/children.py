@@ -3,30 +3,50 @@
 Each child runs in its own session (so a restart of the main server does not take it down) and is
 identified by a marker argument unique to the server (its `--ServerApp.base_url=...`), which guards
 against a recycled pid being mistaken for a child.
+
+A child is a user server (`CubeWorkbench.role = "user"`): the workbench extension loads in it and
+serves its owner's pipelines, jobs and GPU panels on its workspace. It is told who it is on the
+command line and gets the workbench's effective Cube* config (quotas, profiles, stores, images) as a
+private `jupyter_server_config.json` on `JUPYTER_CONFIG_PATH`, so runs, jobs and GPUs count against
+the same limits and the same local state (one ledger) whichever server they came through.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
+from cube_jupyter.local import files
 from cube_jupyter.local.processes import LOOPBACK
 
 # `python -m jupyterlab` of the interpreter running the workbench: the child sees the same packages.
 LAB_COMMAND: tuple[str, ...] = (sys.executable, "-m", "jupyterlab")
-# The workbench extension must not load inside a child: it would supervise (and cull) its siblings.
+# Marks a process the workbench started (servers, trial drivers, model servers): never handed on to
+# the code users run in replicas.
 CHILD_MARKER_ENV = "CUBE_JUPYTER_CHILD"
+CONFIG_FILE = "jupyter_server_config.json"
 
 
 def base_url_arg(base_url: str) -> str:
     return f"--ServerApp.base_url={base_url}"
 
 
-def lab_argv(command: Sequence[str], *, base_url: str, port: int, root_dir: Path) -> list[str]:
+def lab_argv(
+    command: Sequence[str],
+    *,
+    base_url: str,
+    port: int,
+    root_dir: Path,
+    user: str,
+    state_dir: Path,
+    workbench_url: str,
+) -> list[str]:
     """The argv of a child server; the token travels in the environment, not in `ps` output."""
     argv = [
         *command,
@@ -35,7 +55,11 @@ def lab_argv(command: Sequence[str], *, base_url: str, port: int, root_dir: Path
         f"--ServerApp.port={port}",
         "--ServerApp.port_retries=0",
         f"--ServerApp.root_dir={root_dir}",
-        "--ServerApp.jpserver_extensions=cube_jupyter_server=False",
+        # A user server of `user`, on the workbench's own state (its jobs, runs and GPU ledger).
+        "--CubeWorkbench.role=user",
+        f"--CubeWorkbench.default_user={user}",
+        f"--CubeWorkbench.state_dir={state_dir}",
+        f"--CubeWorkbench.workbench_url={workbench_url}",
         # A child reads the same config files as the workbench; it is reached with its own token
         # only, never with the workbench's trusted-header identity or its authorizer.
         "--ServerApp.identity_provider_class=jupyter_server.auth.identity.PasswordIdentityProvider",
@@ -48,9 +72,15 @@ def lab_argv(command: Sequence[str], *, base_url: str, port: int, root_dir: Path
 
 
 def child_env(
-    base: Mapping[str, str], *, token: str, profile_env: Mapping[str, str], gpu_ids: Sequence[str]
+    base: Mapping[str, str],
+    *,
+    token: str,
+    profile_env: Mapping[str, str],
+    gpu_ids: Sequence[str],
+    config_dir: Path,
 ) -> dict[str, str]:
-    """The child's environment: ours, the profile's env, its token, and only the GPUs it was given.
+    """The child's environment: ours, the profile's env, its token, only the GPUs it was given, and
+    its config directory first on `JUPYTER_CONFIG_PATH`.
 
     `CUDA_VISIBLE_DEVICES` is always set (empty when the profile asks for no GPU) so a CPU server
     cannot use GPUs that count against other users' quotas.
@@ -60,7 +90,20 @@ def child_env(
     env["JUPYTER_TOKEN"] = token
     env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids)
     env[CHILD_MARKER_ENV] = "1"
+    env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(
+        p for p in (str(config_dir), base.get("JUPYTER_CONFIG_PATH")) if p
+    )
     return env
+
+
+def write_child_config(config_dir: Path, config: Mapping[str, Any]) -> Path:
+    """The workbench's effective Cube* config for a child, private (it may hold store credentials)."""
+    files.private_dir(config_dir)
+    path = config_dir / CONFIG_FILE
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, files.PRIVATE_FILE)
+    with os.fdopen(fd, "w") as stream:
+        json.dump(config, stream, indent=1, sort_keys=True)
+    return path
 
 
 async def probe_status(port: int, base_url: str, token: str, timeout: float = 2.0) -> bool:
