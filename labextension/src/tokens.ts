@@ -7,7 +7,9 @@ import { Token } from '@lumino/coreutils';
 export const CommandIDs = {
   open: 'cube:open-notebook-servers',
   create: 'cube:create-notebook-server',
-  refresh: 'cube:refresh-notebook-servers'
+  refresh: 'cube:refresh-notebook-servers',
+  /** In a user server: open the central workbench in a new tab. */
+  workbench: 'cube:open-workbench'
 } as const;
 
 /** Options for showing the panel. */
@@ -19,9 +21,9 @@ export interface IShowOptions {
 /** What the `notebook-servers` plugin offers to other plugins. */
 export interface INotebookServers {
   /**
-   * Resolves to whether this Jupyter server offers the workbench API. It does not on a
-   * notebook server the workbench spawned (same labextension, no server extension), where
-   * the panel, palette items and launcher card stay away.
+   * Resolves to whether this Jupyter server spawns notebook servers: the central
+   * workbench does; a user server it started (which serves pipelines, jobs and GPU) and a
+   * server without the server extension do not, and get no panel, palette items or card.
    */
   readonly available: Promise<boolean>;
   /** Reveal (and activate) the panel in the left sidebar. */

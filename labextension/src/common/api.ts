@@ -137,13 +137,51 @@ export function isMissing(error: unknown): boolean {
   return error instanceof CubeApiError && error.status === 404;
 }
 
+/** A feature of the workbench's API, as `GET /info` lists them. */
+export type Feature = 'notebooks' | 'pipelines' | 'jobs' | 'gpu';
+
+/** What `GET /cube/api/v1/info` says this server is. */
+export interface IServerInfo {
+  /** `workbench`: the central workbench; `user`: a notebook server the workbench started. */
+  role: 'workbench' | 'user';
+  user: string;
+  is_admin: boolean;
+  backend: string;
+  features: Feature[];
+  /** A user server's link back to the central workbench. */
+  workbench_url: string | null;
+}
+
+const infoByServer = new Map<string, Promise<IServerInfo | null>>();
+
+/**
+ * What this server is, asked once per page whatever the number of features asking (null
+ * when it has no workbench API: the server extension is not installed there).
+ */
+export function serverInfo(client: CubeClient): Promise<IServerInfo | null> {
+  const key = client.settings.baseUrl;
+  let info = infoByServer.get(key);
+  if (!info) {
+    info = client.request<IServerInfo>('info').catch(error => {
+      if (!isMissing(error)) {
+        console.warn(
+          'cube-jupyter: the workbench API answered with an error',
+          error
+        );
+      }
+      return null;
+    });
+    infoByServer.set(key, info);
+  }
+  return info;
+}
+
 /** What asking a feature's API once told about it. */
 export interface IProbe<T> {
   /**
-   * Whether the server offers the API. Only a 404 says it does not: a notebook server the
-   * workbench spawned has the labextension but not the server extension. Any other
-   * failure (a 503 while the feature's backend starts, a network error) leaves the
-   * feature offered; its panel then says what went wrong.
+   * Whether the server offers the feature: `GET /info` lists it. Any failure of the
+   * feature's own first call (a 503 while its backend starts, a network error) leaves
+   * the feature offered; its panel then says what went wrong.
    */
   available: boolean;
   /** The answer, when there was one. */
@@ -151,17 +189,26 @@ export interface IProbe<T> {
 }
 
 /**
- * The one availability probe of every feature: ask its API once (the answer is not wasted,
- * e.g. the forms' vocabulary) and tell from that whether the feature is offered here.
+ * The one availability probe of every feature: whether the server lists it in `GET /info`
+ * (so a server without it is never asked, and logs no 404), then its API's first answer
+ * (not wasted: e.g. the forms' vocabulary).
  */
-export async function probe<T>(request: () => Promise<T>): Promise<IProbe<T>> {
+export async function probe<T>(
+  client: CubeClient,
+  feature: Feature,
+  request: () => Promise<T>
+): Promise<IProbe<T>> {
+  const info = await serverInfo(client);
+  if (!info || !info.features.includes(feature)) {
+    return { available: false, value: null };
+  }
   try {
     return { available: true, value: await request() };
   } catch (error) {
-    const available = !isMissing(error);
-    if (available) {
-      console.warn('cube-jupyter: an API answered with an error', error);
-    }
-    return { available, value: null };
+    console.warn(
+      `cube-jupyter: the ${feature} API answered with an error`,
+      error
+    );
+    return { available: true, value: null };
   }
 }

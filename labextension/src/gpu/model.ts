@@ -61,7 +61,7 @@ export class GpuModel extends PolledModel {
    * answer, if any, is the first report.
    */
   probe(): Promise<IProbe<void>> {
-    return probeApi(() => this.poll());
+    return probeApi(this.client.cube, 'gpu', () => this.poll());
   }
 
   /** Start polling (once the API is known to be there): the status bar needs figures too. */

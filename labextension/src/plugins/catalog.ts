@@ -1,7 +1,7 @@
 /**
  * Where the workbench's commands are offered besides menus: the command palette (under
  * one category) and a launcher card. Added only once the server is known to offer the
- * feature's API, so a spawned notebook server shows none of it.
+ * feature (`GET /info`), so a server shows only what it serves.
  */
 import type { ICommandPalette } from '@jupyterlab/apputils';
 import type { ILauncher } from '@jupyterlab/launcher';
@@ -48,7 +48,7 @@ export interface IOfferOptions<T> extends ICatalogOptions {
 
 /**
  * Once the feature's probe has answered: on a server with its API, `ready` and the
- * catalog entries; on one without (a spawned notebook server), dispose what was built.
+ * catalog entries; on one without it, dispose what was built.
  * Resolves to whether the feature is offered.
  */
 export async function offerIfAvailable<T>(

@@ -54,8 +54,8 @@ export const gpuPlugin: JupyterFrontEndPlugin<void> = {
     );
     const openNotebook = (path: string) =>
       void app.commands.execute('docmanager:open', { path });
-    // Only a server with the workbench's GPU API gets the UI (not a spawned child); its
-    // answer is the first report.
+    // Every server that lists `gpu` in /info gets the UI (the workbench and the user
+    // servers it starts); the first answer is the first report.
     const available = offerIfAvailable(model.probe(), {
       parts: [model],
       ready: () => startGpu(app, model, mainMenu, statusBar, notebooks),

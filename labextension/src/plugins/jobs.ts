@@ -38,10 +38,10 @@ export const jobsPlugin: JupyterFrontEndPlugin<IJobsPanel> = {
       new CubeClient(app.serviceManager.serverSettings)
     );
     const model = new JobsModel(client);
-    // Only a server with the workbench's jobs API gets the panel (not a spawned child);
-    // its answer is the launch forms' vocabulary.
+    // Every server that lists `jobs` in /info gets the panel (the workbench and the user
+    // servers it starts); the first answer is the launch forms' vocabulary.
     const available = offerIfAvailable(
-      probe(() => client.config()),
+      probe(client.cube, 'jobs', () => client.config()),
       {
         parts: [model],
         ready: vocabulary => vocabulary && model.setVocabulary(vocabulary),

@@ -11,13 +11,13 @@ import {
 import { ICommandPalette } from '@jupyterlab/apputils';
 import { ILauncher } from '@jupyterlab/launcher';
 
-import { CubeClient, probe } from '../common/api';
+import { CubeClient, probe, serverInfo } from '../common/api';
 import { NotebooksClient } from '../notebooks/client';
 import { serverIcon } from '../notebooks/icons';
 import { NotebookServersModel } from '../notebooks/model';
 import { NotebookServersPanel } from '../notebooks/panel';
 import { CommandIDs, INotebookServers, IShowOptions } from '../tokens';
-import { offerIfAvailable } from './catalog';
+import { addToCatalog, offerIfAvailable } from './catalog';
 
 export const notebookServersPlugin: JupyterFrontEndPlugin<INotebookServers> = {
   id: 'cube-jupyter:notebook-servers',
@@ -37,10 +37,10 @@ export const notebookServersPlugin: JupyterFrontEndPlugin<INotebookServers> = {
     );
     const model = new NotebookServersModel(client);
     const panel = new NotebookServersPanel(model);
-    // Only a server with the workbench's API gets the panel (not a spawned child); its
-    // answer is the profiles the create form offers.
+    // Only the central workbench lists `notebooks` in /info (a user server it started does
+    // not spawn servers); the first answer is the profiles the create form offers.
     const available = offerIfAvailable(
-      probe(() => client.listProfiles()),
+      probe(client.cube, 'notebooks', () => client.listProfiles()),
       {
         parts: [panel, model],
         ready: list => {
@@ -53,7 +53,7 @@ export const notebookServersPlugin: JupyterFrontEndPlugin<INotebookServers> = {
           }
         },
         palette,
-        commands: Object.values(CommandIDs),
+        commands: [CommandIDs.open, CommandIDs.create, CommandIDs.refresh],
         launcher,
         card: { command: CommandIDs.create, rank: 10 }
       }
@@ -89,6 +89,26 @@ export const notebookServersPlugin: JupyterFrontEndPlugin<INotebookServers> = {
       caption: 'Create a notebook server from a profile',
       icon: serverIcon,
       execute: () => servers.show({ focusCreate: true })
+    });
+    // In a user server the workbench's Notebook Servers panel is one click away.
+    void serverInfo(client.cube).then(info => {
+      const url = info?.role === 'user' ? info.workbench_url : null;
+      if (!url) {
+        return;
+      }
+      app.commands.addCommand(CommandIDs.workbench, {
+        label: args => (args.isLauncher ? 'Workbench' : 'Open the Workbench'),
+        caption:
+          'Open the workbench that started this server (its Notebook Servers panel) in a new tab',
+        icon: serverIcon,
+        execute: () => void window.open(url, '_blank', 'noopener')
+      });
+      addToCatalog({
+        palette,
+        commands: [CommandIDs.workbench],
+        launcher,
+        card: { command: CommandIDs.workbench, rank: 10 }
+      });
     });
     app.commands.addCommand(CommandIDs.refresh, {
       label: 'Refresh Notebook Servers',

@@ -101,10 +101,10 @@ export const pipelinePlugin: JupyterFrontEndPlugin<void> = {
       await model.startRun('local');
     };
 
-    // Only a server with the workbench's pipeline API gets the panel (not a spawned child);
-    // its answer is the run targets and the tag vocabulary of the cell editor.
+    // Every server that lists `pipelines` in /info gets the panel (the workbench and the
+    // user servers it starts); the first answer is the run targets and tag vocabulary.
     void offerIfAvailable(
-      probe(() => client.config()),
+      probe(client.cube, 'pipelines', () => client.config()),
       {
         parts: [panel, model],
         ready: config => {
