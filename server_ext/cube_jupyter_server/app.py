@@ -22,7 +22,7 @@ from cube_jupyter_server.authorizer import require_cube_authorizer
 from cube_jupyter_server.gpu_handlers import GPU_HANDLERS, GPU_SETTING, workbench_kernels
 from cube_jupyter_server.handlers import HANDLERS
 from cube_jupyter_server.identity import TrustedHeaderIdentityProvider, make_caller
-from cube_jupyter_server.info import INFO_HANDLERS, INFO_SETTING, server_info
+from cube_jupyter_server.info import INFO_HANDLERS, INFO_SETTING, NOT_SERVED_HANDLERS, server_info
 from cube_jupyter_server.job_handlers import JOB_HANDLERS
 from cube_jupyter_server.lifecycle import STARTER_SETTING, BackendStarter
 from cube_jupyter_server.pipeline_handlers import PIPELINE_HANDLERS
@@ -117,6 +117,7 @@ class CubeJupyterApp(ExtensionApp):
         self.handlers.extend(PIPELINE_HANDLERS)
         self.handlers.extend(GPU_HANDLERS)
         self.handlers.extend(JOB_HANDLERS)
+        self.handlers.extend(NOT_SERVED_HANDLERS)
 
     async def _start_jupyter_server_extension(self, serverapp: ServerApp) -> None:
         if self.backend_starter is not None:

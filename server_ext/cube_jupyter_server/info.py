@@ -13,6 +13,7 @@ from typing import Any
 from tornado import web
 
 from cube_jupyter.config import Settings
+from cube_jupyter.errors import NotFound
 from cube_jupyter_server.handlers import API_PREFIX, CubeAPIHandler, cube_endpoint
 
 INFO_SETTING = "cube_info"
@@ -41,4 +42,29 @@ class InfoHandler(CubeAPIHandler):
         )
 
 
+class NotServedHandler(CubeAPIHandler):
+    """Any other path under the API: a JSON 404 that says why (a user server spawns no servers)."""
+
+    @cube_endpoint
+    async def get(self, path: str) -> None:
+        self.caller  # noqa: B018  - anonymous callers get 403
+        settings: Settings = self.settings["cube_settings"]
+        feature = path.split("/", 1)[0]
+        if settings.user_server and feature in ("notebooks", "profiles"):
+            where = settings.workbench.workbench_url or "the workbench"
+            message = (
+                f"{feature} are not served here: this is a notebook server of "
+                f"{settings.workbench.default_user!r}; notebook servers are managed at {where}"
+            )
+        else:
+            message = f"no such API: /cube/api/v1/{path}"
+        raise NotFound(message, field="path")
+
+    post = patch = put = delete = get
+
+
 INFO_HANDLERS: list[tuple[str, type[web.RequestHandler]]] = [(rf"{API_PREFIX}/info", InfoHandler)]
+# Registered after every other handler of the API.
+NOT_SERVED_HANDLERS: list[tuple[str, type[web.RequestHandler]]] = [
+    (rf"{API_PREFIX}/(?P<path>.*)", NotServedHandler)
+]
