@@ -344,7 +344,16 @@ class Settings:
         return not self.user_server and user in self.spawner.admin_users
 
     def namespace_for(self, user_slug: str) -> str:
+        """A user's namespace: from the template, or in a user server on a cluster its own."""
+        if self.user_server and self.workbench.namespace:
+            return self.workbench.namespace
         return self.spawner.namespace_template.format(username=user_slug)
+
+    @property
+    def watch_namespace(self) -> str | None:
+        """The one namespace informers watch: a user server's own (its service account can list
+        nothing else); None on the central workbench, which watches every user's."""
+        return self.workbench.namespace if self.user_server else None
 
 
 def load_settings(config: Config | None = None) -> Settings:
@@ -357,6 +366,12 @@ def load_settings(config: Config | None = None) -> Settings:
     gpu = CubeGPU.load(config)
     pipelines = CubePipelines.load(config)
     jobs = CubeJobs.load(config)
+    if workbench.role == "user" and workbench.backend == "kubernetes" and not workbench.namespace:
+        raise ConfigError(
+            "a user server on the kubernetes backend needs its namespace: set CubeWorkbench.namespace "
+            "(or $CUBE_JUPYTER_NAMESPACE; in a pod it is read from the service account)",
+            field="CubeWorkbench.namespace",
+        )
     profiles = parse_profiles(spawner.profiles)
     image = next((p for p in profiles if p.default), profiles[0]).image
     if not gpu.prometheus_url:  # CubeGPU's wins; else the workbench-wide one (the issue's name)

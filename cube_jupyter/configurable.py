@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 from urllib.parse import urlsplit
 
-from traitlets import Dict, List, TraitError, Unicode, validate
+from traitlets import Dict, List, TraitError, TraitType, Unicode, validate
 from traitlets.config import Config, Configurable
 
 from cube_jupyter.errors import ConfigError, CubeError, InvalidInput
@@ -71,7 +71,16 @@ def checked(check: Check, *names: str) -> Any:
 
 
 class CubeConfigurable(Configurable):
-    """Base of every Cube* Configurable: loaded once, each trait set checked by its validator."""
+    """Base of every Cube* Configurable: loaded once, each trait set checked by its validator.
+
+    Every trait a subclass declares is an admin setting: it is tagged `config=True` here, once, so
+    declarations need no `.tag(config=True)` of their own."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for value in vars(cls).values():
+            if isinstance(value, TraitType):
+                value.tag(config=True)
 
     @classmethod
     def load(cls, config: Config) -> Self:
@@ -203,7 +212,7 @@ class CubePods(CubeConfigurable):
         help="Service account of the pods: notebook servers (CubeSpawner), training and trial replicas "
         "(CubeJobs), pipeline steps (CubePipelines; Argo's executor needs it to report results, and "
         "Kubeflow profiles' 'default-editor' has the rights). '' uses the namespace's default.",
-    ).tag(config=True)
+    )
 
     _service_account_ok = checked(optional(dns_name), "service_account")
 
@@ -218,29 +227,25 @@ class CubeWorkload(CubePods):
         "CubeJobs.training_images comes first); it must have cube-jupyter installed (steps also need "
         "papermill and the notebook's kernel). '' uses the default notebook profile's image, whose "
         "kernels already import cube_jupyter (as Kale uses the notebook server's image).",
-    ).tag(config=True)
-    default_cpu = Unicode("1", help="CPU request and limit of replicas and steps that give none.").tag(
-        config=True
     )
-    default_memory = Unicode(
-        "2Gi", help="Memory request and limit of replicas and steps that give none."
-    ).tag(config=True)
+    default_cpu = Unicode("1", help="CPU request and limit of replicas and steps that give none.")
+    default_memory = Unicode("2Gi", help="Memory request and limit of replicas and steps that give none.")
     gpu_resource = Unicode(
         DEFAULT_GPU_RESOURCE,
         help="Extended resource a replica's `gpu: N` or a step's `gpu:N` tag asks for "
         "(e.g. 'nvidia.com/gpu', 'amd.com/gpu').",
-    ).tag(config=True)
+    )
     gpu_node_selector = Dict(
         {},
         help="nodeSelector added to replicas and steps that ask for GPUs "
         "(e.g. {'nvidia.com/gpu.present': 'true'}).",
-    ).tag(config=True)
+    )
     gpu_tolerations = List(
         Dict(),
         default_value=[{"key": DEFAULT_GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
         help="Tolerations added to replicas and steps that ask for GPUs, so they can land on tainted "
         "GPU nodes.",
-    ).tag(config=True)
+    )
 
     _default_image_ok = checked(optional(image_reference), "default_image")
     _default_resources_ok = checked(quantity, "default_cpu", "default_memory")
@@ -257,7 +262,7 @@ class CubeNamespaces(CubeConfigurable):
         help="Kubernetes namespace of a user's notebook servers (CubeSpawner) or jobs (CubeJobs, where "
         "'', its default, puts them in the servers' namespace, as Kubeflow profiles do); {username} is "
         "the escaped user name.",
-    ).tag(config=True)
+    )
 
     _namespace_template_ok = checked(username_template, "namespace_template")
 
@@ -270,7 +275,7 @@ class CubePrometheus(CubeConfigurable):
         help="Prometheus that scrapes the DCGM exporter, for GPU use by pod on the kubernetes backend "
         "(e.g. 'http://prometheus.monitoring:9090'); '' reads this machine's GPUs through NVML. "
         "CubeGPU.prometheus_url, when set, wins over CubeWorkbench.prometheus_url.",
-    ).tag(config=True)
+    )
 
     _prometheus_url_ok = checked(optional(prometheus_base_url), "prometheus_url")
 

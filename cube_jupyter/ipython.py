@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import shlex
 from collections.abc import Callable
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn, TypeVar
 
 from IPython.core.error import UsageError
 
@@ -65,24 +65,29 @@ class MagicArgumentParser(argparse.ArgumentParser):
             return None
 
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0 seconds")
-    return value
+N = TypeVar("N", int, float)
 
 
-def _samples(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of samples") from None
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 2 samples")
-    return value
+def _number(
+    parse: Callable[[str], N], kind: str, fits: Callable[[N], bool], bound: str
+) -> Callable[[str], N]:
+    """An argparse `type`: the text parsed as a `kind` ("number of seconds") that `fits`, the bound
+    it says ("more than 0 seconds")."""
+
+    def number(text: str) -> N:
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {kind}") from None
+        if not fits(value):
+            raise argparse.ArgumentTypeError(f"{text!r} must be {bound}")
+        return value
+
+    return number
+
+
+_positive_seconds = _number(float, "number of seconds", lambda value: value > 0, "more than 0 seconds")
+_samples = _number(int, "whole number of samples", lambda value: value >= 2, "at least 2 samples")
 
 
 GPU_PARSER = MagicArgumentParser(

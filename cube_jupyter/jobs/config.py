@@ -98,53 +98,53 @@ class CubeJobs(CubeWorkload, CubeNamespaces):
     training_images = Dict(
         {},
         help="Default image per framework: {'pytorch': ..., 'tensorflow': ..., 'xgboost': ..., 'mpi': ...}.",
-    ).tag(config=True)
+    )
     serving_runtimes = Dict(
         {},
         help="KServe ServingRuntime per model format, e.g. {'sklearn': 'kserve-sklearnserver'}; a format "
         "left out lets KServe pick the runtime that supports it.",
-    ).tag(config=True)
+    )
     entry_command = List(
         Unicode(),
         default_value=ENTRY_COMMAND,
         help="Command that runs shipped code (a package from the artifact store) in a replica.",
-    ).tag(config=True)
+    )
     serving_service_account = Unicode(
         "",
         help="Service account of InferenceServices. KServe's storage initializer reads S3 credentials from "
         "the Secrets attached to it (annotated with serving.kserve.io/s3-endpoint), so they are never "
         "inlined. '' uses service_account.",
-    ).tag(config=True)
+    )
     ttl_seconds_after_finished = Int(
         86400,
         allow_none=True,
         help="Delete a finished training job (and its pods) this long after it ended, unless its spec "
         "says otherwise; None keeps them.",
-    ).tag(config=True)
+    )
     workspace_claim_template = Unicode(
         "{username}-workspace",
         help="PVC mounted at /home/jovyan in every replica of a job with `workspace: true`; {username} is "
         "the escaped user name. Use a ReadWriteMany claim: replicas run on several nodes.",
-    ).tag(config=True)
+    )
     katib_metrics_format = Unicode(
         METRICS_FORMAT,
         help="Regex with two groups (name, value) Katib's StdOut collector reads metrics with.",
-    ).tag(config=True)
+    )
     katib_resume_policy = CaselessStrEnum(
         ["Never", "LongRunning", "FromVolume"],
         default_value="Never",
         help="Katib Experiment resumePolicy: whether its suggestion service is kept after it succeeds.",
-    ).tag(config=True)
+    )
     serving_prometheus_url = Unicode(
         "",
         help="Prometheus KEDA queries for DCGM GPU utilization when an InferenceService scales on `gpu`; "
         "'' uses CubeGPU.prometheus_url / CubeWorkbench.prometheus_url.",
-    ).tag(config=True)
+    )
     gpu_utilization_query = Unicode(
         GPU_UTILIZATION_QUERY,
         help="PromQL for an InferenceService's GPU utilization in percent; {namespace} and {name} are filled "
         "in (double any other braces). Use exported_namespace/exported_pod if Prometheus renames labels.",
-    ).tag(config=True)
+    )
 
     @default("namespace_template")
     def _default_namespace_template(self) -> str:
@@ -181,7 +181,9 @@ class JobSettings(WorkloadSettings[CubeJobs]):
 
     def namespace_for(self, settings: Settings, user_slug: str) -> str:
         template = self.jobs.namespace_template
-        return template.format(username=user_slug) if template else settings.namespace_for(user_slug)
+        if template and not settings.user_server:
+            return template.format(username=user_slug)
+        return settings.namespace_for(user_slug)
 
     @property
     def serving_service_account(self) -> str:

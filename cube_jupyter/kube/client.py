@@ -13,7 +13,7 @@ import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import urllib3
 from kubernetes import config as kube_config
@@ -78,6 +78,7 @@ _KNOWN_TYPES = [
     ResourceType("v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
     ResourceType("v1", "Namespace", "namespaces", namespaced=False),
     ResourceType("v1", "ConfigMap", "configmaps"),
+    ResourceType("v1", "ResourceQuota", "resourcequotas"),
     ResourceType("v1", "Secret", "secrets"),
     ResourceType("apps/v1", "StatefulSet", "statefulsets"),
     ResourceType("apps/v1", "Deployment", "deployments"),
@@ -218,6 +219,15 @@ def _parse_status(body: object) -> dict[str, Any]:
             return {"message": body.strip()[:500]}
         return parsed if isinstance(parsed, dict) else {}
     return {}
+
+
+class _RequestOptions(TypedDict, total=False):
+    """`KubeClient._request`'s keyword arguments, for the methods that pass them on."""
+
+    query: list[tuple[str, str]] | None
+    body: Any
+    content_type: str
+    timeout: tuple[float, float]
 
 
 @dataclass(frozen=True)
@@ -409,16 +419,10 @@ class KubeClient:
         return WatchStream(response, action)
 
     def _json(
-        self,
-        method: str,
-        path: str,
-        action: str,
-        *,
-        query: builtins.list[tuple[str, str]] | None = None,
-        body: Any = None,
-        content_type: str = "application/json",
+        self, method: str, path: str, action: str, **options: Unpack[_RequestOptions]
     ) -> dict[str, Any]:
-        response = self._request(method, path, action, query=query, body=body, content_type=content_type)
+        """`_request`, its JSON object body read; an error status raised."""
+        response = self._request(method, path, action, **options)
         try:
             data = response.read()
         except (urllib3.exceptions.HTTPError, OSError) as exc:

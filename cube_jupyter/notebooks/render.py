@@ -4,6 +4,13 @@ The Kubernetes backend creates exactly what `render_notebook_objects` returns, i
 `cube-jupyter notebook render` prints the same list, like `helm template`. Nothing here does I/O, so
 the output is deterministic and every object can be checked against its upstream schema in tests.
 
+Every server is a user server (`CubeWorkbench.role = "user"`): its container is told so, with its
+owner, its namespace (downward API), the workbench's URL and the artifact store's endpoint and
+credentials (as Secret references) in env, and the workbench's effective config, without secrets,
+in a ConfigMap mounted on `JUPYTER_CONFIG_PATH` (`{name}-cube-config`). With
+`CubeSpawner.gpu_quota_per_user` set, the namespace gets a ResourceQuota (`cube-gpu-quota`) that holds
+every pod there (servers, replicas, trials, steps) to it, however it was created.
+
 The objects follow Kubeflow Notebooks (Notebook CRD, `notebook-name` pod label, Istio VirtualService
 `notebook-{namespace}-{name}` on `/notebook/{namespace}/{name}/`) so existing Kubeflow dashboards,
 culling and images keep working, and fix its sore points: Jupyter's base_url is the route prefix by
@@ -12,14 +19,16 @@ construction, the route never times out WebSockets, and only the owner gets thro
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
-from cube_jupyter.config import Settings
+from cube_jupyter.config import NAMESPACE_ENV, OWNER_ENV, ROLE_ENV, WORKBENCH_URL_ENV, Settings
 from cube_jupyter.kube.labels import HOME, MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION, USER_LABEL
 from cube_jupyter.names import user_slug
 from cube_jupyter.notebooks.activity import format_time
 from cube_jupyter.notebooks.spec import NotebookSpec
+from cube_jupyter.storage.config import pod_store_env
 
 # Kubeflow's stop switch: the notebook controller scales the StatefulSet to 0 while it is set.
 STOPPED_ANNOTATION = "kubeflow-resource-stopped"
@@ -33,6 +42,13 @@ STOP_REASON_ANNOTATION = "cube-jupyter/stop-reason"
 NAME_LABEL = "app.kubernetes.io/name"
 NOTEBOOK_LABEL = "notebook-name"  # the pod label Kubeflow's controller sets; policies select on it
 STATEFULSET_LABEL = "statefulset"  # the selector label Kubeflow's controller uses
+
+# The user server's config in the pod (a ConfigMap), first on JUPYTER_CONFIG_PATH.
+USER_CONFIG_DIR = "/etc/cube-jupyter"
+USER_CONFIG_FILE = "jupyter_server_config.json"
+# What a user server decides for itself, from its env and its pod.
+USER_SERVER_OWN = ("role", "default_user", "namespace", "state_dir", "kubernetes_context", "workbench_url")
+GPU_QUOTA_NAME = "cube-gpu-quota"
 
 JUPYTER_PORT = 8888
 SERVICE_PORT = 80
@@ -58,13 +74,18 @@ def authorization_policy_name(name: str) -> str:
 
 
 def render_notebook_objects(spec: NotebookSpec, settings: Settings) -> list[dict[str, Any]]:
-    """The objects for `spec`, in creation order: policy, PVC, workload (+ Service), VirtualService.
+    """The objects for `spec`, in creation order: policy, PVC, GPU quota, user-server config, workload
+    (+ Service), VirtualService.
 
     The AuthorizationPolicy comes first: the pod has no token, and until an ALLOW policy selects it
     Istio lets anyone in the mesh reach it. (Deleting runs the other way: the policy goes last.)
     """
     namespace = settings.namespace_for(user_slug(spec.user))
     objects = [_authorization_policy(spec, settings, namespace), _workspace_pvc(spec, settings, namespace)]
+    quota = gpu_quota(settings, namespace)
+    if quota is not None:
+        objects.append(quota)
+    objects.append(_user_config(spec, settings, namespace))
     if settings.spawner.resource_kind == "StatefulSet":
         objects += [_statefulset(spec, settings, namespace), _service(spec, namespace)]
     else:
@@ -115,6 +136,69 @@ def _metadata(spec: NotebookSpec, name: str, namespace: str) -> dict[str, Any]:
         "namespace": namespace,
         "labels": object_labels(spec),
         "annotations": object_annotations(spec),
+    }
+
+
+def user_config_name(name: str) -> str:
+    return f"{name}-cube-config"
+
+
+def user_server_config(settings: Settings) -> dict[str, dict[str, Any]]:
+    """The workbench's effective config as a user server loads it: what it decides for itself (role,
+    owner, namespace, state) and every credential left out (those come from Secrets, in env)."""
+    config = settings.as_config()
+    for name in USER_SERVER_OWN:
+        config["CubeWorkbench"].pop(name, None)
+    for name in ("access_key", "secret_key"):
+        config["CubeStorage"].pop(name, None)
+    return config
+
+
+def _user_config(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(spec, user_config_name(spec.name), namespace),
+        "data": {USER_CONFIG_FILE: json.dumps(user_server_config(settings), indent=1, sort_keys=True)},
+    }
+
+
+def _user_server_env(spec: NotebookSpec, settings: Settings) -> list[dict[str, Any]]:
+    """What tells the extension in the pod that it is this user's server, and where things are."""
+    env: list[dict[str, Any]] = [
+        {"name": ROLE_ENV, "value": "user"},
+        {"name": OWNER_ENV, "value": spec.user},
+        {"name": NAMESPACE_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "JUPYTER_CONFIG_PATH", "value": USER_CONFIG_DIR},
+    ]
+    if settings.workbench.workbench_url:
+        env.append({"name": WORKBENCH_URL_ENV, "value": settings.workbench.workbench_url})
+    return env + pod_store_env(settings.storage)
+
+
+def gpu_resources(settings: Settings) -> list[str]:
+    """Every extended resource a pod of a user may ask for as GPUs (profiles, replicas, steps)."""
+    names = {p.gpu_resource for p in settings.profiles}
+    names |= {settings.jobs.workload.gpu_resource, settings.pipelines.workload.gpu_resource}
+    return sorted(names)
+
+
+def gpu_quota(settings: Settings, namespace: str) -> dict[str, Any] | None:
+    """The namespace's hold on GPUs, at `CubeSpawner.gpu_quota_per_user` per GPU resource: the API
+    server refuses any pod past it, whoever creates it (the workbench, a notebook's service account,
+    kubectl in a terminal). None without a quota."""
+    quota = settings.spawner.gpu_quota_per_user
+    if not quota:
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {
+            "name": GPU_QUOTA_NAME,
+            "namespace": namespace,
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY, NAME_LABEL: "gpu-quota"},
+        },
+        "spec": {"hard": {f"requests.{name}": str(quota) for name in gpu_resources(settings)}},
     }
 
 
@@ -191,6 +275,7 @@ def _pod_spec(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[st
         "volumes": [
             {"name": "workspace", "persistentVolumeClaim": {"claimName": workspace_claim_name(spec.name)}},
             {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+            {"name": "cube-config", "configMap": {"name": user_config_name(spec.name)}},
         ],
     }
     if settings.spawner.service_account:
@@ -221,6 +306,7 @@ def _container(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[s
     # validation refuses a profile that sets it).
     env = [{"name": "NB_PREFIX", "value": prefix.rstrip("/")}]
     env += [{"name": k, "value": v} for k, v in sorted(profile.env.items())]
+    env += _user_server_env(spec, settings)
     requests = {"cpu": profile.cpu, "memory": profile.memory}
     limits: dict[str, str] = dict(requests)
     if profile.gpu > 0:
@@ -237,6 +323,7 @@ def _container(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[s
         "volumeMounts": [
             {"name": "workspace", "mountPath": HOME},
             {"name": "dshm", "mountPath": "/dev/shm"},
+            {"name": "cube-config", "mountPath": USER_CONFIG_DIR, "readOnly": True},
         ],
         "readinessProbe": {
             "httpGet": {"path": f"{prefix}api/status", "port": JUPYTER_PORT, "scheme": "HTTP"},

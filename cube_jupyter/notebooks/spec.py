@@ -281,6 +281,12 @@ def _profile_env(value: object, field_name: str) -> dict[str, str]:
             f"{field_name} may not set NB_PREFIX: the workbench sets it to the server's route prefix",
             field=f"{field_name}.NB_PREFIX",
         )
+    reserved = sorted(key for key in env if key.startswith("CUBE_JUPYTER_") or key == "JUPYTER_CONFIG_PATH")
+    if reserved:
+        raise InvalidInput(
+            f"{field_name} may not set {reserved[0]}: the workbench tells each server who and where it is",
+            field=f"{field_name}.{reserved[0]}",
+        )
     return env
 
 

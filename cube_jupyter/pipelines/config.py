@@ -33,22 +33,22 @@ class CubePipelines(CubeWorkload):
         Unicode(),
         default_value=RUNNER_COMMAND,
         help="Command that starts the step runner in step images; the runner's flags are its args.",
-    ).tag(config=True)
+    )
     retry_backoff_seconds = Int(
         10, help="Wait before the first retry of a step with `retries:N`; doubled on each further retry."
-    ).tag(config=True)
+    )
     pod_gc_strategy = CaselessStrEnum(
         POD_GC_STRATEGIES,
         default_value="OnPodSuccess",
         help="When Argo deletes step pods. The default keeps failed pods for `kubectl logs`; executed "
         "step notebooks are in the artifact store either way.",
-    ).tag(config=True)
+    )
     ttl_seconds_after_success = Int(
         86400, help="Delete a succeeded Workflow object this long after it finished; 0: keep it."
-    ).tag(config=True)
+    )
     ttl_seconds_after_failure = Int(
         7 * 86400, help="Delete a failed Workflow object this long after it finished; 0: keep it."
-    ).tag(config=True)
+    )
 
     _runner_command_ok = checked(not_empty, "runner_command")
     _seconds_ok = checked(

@@ -382,7 +382,7 @@ class _Analyzer:
             self.branches(*(self.case(c) for c in node.cases), [])
         elif isinstance(node, ast.Delete):
             for target in node.targets:
-                self.delete(target)
+                self.target(target, deleted=True)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             if any(alias.name == "*" for alias in node.names):
                 self.flow.star_imports.append(self.cell)
@@ -422,28 +422,23 @@ class _Analyzer:
         guard: list[ast.stmt] = [ast.Expr(case.guard)] if case.guard is not None else []
         return [*binds, *guard, *case.body]
 
-    def target(self, node: ast.AST) -> None:
-        if isinstance(node, ast.Name):
+    def target(self, node: ast.AST, *, deleted: bool = False) -> None:
+        """An assignment target: its names bound (unbound when `deleted`, by `del`); an attribute or
+        item set or deleted changes its object in place."""
+        if isinstance(node, ast.Name) and deleted:
+            self.unbind(node.id)
+        elif isinstance(node, ast.Name):
             self.bind(node.id)
         elif isinstance(node, (ast.Tuple, ast.List)):
             for element in node.elts:
-                self.target(element)
+                self.target(element, deleted=deleted)
         elif isinstance(node, ast.Starred):
-            self.target(node.value)
+            self.target(node.value, deleted=deleted)
         elif isinstance(node, (ast.Attribute, ast.Subscript)):
             self.expr(node.value)
             if isinstance(node, ast.Subscript):
                 self.expr(node.slice)
             self.modify(node)
-
-    def delete(self, node: ast.AST) -> None:
-        if isinstance(node, ast.Name):
-            self.unbind(node.id)
-        elif isinstance(node, (ast.Tuple, ast.List)):
-            for element in node.elts:
-                self.delete(element)
-        else:
-            self.target(node)
 
     def scope(self, node: ast.AST) -> None:
         """A def/lambda/class/comprehension: definition-time parts now, the body's free names."""

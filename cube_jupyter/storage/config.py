@@ -23,34 +23,32 @@ class CubeStorage(CubeConfigurable):
         "",
         help="Default store: '' (a directory under the Jupyter data dir), a path or file:// URL, or "
         "s3://bucket/prefix.",
-    ).tag(config=True)
+    )
     endpoint = Unicode(
         "",
         help="S3 endpoint, e.g. 'http://minio-service.kubeflow:9000'; '' reads MINIO_ENDPOINT, "
         "AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, S3_ENDPOINT, then uses s3.amazonaws.com.",
-    ).tag(config=True)
+    )
     access_key = Unicode(
         "", help="S3 access key; '' reads AWS_ACCESS_KEY_ID, MINIO_ACCESS_KEY, MINIO_ROOT_USER."
-    ).tag(config=True)
+    )
     secret_key = Unicode(
         "", help="S3 secret key; '' reads AWS_SECRET_ACCESS_KEY, MINIO_SECRET_KEY, MINIO_ROOT_PASSWORD."
-    ).tag(config=True)
+    )
     secure = Bool(
         True, help="Use HTTPS when the endpoint has no scheme (an http:// or https:// endpoint decides)."
-    ).tag(config=True)
+    )
     region = Unicode(
         "", help="S3 region; '' reads AWS_REGION, AWS_DEFAULT_REGION, MINIO_REGION, then 'us-east-1'."
-    ).tag(config=True)
+    )
     credentials_secret = Unicode(
         "",
         help="Kubernetes Secret (in the run's namespace) whose keys AWS_ACCESS_KEY_ID and "
         "AWS_SECRET_ACCESS_KEY step pods get as env vars; credentials are never inlined in a Workflow.",
-    ).tag(config=True)
-    connect_timeout = Float(5.0, help="Seconds to wait for a connection to the S3 endpoint.").tag(config=True)
-    read_timeout = Float(60.0, help="Seconds to wait for each read from the S3 endpoint.").tag(config=True)
-    retries = Int(2, help="Retries of a failed S3 request (connection errors and 5xx) before giving up.").tag(
-        config=True
     )
+    connect_timeout = Float(5.0, help="Seconds to wait for a connection to the S3 endpoint.")
+    read_timeout = Float(60.0, help="Seconds to wait for each read from the S3 endpoint.")
+    retries = Int(2, help="Retries of a failed S3 request (connection errors and 5xx) before giving up.")
 
     _credentials_secret_ok = checked(optional(dns_name), "credentials_secret")
     _timeouts_ok = checked(positive, "connect_timeout", "read_timeout")

@@ -118,6 +118,13 @@ class S3Store:
         return f"{self.prefix}/{key}" if self.prefix else key
 
     @contextmanager
+    def _on_object(self, key: str) -> Iterator[str]:
+        """The object name of `key`, for SDK calls on it: their failures translated by `_errors`."""
+        name = self._object(key)
+        with self._errors(key):
+            yield name
+
+    @contextmanager
     def _errors(self, key: str) -> Iterator[None]:
         """Translate SDK and network failures into CubeErrors that name the store."""
         try:
@@ -147,18 +154,15 @@ class S3Store:
             ) from None
 
     def put(self, key: str, data: bytes) -> None:
-        name = self._object(key)
-        with self._errors(key):
+        with self._on_object(key) as name:
             self._client.put_object(self.bucket, name, BytesIO(data), len(data))
 
     def put_file(self, key: str, path: str | Path) -> None:
-        name = self._object(key)
-        with self._errors(key):
+        with self._on_object(key) as name:
             self._client.fput_object(self.bucket, name, str(path))
 
     def get(self, key: str) -> bytes:
-        name = self._object(key)
-        with self._errors(key):
+        with self._on_object(key) as name:
             response = self._client.get_object(self.bucket, name)
             try:
                 return response.read()
@@ -167,14 +171,12 @@ class S3Store:
                 response.release_conn()
 
     def get_file(self, key: str, path: str | Path) -> None:
-        name = self._object(key)
-        with self._errors(key):
+        with self._on_object(key) as name:
             self._client.fget_object(self.bucket, name, str(path))
 
     def exists(self, key: str) -> bool:
-        name = self._object(key)
         try:
-            with self._errors(key):
+            with self._on_object(key) as name:
                 self._client.stat_object(self.bucket, name)
         except NotFound as exc:
             if exc.field == "key":

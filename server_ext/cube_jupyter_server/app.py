@@ -15,7 +15,7 @@ from cube_jupyter.gpu.service import GpuService
 from cube_jupyter.jobs.backend import make_job_backend
 from cube_jupyter.jobs.service import JobService
 from cube_jupyter.ledger import GpuLedger
-from cube_jupyter.notebooks.backend import NotebookBackend, make_notebook_backend
+from cube_jupyter.notebooks.backend import make_notebook_backend
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.pipelines.service import PipelineService
 from cube_jupyter_server.authorizer import require_cube_authorizer
@@ -49,15 +49,19 @@ class CubeJupyterApp(ExtensionApp):
         serverapp = self.serverapp
         settings = self._or_exit(lambda: load_settings(serverapp.config))
         self.cube_settings = settings
+        # The notebook servers the GPU ledger counts: a user server reads the workbench's (the local
+        # state, or its own namespace's Notebooks), never supervising or culling them.
+        servers = self._or_exit(lambda: make_notebook_backend(settings, base_url=serverapp.base_url))
+        self.ledger_servers = servers
         if settings.user_server:
-            servers = self._or_exit(lambda: _servers_of_the_ledger(settings))
             ledger = GpuLedger(settings, servers, lock_dir=_lock_dir(settings))
             shared_host = False
             self.notebook_service: NotebookService | None = None
             self.backend_starter: BackendStarter | None = None
         else:
             require_cube_authorizer(serverapp)
-            servers = make_notebook_backend(settings, base_url=serverapp.base_url)
+            if not settings.workbench.workbench_url:  # what the servers it starts link back to
+                settings.workbench.workbench_url = f"{serverapp.base_url}lab"
             ledger = GpuLedger(settings, servers, lock_dir=_lock_dir(settings))
             # Behind the mesh on a cluster, this server is shared by many users: their code runs in
             # pods, never here (the local backend is documented as one trust domain).
@@ -122,6 +126,11 @@ class CubeJupyterApp(ExtensionApp):
     async def _start_jupyter_server_extension(self, serverapp: ServerApp) -> None:
         if self.backend_starter is not None:
             await self.backend_starter.start()  # retries in the background; 503s until it is up
+        else:
+            try:
+                await self.ledger_servers.start(supervise=False)
+            except CubeError as exc:  # GPU quota checks answer 503 saying why; the rest serves on
+                self.log.error("cube-jupyter: the owner's notebook servers cannot be read: %s", exc.message)
         await self._start_cluster_runs()
         await self.gpu_service.start()
         try:
@@ -144,6 +153,8 @@ class CubeJupyterApp(ExtensionApp):
             self.log.exception("cube-jupyter: stopping jobs failed")
         if self.backend_starter is not None:
             await self.backend_starter.close()
+        else:
+            await self.ledger_servers.close()
 
     async def _start_cluster_runs(self) -> None:
         """Follow Argo Workflows; without Argo the workbench still serves, offering local runs only."""
@@ -171,15 +182,6 @@ class CubeJupyterApp(ExtensionApp):
             self.log.debug("cube-jupyter: setup failed", exc_info=True)  # the details, with --debug
             self.log.critical("cube-jupyter: could not start: %s", why)
             raise SystemExit(f"cube-jupyter: could not start: {why}") from None
-
-
-def _servers_of_the_ledger(settings: Settings) -> NotebookBackend | None:
-    """What a user server counts its owner's notebook servers from: on the local backend the
-    workbench's own state, read (never supervised) as the CLI reads it; on a cluster nothing, as the
-    namespace's ResourceQuota, which the workbench keeps at the quota, counts every pod's GPUs."""
-    if settings.workbench.backend == "kubernetes":
-        return None
-    return make_notebook_backend(settings)
 
 
 def _lock_dir(settings: Settings) -> Path | None:

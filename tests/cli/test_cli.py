@@ -51,6 +51,7 @@ def test_render_prints_exactly_the_valid_objects(config: Path) -> None:
     assert [o["kind"] for o in objects] == [
         "AuthorizationPolicy",  # first: the tokenless pod is never reachable without it
         "PersistentVolumeClaim",
+        "ConfigMap",  # the user server's config, mounted in the pod
         "Notebook",
         "VirtualService",
     ]

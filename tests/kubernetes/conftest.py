@@ -26,6 +26,8 @@ CLUSTER_RESOURCES: dict[str, dict[str, Any]] = {
         "namespaced": True,
         "subresources": {"status"},
     },
+    "v1/configmaps": {"kind": "ConfigMap", "namespaced": True},
+    "v1/resourcequotas": {"kind": "ResourceQuota", "namespaced": True, "subresources": {"status"}},
     "apps/v1/statefulsets": {"kind": "StatefulSet", "namespaced": True, "subresources": {"status"}},
     "kubeflow.org/v1/notebooks": {"kind": "Notebook", "namespaced": True, "subresources": {"status"}},
     "networking.istio.io/v1/virtualservices": {"kind": "VirtualService", "namespaced": True},

@@ -61,13 +61,15 @@ async def test_create_makes_the_rendered_objects_with_api_metadata(
         meta = rendered["metadata"]
         res = {
             "PersistentVolumeClaim": PVCS,
+            "ConfigMap": "v1/configmaps",
             "Notebook": NOTEBOOKS,
             "VirtualService": VSVCS,
             "AuthorizationPolicy": POLICIES,
         }[rendered["kind"]]
         stored = kmock.find(res, meta["namespace"], meta["name"])
         assert stored is not None
-        assert stored["spec"] == rendered["spec"]
+        body = "data" if rendered["kind"] == "ConfigMap" else "spec"
+        assert stored[body] == rendered[body]
         assert stored["metadata"]["labels"] == meta["labels"]
         assert stored["metadata"]["annotations"] == meta["annotations"]
         # What the real API adds and the emulator subclass emulates.
@@ -379,7 +381,12 @@ async def test_failed_create_rolls_back_everything_it_made(
 
     assert server_objects(kmock) == {PVCS: [], NOTEBOOKS: [], VSVCS: [], POLICIES: []}
     # Rolled back newest first: the policy that guards the pod goes last.
-    assert writes(kmock, "DELETE") == ["notebooks", "persistentvolumeclaims", "authorizationpolicies"]
+    assert writes(kmock, "DELETE") == [
+        "notebooks",
+        "configmaps",
+        "persistentvolumeclaims",
+        "authorizationpolicies",
+    ]
     await wait_until_async(lambda: backend.workloads.get("cube-alice", "nb1") is None)
     assert backend.list_servers("alice") == []
 

@@ -51,6 +51,7 @@ async def test_policy_is_created_first_and_deleted_after_the_pod_is_gone(
     assert writes(kmock, "CREATE") == [
         "authorizationpolicies",
         "persistentvolumeclaims",
+        "configmaps",
         "notebooks",
         "virtualservices",
     ]
@@ -74,12 +75,18 @@ async def test_policy_is_created_first_and_deleted_after_the_pod_is_gone(
     # The route and the workload are gone, the pod still runs: it stays guarded.
     assert not deleting.done()
     assert kmock.find(POLICIES, "cube-alice", "notebook-nb1") is not None
-    assert writes(kmock, "DELETE") == ["virtualservices", "notebooks"]
+    assert writes(kmock, "DELETE") == ["virtualservices", "notebooks", "configmaps"]
 
     await asyncio.to_thread(kube.delete, "v1", "Pod", "cube-alice", "nb1-0")  # what the GC does
     await asyncio.wait_for(deleting, 10)
     assert kmock.find(POLICIES, "cube-alice", "notebook-nb1") is None
-    assert writes(kmock, "DELETE") == ["virtualservices", "notebooks", "pods", "authorizationpolicies"]
+    assert writes(kmock, "DELETE") == [
+        "virtualservices",
+        "notebooks",
+        "configmaps",
+        "pods",
+        "authorizationpolicies",
+    ]
     assert kmock.names(PVCS, "cube-alice") == ["nb1-workspace"]
 
 
@@ -91,7 +98,13 @@ async def test_statefulset_kind_deletes_the_policy_after_workload_and_service(
     await backend.create_server(spec(settings))
     assert writes(kmock, "CREATE")[0] == "authorizationpolicies"
     await backend.delete_server("alice", "nb1")
-    assert writes(kmock, "DELETE") == ["virtualservices", "statefulsets", "services", "authorizationpolicies"]
+    assert writes(kmock, "DELETE") == [
+        "virtualservices",
+        "statefulsets",
+        "services",
+        "configmaps",
+        "authorizationpolicies",
+    ]
 
 
 async def test_a_pod_that_will_not_go_keeps_its_policy_which_a_new_server_adopts(

@@ -4,6 +4,7 @@ down the way the issue asks, and the same every time."""
 from __future__ import annotations
 
 import copy
+import json
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -12,6 +13,7 @@ import yaml
 from traitlets.config import Config
 
 from cube_jupyter.config import Settings, load_settings
+from cube_jupyter.errors import ConfigError
 from cube_jupyter.names import user_slug
 from cube_jupyter.notebooks.render import (
     STOPPED_ANNOTATION,
@@ -111,12 +113,14 @@ def test_notebook_kind_objects_in_creation_order() -> None:
     assert [(o["apiVersion"], o["kind"]) for o in objects] == [
         ("security.istio.io/v1", "AuthorizationPolicy"),
         ("v1", "PersistentVolumeClaim"),
+        ("v1", "ConfigMap"),
         ("kubeflow.org/v1", "Notebook"),
         ("networking.istio.io/v1", "VirtualService"),
     ]
     assert [o["metadata"]["name"] for o in objects] == [
         "notebook-nb1",
         "nb1-workspace",
+        "nb1-cube-config",
         "nb1",
         "notebook-cube-alice-nb1",
     ]
@@ -128,6 +132,7 @@ def test_statefulset_kind_objects_in_creation_order() -> None:
     assert [(o["apiVersion"], o["kind"]) for o in objects] == [
         ("security.istio.io/v1", "AuthorizationPolicy"),
         ("v1", "PersistentVolumeClaim"),
+        ("v1", "ConfigMap"),
         ("apps/v1", "StatefulSet"),
         ("v1", "Service"),
         ("networking.istio.io/v1", "VirtualService"),
@@ -222,7 +227,7 @@ def test_base_url_equals_virtual_service_prefix_and_nb_prefix(kind: str, path_pr
     assert args[:2] == ["jupyter", "lab"]
     base_urls = [a.split("=", 1)[1] for a in args if a.startswith("--ServerApp.base_url=")]
     assert base_urls == [expected]
-    env = {e["name"]: e["value"] for e in container(objects)["env"]}
+    env = {e["name"]: e.get("value") for e in container(objects)["env"]}
     assert env["NB_PREFIX"] + "/" == expected
     vs = by_kind(objects, "VirtualService")
     route = vs["spec"]["http"][-1]
@@ -397,9 +402,17 @@ def test_node_selector_and_tolerations_from_profile(kind: str) -> None:
     assert pod["tolerations"] == GPU_PROFILE["tolerations"]
 
 
-def test_profile_env_is_sorted_after_nb_prefix() -> None:
+def test_profile_env_is_sorted_after_nb_prefix_and_before_the_user_servers() -> None:
     env = container(render(profile="gpu"))["env"]
-    assert [e["name"] for e in env] == ["NB_PREFIX", "ALPHA", "ZETA"]
+    assert [e["name"] for e in env] == [
+        "NB_PREFIX",
+        "ALPHA",
+        "ZETA",
+        "CUBE_JUPYTER_ROLE",
+        "CUBE_JUPYTER_USER",
+        "CUBE_JUPYTER_NAMESPACE",
+        "JUPYTER_CONFIG_PATH",
+    ]
 
 
 def test_workspace_pvc_and_storage_class() -> None:
@@ -417,7 +430,8 @@ def test_volumes_workspace_at_home_and_memory_backed_shm(kind: str) -> None:
     assert volumes["workspace"]["persistentVolumeClaim"] == {"claimName": "nb1-workspace"}
     assert volumes["dshm"]["emptyDir"] == {"medium": "Memory"}
     mounts = {m["mountPath"]: m["name"] for m in container(objects)["volumeMounts"]}
-    assert mounts == {"/home/jovyan": "workspace", "/dev/shm": "dshm"}
+    assert mounts == {"/home/jovyan": "workspace", "/dev/shm": "dshm", "/etc/cube-jupyter": "cube-config"}
+    assert volumes["cube-config"]["configMap"] == {"name": "nb1-cube-config"}
 
 
 def test_service_account_only_when_configured() -> None:
@@ -461,7 +475,7 @@ def test_output_is_byte_identical(kind: str) -> None:
     reordered["env"] = dict(reversed(list(GPU_PROFILE["env"].items())))
     reordered["node_selector"] = dict(reversed(list(GPU_PROFILE["node_selector"].items())))
     c = Config()
-    c.CubeSpawner.profiles = [reordered]
+    c.CubeSpawner.profiles = [CPU_PROFILE, reordered, VGPU_PROFILE]
     c.CubeSpawner.resource_kind = kind
     settings = load_settings(c)
     objects = render_notebook_objects(
@@ -534,3 +548,87 @@ def test_stop_then_start_patches_apply_to_the_rendered_workload(kind: str) -> No
     else:
         assert "replicas" not in stopped["spec"], "the Notebook CRD has no replicas field"
         assert started == workload
+
+
+# --- the user server in the pod --------------------------------------------------------------------------
+
+
+def test_the_pod_is_its_owners_user_server_with_the_workbenchs_config_and_no_secrets() -> None:
+    c = Config()
+    c.CubeSpawner.profiles = copy.deepcopy(PROFILES)
+    c.CubeWorkbench.backend = "kubernetes"
+    c.CubeWorkbench.workbench_url = "/cube/lab"
+    c.CubeWorkbench.prometheus_url = "http://prometheus.monitoring:9090"
+    c.CubeStorage.url = "s3://ml-artifacts/runs"
+    c.CubeStorage.endpoint = "minio-service.kubeflow:9000"
+    c.CubeStorage.secure = False
+    c.CubeStorage.access_key = "AKIA-NOT-IN-THE-CONFIGMAP"
+    c.CubeStorage.secret_key = "s3cr3t-not-in-the-configmap"
+    c.CubeStorage.credentials_secret = "mlpipeline-minio-artifact"
+    c.CubeJobs.default_image = "registry.example.com/cube-runtime:1"
+    settings = load_settings(c)
+    objects = render_notebook_objects(
+        NotebookSpec("Alice@Example.com", "nb1", settings.profile("cpu")), settings
+    )
+    for obj in objects:
+        validate_object(obj, strict=True)
+    env = {e["name"]: e for e in container(objects)["env"]}
+    assert env["CUBE_JUPYTER_ROLE"]["value"] == "user"
+    assert env["CUBE_JUPYTER_USER"]["value"] == "Alice@Example.com"
+    assert env["CUBE_JUPYTER_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert env["CUBE_JUPYTER_WORKBENCH_URL"]["value"] == "/cube/lab"
+    assert env["JUPYTER_CONFIG_PATH"]["value"] == "/etc/cube-jupyter"
+    assert env["MINIO_ENDPOINT"]["value"] == "http://minio-service.kubeflow:9000"
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        assert env[key]["valueFrom"] == {"secretKeyRef": {"name": "mlpipeline-minio-artifact", "key": key}}
+
+    config_map = by_kind(objects, "ConfigMap")
+    text = config_map["data"]["jupyter_server_config.json"]
+    assert "NOT-IN-THE-CONFIGMAP" not in text and "not-in-the-configmap" not in text
+    config = json.loads(text)
+    # what the server decides from its pod is not in it; the rest is the workbench's, as loaded
+    assert set(config["CubeWorkbench"]) == {"backend", "poll_seconds", "prometheus_url"}
+    assert config["CubeWorkbench"]["prometheus_url"].rstrip("/") == "http://prometheus.monitoring:9090"
+    assert config["CubeStorage"]["url"] == "s3://ml-artifacts/runs"
+    assert config["CubeJobs"]["default_image"] == "registry.example.com/cube-runtime:1"
+
+    # loaded in the pod, it makes a user server of the owner, in the pod's namespace
+    loaded = Config({cls: Config(values) for cls, values in config.items()})
+    loaded.CubeWorkbench.role = "user"
+    loaded.CubeWorkbench.default_user = "Alice@Example.com"
+    loaded.CubeWorkbench.namespace = "kubeflow-alice"
+    pod_settings = load_settings(loaded)
+    assert pod_settings.user_server and not pod_settings.is_admin("Alice@Example.com")
+    assert pod_settings.namespace_for(user_slug("Alice@Example.com")) == "kubeflow-alice"
+    assert pod_settings.watch_namespace == "kubeflow-alice"
+    assert pod_settings.storage.url == "s3://ml-artifacts/runs"
+
+
+def test_a_gpu_quota_is_a_resource_quota_on_every_gpu_resource() -> None:
+    assert all(o["kind"] != "ResourceQuota" for o in render())  # no quota: none
+    objects = render(gpu_quota_per_user=2)
+    quota = by_kind(objects, "ResourceQuota")
+    validate_object(quota, strict=True)
+    assert quota["metadata"]["name"] == "cube-gpu-quota" and quota["metadata"]["namespace"] == "cube-alice"
+    assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "2", "requests.tencent.com/vcuda-core": "2"}
+    # created before the workload, so the server's own pod is already held to it
+    kinds = [o["kind"] for o in objects]
+    assert kinds.index("ResourceQuota") < kinds.index("Notebook")
+
+
+def test_a_user_server_without_a_namespace_is_a_config_error() -> None:
+    c = Config()
+    c.CubeWorkbench.backend = "kubernetes"
+    c.CubeWorkbench.role = "user"
+    c.CubeWorkbench.namespace = ""
+    with pytest.raises(ConfigError, match="needs its namespace") as refused:
+        load_settings(c)
+    assert refused.value.field == "CubeWorkbench.namespace"
+
+
+def test_a_profile_may_not_set_what_tells_a_server_who_it_is() -> None:
+    c = Config()
+    c.CubeSpawner.profiles = [{**CPU_PROFILE, "env": {"CUBE_JUPYTER_USER": "root-admin"}}]
+    with pytest.raises(ConfigError, match="may not set CUBE_JUPYTER_USER") as refused:
+        load_settings(c)
+    assert refused.value.field == "CubeSpawner.profiles[0].env.CUBE_JUPYTER_USER"

@@ -102,7 +102,12 @@ class KubernetesJobBackend:
 
         def informer(api_version: str, kind: str, **kwargs: Any) -> Informer:
             return Informer(
-                self.client, api_version, kind, watch_timeout_seconds=watch_timeout_seconds, **kwargs
+                self.client,
+                api_version,
+                kind,
+                namespace=settings.watch_namespace,
+                watch_timeout_seconds=watch_timeout_seconds,
+                **kwargs,
             )
 
         self.kinds: dict[str, Informer] = {

@@ -294,6 +294,13 @@ def make_app(router: ModelRouter, pool: ThreadPoolExecutor) -> tornado.web.Appli
     args = {"router": router, "pool": pool}
     model = r"([A-Za-z0-9_.-]+)"
     version = rf"{model}/versions/([A-Za-z0-9_.-]+)"
+    v2_model = {"": V2ModelHandler, "/ready": V2ModelReadyHandler, "/infer": V2InferHandler}
+    # Each v2 model route, for the model and for one of its versions.
+    v2_model_routes = [
+        (rf"/v2/models/{name}{path}", handler, args)
+        for path, handler in v2_model.items()
+        for name in (model, version)
+    ]
     return tornado.web.Application(
         [
             (r"/", LiveHandler, args),
@@ -303,12 +310,7 @@ def make_app(router: ModelRouter, pool: ThreadPoolExecutor) -> tornado.web.Appli
             (r"/v2", V2ServerHandler, args),
             (r"/v2/health/live", V2LiveHandler, args),
             (r"/v2/health/ready", V2ReadyHandler, args),
-            (rf"/v2/models/{model}", V2ModelHandler, args),
-            (rf"/v2/models/{version}", V2ModelHandler, args),
-            (rf"/v2/models/{model}/ready", V2ModelReadyHandler, args),
-            (rf"/v2/models/{version}/ready", V2ModelReadyHandler, args),
-            (rf"/v2/models/{model}/infer", V2InferHandler, args),
-            (rf"/v2/models/{version}/infer", V2InferHandler, args),
+            *v2_model_routes,
         ],
         default_handler_class=NotFoundHandler,
         default_handler_args=args,

@@ -12,14 +12,7 @@ from typing import Any
 
 from cube_jupyter.config import Settings
 from cube_jupyter.jobs.config import JobSettings
-from cube_jupyter.jobs.render.pods import (
-    ShippedCode,
-    Workload,
-    env_list,
-    job_metadata,
-    namespace_of,
-    pod_template,
-)
+from cube_jupyter.jobs.render import pods
 from cube_jupyter.jobs.render.training import container_name, primary_pod_labels, training_object
 from cube_jupyter.jobs.training_spec import CodeSpec
 from cube_jupyter.jobs.tuning_spec import ParameterSpec, TuningSpec
@@ -56,7 +49,9 @@ def render_tuning(
     }
     if spec.early_stopping is not None:
         body["earlyStopping"] = _algorithm(spec.early_stopping.algorithm, spec.early_stopping.settings)
-    metadata = job_metadata("tuning", spec.name, spec.user, namespace_of(spec.user, config, settings))
+    metadata = pods.job_metadata(
+        "tuning", spec.name, spec.user, pods.namespace_of(spec.user, config, settings)
+    )
     return [{"apiVersion": API_VERSION, "kind": "Experiment", "metadata": metadata, "spec": body}]
 
 
@@ -141,17 +136,17 @@ def _notebook_job(
         "name": NOTEBOOK_TRIAL_CONTAINER,
         "image": spec.trial_image or config.default_image,
     }
-    workload = Workload(
+    workload = pods.Workload(
         name=spec.name,
         user=spec.user,
-        shipped=ShippedCode(code, config, field="trial.package"),
-        env=env_list(spec.trial_env),
+        shipped=pods.ShippedCode(code, config, field="trial.package"),
+        env=pods.env_list(spec.trial_env),
         resources=spec.trial_resources,
         workspace=spec.trial_workspace,
         workspace_claim=workspace_claim,
     )
     container["command"] = workload.shipped.command
-    template = pod_template(container, workload, config)
+    template = pods.pod_template(container, workload, config)
     template["spec"]["restartPolicy"] = "Never"
     return {
         "apiVersion": "batch/v1",

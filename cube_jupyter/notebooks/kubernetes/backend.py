@@ -39,6 +39,7 @@ from cube_jupyter.notebooks.render import (
     render_notebook_objects,
     route_prefix,
     stop_annotation_patch,
+    user_config_name,
     virtual_service_name,
 )
 from cube_jupyter.notebooks.spec import (
@@ -70,7 +71,10 @@ FAILED_WAITING_REASONS = {
 }
 NOT_GPU_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
 # Objects a create may find already there (kept from an earlier server of the same name) and reuse.
-ADOPTABLE = ("PersistentVolumeClaim", "AuthorizationPolicy")
+# Kept from an earlier server of the same name and user, and reused (policy and config refreshed).
+ADOPTABLE = ("PersistentVolumeClaim", "AuthorizationPolicy", "ConfigMap")
+# The namespace's, not a server's: brought to what the config says whoever created it.
+NAMESPACE_WIDE = ("ResourceQuota",)
 # How long a write waits for its watch event, so the caller's next read sees what it just did.
 CACHE_WAIT_SECONDS = 5.0
 # How long a delete waits for the server's pod to go before it removes the AuthorizationPolicy.
@@ -141,7 +145,10 @@ class KubernetesNotebookBackend:
         self.sync_timeout = sync_timeout
         self.resource_kind = settings.spawner.resource_kind
         self.workload_api_version = "apps/v1" if self.resource_kind == "StatefulSet" else "kubeflow.org/v1"
-        common: dict[str, Any] = {"watch_timeout_seconds": watch_timeout_seconds}
+        common: dict[str, Any] = {
+            "watch_timeout_seconds": watch_timeout_seconds,
+            "namespace": settings.watch_namespace,
+        }
         self.workloads = Informer(
             self.client,
             self.workload_api_version,
@@ -272,6 +279,9 @@ class KubernetesNotebookBackend:
                 try:
                     result = self.client.create(obj)
                 except Conflict:
+                    if kind in NAMESPACE_WIDE:
+                        self.client.patch(obj["apiVersion"], kind, namespace, obj["metadata"]["name"], obj)
+                        continue
                     if kind in ADOPTABLE:
                         self._adopt(spec, obj)
                         continue
@@ -287,7 +297,8 @@ class KubernetesNotebookBackend:
                     ) from None
                 except ApiNotFound as exc:
                     raise self._not_found_on_create(spec, namespace, obj, exc) from None
-                created.append(result or obj)
+                if kind not in NAMESPACE_WIDE:  # never rolled back: other servers rely on it
+                    created.append(result or obj)
                 if kind == self.resource_kind:
                     workload = result
         except CubeError as exc:
@@ -311,9 +322,10 @@ class KubernetesNotebookBackend:
                 f"choose another name than {spec.name!r} or ask an admin",
                 field="name",
             )
-        if kind == "AuthorizationPolicy":
+        if kind in ("AuthorizationPolicy", "ConfigMap"):  # today's rules and config
             patch = {"metadata": {"labels": meta["labels"], "annotations": meta["annotations"]}}
-            patch["spec"] = obj["spec"]
+            body = "spec" if kind == "AuthorizationPolicy" else "data"
+            patch[body] = obj[body]
             self.client.patch(obj["apiVersion"], kind, namespace, name, patch)
         log.info("adopting existing %s %s/%s of user %r", kind, namespace, name, spec.user)
 
@@ -420,6 +432,7 @@ class KubernetesNotebookBackend:
         ]
         if self.resource_kind == "StatefulSet":
             doomed.append(("v1", "Service", name))
+        doomed.append(("v1", "ConfigMap", user_config_name(name)))
         return [
             {"apiVersion": v, "kind": k, "metadata": {"namespace": namespace, "name": n}}
             for v, k, n in doomed

@@ -135,6 +135,7 @@ class ClusterPipelineRuns:
             self.client,
             API_VERSION,
             KIND,
+            namespace=settings.watch_namespace,
             label_selector=SELECTOR,
             indexers={"run": _index_run, "user": _index_user},
             watch_timeout_seconds=watch_timeout_seconds,
