@@ -251,7 +251,9 @@ class CubeSpawner(CubePods, CubeNamespaces):
         help="Command started in the server container; base_url and port flags are appended.",
     )
     max_servers_per_user = Int(10, help="Most servers (running or stopped) one user may have; 0: no limit.")
-    gpu_quota_per_user = Int(0, help="Most GPUs one user's servers and unfinished jobs may hold together; 0: no limit.")
+    gpu_quota_per_user = Int(
+        0, help="Most GPUs one user's servers and unfinished jobs may hold together; 0: no limit."
+    )
     cull_idle_seconds = Int(
         0, help="Stop servers with no kernel or terminal activity for this long; 0: never."
     )
