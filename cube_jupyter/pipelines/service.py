@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from cube_jupyter import access
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import Conflict, Forbidden, InvalidInput, NotFound
 from cube_jupyter.pipelines.dag import build_pipeline, load_notebook
@@ -228,7 +229,7 @@ class PipelineService:
             run = self.history.get(run_id)
         except NotFound:
             run = None
-        if run is None or (run.user != caller and not self.settings.is_admin(caller)):
+        if run is None or not access.may_read(self.settings, caller, run.user):
             raise NotFound(f"user {caller!r} has no pipeline run {run_id!r}", field="id")
         return self._with_cluster_state(run)
 
