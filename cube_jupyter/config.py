@@ -147,7 +147,7 @@ class CubeWorkbench(CubePrometheus):
         "user's own pipelines, jobs and GPU panels. 'user': a notebook server the workbench started "
         "(a local child or a pod), serving its owner's pipelines, jobs and GPU panels on its own "
         "workspace; its owner is `default_user`. Defaults to $CUBE_JUPYTER_ROLE when set.",
-    ).tag(config=True)
+    )
 
     @default("role")
     def _default_role(self) -> str:
@@ -157,7 +157,7 @@ class CubeWorkbench(CubePrometheus):
         help="A user server's own Kubernetes namespace, where its Workflows and jobs go (role 'user' on "
         "the kubernetes backend). Defaults to $CUBE_JUPYTER_NAMESPACE (the notebook pod's namespace, "
         "from the downward API), else the pod's service account namespace.",
-    ).tag(config=True)
+    )
 
     @default("namespace")
     def _default_namespace(self) -> str:
@@ -172,7 +172,7 @@ class CubeWorkbench(CubePrometheus):
     workbench_url = Unicode(
         help="A user server's link back to the central workbench (its Notebook Servers panel). "
         "Defaults to $CUBE_JUPYTER_WORKBENCH_URL.",
-    ).tag(config=True)
+    )
 
     @default("workbench_url")
     def _default_workbench_url(self) -> str:
@@ -188,7 +188,7 @@ class CubeWorkbench(CubePrometheus):
         help="The user a single-user server acts as (Jupyter's own auth has one owner): a user server's "
         "owner. Defaults to $CUBE_JUPYTER_USER, else the OS user. Ignored when a trusted-header identity "
         "provider names the caller.",
-    ).tag(config=True)
+    )
 
     @default("default_user")
     def _default_default_user(self) -> str:
