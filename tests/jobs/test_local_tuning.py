@@ -247,7 +247,11 @@ def test_hyperband_gives_every_trial_the_full_resource(tuner: LocalTuner, workdi
 
     assert job.phase == "Succeeded" and len(job.trials) == 3
     assert all(t.parameters["epochs"] == 3 for t in job.trials)  # hyperband's budget is not searched
-    assert all(t.objective == pytest.approx(accuracy(t.parameters["x"], "a")) for t in job.trials)
+    trials = [(t.name, t.state, t.parameters["x"], t.objective) for t in job.trials]
+    assert all(t.objective == pytest.approx(accuracy(t.parameters["x"], "a")) for t in job.trials), (
+        trials,
+        tuner.logs(USER, "hband"),
+    )
 
 
 def test_a_training_job_trial(tuner: LocalTuner, workdir: Path) -> None:
