@@ -8,14 +8,15 @@ blocking; reads take a short lock and return the stored dicts, which are replace
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from cube_jupyter.errors import CubeError
+from cube_jupyter.errors import BackendUnavailable, CubeError
 from cube_jupyter.kube.client import KubeClient, ResourceGone
 
 log = logging.getLogger(__name__)
@@ -284,3 +285,27 @@ class Informer:
                 self.resource_version = version
             if kind != "BOOKMARK":
                 self._changed()
+
+
+async def start_synced(informers: Sequence[Informer], timeout: float, hint: str = "") -> None:
+    """Start every informer, then wait for each one's first list, so the first read sees the cluster.
+
+    BackendUnavailable names the kind that did not load and why (`hint` says what to install); the
+    caller stops them all (`stop_all`)."""
+    for informer in informers:
+        informer.start()
+    for informer in informers:
+        if not await asyncio.to_thread(informer.wait_synced, timeout):
+            why = informer.last_error or "no answer"
+            raise BackendUnavailable(
+                f"could not load {informer.kind} objects from the Kubernetes API at {informer.client.host} "
+                f"within {timeout:.0f}s: {why}{hint}"
+            )
+
+
+def stop_all(informers: Sequence[Informer]) -> None:
+    """Stop every informer: all are told at once, then each thread is joined."""
+    for informer in informers:
+        informer._stop.set()
+    for informer in informers:
+        informer.stop()

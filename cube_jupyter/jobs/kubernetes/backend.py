@@ -57,7 +57,7 @@ from cube_jupyter.kube.client import (
     make_api_client,
     register_resource_type,
 )
-from cube_jupyter.kube.informer import Informer, Obj
+from cube_jupyter.kube.informer import Informer, Obj, start_synced, stop_all
 from cube_jupyter.kube.labels import SELECTOR
 from cube_jupyter.names import user_slug
 
@@ -135,20 +135,16 @@ class KubernetesJobBackend:
 
     async def start(self) -> None:
         """Start the informers and wait for their first lists, so the first read sees the cluster."""
-        for informer in self.informers:
-            informer.start()
-        for informer in self.informers:
-            if not await asyncio.to_thread(informer.wait_synced, self.sync_timeout):
-                why = informer.last_error or "no answer"
-                await self.close()
-                raise BackendUnavailable(
-                    f"could not load {informer.kind} objects from the Kubernetes API at {self.client.host} "
-                    f"within {self.sync_timeout:.0f}s: {why} (are the Training Operator, Katib and KServe "
-                    "installed?)"
-                )
+        try:
+            await start_synced(
+                self.informers, self.sync_timeout, " (are the Training Operator, Katib and KServe installed?)"
+            )
+        except BackendUnavailable:
+            await self.close()
+            raise
 
     async def close(self) -> None:
-        await asyncio.gather(*(asyncio.to_thread(i.stop) for i in self.informers))
+        await asyncio.to_thread(stop_all, self.informers)
         if self._owns_client:
             self.client.close()
 

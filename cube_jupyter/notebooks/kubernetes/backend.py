@@ -23,7 +23,7 @@ from kubernetes.client import ApiClient
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFound
 from cube_jupyter.kube.client import ApiNotFound, KubeClient, make_api_client, resource_type
-from cube_jupyter.kube.informer import Informer, Obj
+from cube_jupyter.kube.informer import Informer, Obj, start_synced, stop_all
 from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION, USER_LABEL
 from cube_jupyter.names import DNS1123_LABEL, user_slug
 from cube_jupyter.notebooks.activity import parse_time
@@ -186,17 +186,11 @@ class KubernetesNotebookBackend:
         """Start the informers and wait for their first list, so the first request sees the cluster;
         then cull idle servers in the background when `cull_idle_seconds` asks for it (not with
         `supervise=False`: the CLI reads and writes, the workbench server culls)."""
-        for informer in self.informers:
-            informer.start()
-        for informer in self.informers:
-            synced = await asyncio.to_thread(informer.wait_synced, self.sync_timeout)
-            if not synced:
-                why = informer.last_error or "no answer"
-                await self.close()
-                raise BackendUnavailable(
-                    f"could not load {informer.kind} objects from the Kubernetes API at {self.client.host} "
-                    f"within {self.sync_timeout:.0f}s: {why}"
-                )
+        try:
+            await start_synced(self.informers, self.sync_timeout)
+        except BackendUnavailable:
+            await self.close()
+            raise
         if not supervise:
             return
         if self.settings.spawner.cull_idle_seconds > 0 and (self._culling is None or self._culling.done()):
@@ -207,15 +201,9 @@ class KubernetesNotebookBackend:
             self._culling.cancel()
             await asyncio.gather(self._culling, return_exceptions=True)
             self._culling = None
-        await asyncio.to_thread(self._stop_informers)
+        await asyncio.to_thread(stop_all, self.informers)
         if self._owns_client:
             self.client.close()
-
-    def _stop_informers(self) -> None:
-        for informer in self.informers:
-            informer._stop.set()  # all at once, then join each
-        for informer in self.informers:
-            informer.stop()
 
     # -- reads: informer caches only ---------------------------------------------------------------
 
@@ -348,25 +336,13 @@ class KubernetesNotebookBackend:
         """Delete each object (404 is fine); return 'Kind ns/name' of those that could not be."""
         leftovers = []
         for obj in objects:
-            meta = obj.get("metadata") or {}
             try:
-                self.client.delete(
-                    obj["apiVersion"],
-                    obj["kind"],
-                    meta.get("namespace"),
-                    meta["name"],
-                    missing_ok=True,
-                    propagation=propagation,
-                )
+                self.client.delete_object(obj, missing_ok=True, propagation=propagation)
             except CubeError as exc:
-                log.error(
-                    "could not delete %s %s/%s: %s",
-                    obj["kind"],
-                    meta.get("namespace"),
-                    meta["name"],
-                    exc.message,
-                )
-                leftovers.append(f"{obj['kind']} {meta.get('namespace')}/{meta['name']}")
+                meta = obj["metadata"]
+                where = f"{obj['kind']} {meta.get('namespace')}/{meta['name']}"
+                log.error("could not delete %s: %s", where, exc.message)
+                leftovers.append(where)
         return leftovers
 
     async def set_stopped(self, user: str, name: str, stopped: bool) -> NotebookServer:

@@ -26,7 +26,7 @@ from cube_jupyter.kube.client import (
     make_api_client,
     register_resource_type,
 )
-from cube_jupyter.kube.informer import Informer, Obj
+from cube_jupyter.kube.informer import Informer, Obj, start_synced
 from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION
 from cube_jupyter.names import user_slug
 from cube_jupyter.pipelines.config import PipelineSettings, pipeline_config
@@ -145,14 +145,11 @@ class ClusterPipelineRuns:
 
     async def start(self) -> None:
         """Start the informer and wait for its first list, so the first read sees the cluster."""
-        self.workflows.start()
-        if not await asyncio.to_thread(self.workflows.wait_synced, self.sync_timeout):
-            why = self.workflows.last_error or "no answer"
+        try:
+            await start_synced([self.workflows], self.sync_timeout, " (is Argo Workflows installed?)")
+        except BackendUnavailable:
             await self.close()
-            raise BackendUnavailable(
-                f"could not load Argo Workflows from the Kubernetes API at {self.client.host} within "
-                f"{self.sync_timeout:.0f}s: {why} (is Argo Workflows installed?)"
-            )
+            raise
 
     async def close(self) -> None:
         await asyncio.to_thread(self.workflows.stop)
