@@ -19,7 +19,7 @@ from cube_jupyter.config import Settings
 from cube_jupyter.configurable import validate_prometheus_url
 from cube_jupyter.errors import InvalidInput
 from cube_jupyter.gpu.attribution import attribute, discover_kernels
-from cube_jupyter.gpu.config import MAX_HISTORY_SECONDS, gpu_config
+from cube_jupyter.gpu.config import MAX_HISTORY_SECONDS
 from cube_jupyter.gpu.describe import holder, memory, mib, percent, quantity
 from cube_jupyter.gpu.model import GpuDevice, GpuReport, Series
 from cube_jupyter.gpu.pods import group_pods
@@ -45,7 +45,7 @@ def add_gpu_commands(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
 
 def _gpu(args: argparse.Namespace, settings: Settings) -> int:
-    config = gpu_config(settings)
+    config = settings.gpu
     if not (math.isfinite(args.history) and 0 <= args.history <= MAX_HISTORY_SECONDS):
         raise InvalidInput(
             f"--history must be between 0 and {MAX_HISTORY_SECONDS:.0f} seconds, got {args.history}",

@@ -18,7 +18,7 @@ from cube_jupyter.configurable import CubePrometheus, checked, non_negative, pos
 from cube_jupyter.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from cube_jupyter.config import Settings
+    pass
 
 # The most history one request may ask for (a day): Prometheus answers more, but no chart needs it.
 MAX_HISTORY_SECONDS = 86400.0
@@ -63,8 +63,3 @@ class CubeGPU(CubePrometheus):
 
 # What the GPU service reads: the loaded CubeGPU.
 GpuSettings = CubeGPU
-
-
-def gpu_config(settings: Settings) -> GpuSettings:
-    """The GPU config `load_settings` validated at startup."""
-    return settings.gpu

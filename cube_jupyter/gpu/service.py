@@ -19,10 +19,10 @@ from typing import Any
 
 from cube_jupyter import access
 from cube_jupyter.config import Settings
-from cube_jupyter.errors import ConfigError, CubeError, InvalidInput
+from cube_jupyter.errors import CubeError, InvalidInput
 from cube_jupyter.gpu.attribution import KernelProcess, attribute, server_kernels
 from cube_jupyter.gpu.cache import CoalescingCache
-from cube_jupyter.gpu.config import MAX_HISTORY_SECONDS, GpuSettings, gpu_config
+from cube_jupyter.gpu.config import MAX_HISTORY_SECONDS, GpuSettings
 from cube_jupyter.gpu.history import IdleTracker, SampleHistory, trailing_idle_seconds
 from cube_jupyter.gpu.model import (
     GpuDevice,
@@ -95,7 +95,7 @@ class GpuService:
         self.ledger = ledger
         self.notebooks = notebooks  # the spawner's servers (their kernels or pods); None in a user server
         self.kernels = kernels
-        self.config = config if config is not None else gpu_config(settings)
+        self.config = config if config is not None else settings.gpu
         self.prometheus = prometheus
         self.nvml = nvml
         if self.config.prometheus_url and prometheus is None and not settings.user_server:
@@ -112,7 +112,6 @@ class GpuService:
         self.idle = IdleTracker()
         self.reads: CoalescingCache[Any] = CoalescingCache(self.config.cache_seconds)
         self._sampler: asyncio.Task[None] | None = None
-        self._jobs: Any = None  # the jobs' settings (where job pods run), read on first need
 
     @property
     def _on_cluster(self) -> bool:
@@ -405,19 +404,11 @@ class GpuService:
     def _namespaces_of(self, user: str) -> tuple[str, ...]:
         """The user's notebook namespace and, where `CubeJobs.namespace_template` puts jobs elsewhere,
         their jobs' namespace: job replicas are the user's pods too."""
-        from cube_jupyter.jobs.config import JobSettings, jobs_config
-
-        if self._jobs is None:
-            try:
-                self._jobs = jobs_config(self.settings)
-            except ConfigError:
-                self._jobs = False  # jobs are misconfigured (and say so themselves): none run
         slug = user_slug(user)
         namespaces = [self.settings.namespace_for(slug)]
-        if isinstance(self._jobs, JobSettings):
-            jobs_namespace = self._jobs.namespace_for(self.settings, slug)
-            if jobs_namespace not in namespaces:
-                namespaces.append(jobs_namespace)
+        jobs_namespace = self.settings.jobs.namespace_for(self.settings, slug)
+        if jobs_namespace not in namespaces:
+            namespaces.append(jobs_namespace)
         return tuple(namespaces)
 
     def _namespace_of(self, server: NotebookServer) -> str:

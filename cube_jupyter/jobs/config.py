@@ -188,8 +188,3 @@ class JobSettings(WorkloadSettings[CubeJobs]):
     @property
     def serving_service_account(self) -> str:
         return self.jobs.serving_service_account or self.jobs.service_account
-
-
-def jobs_config(settings: Settings) -> JobSettings:
-    """The jobs config `load_settings` validated at startup."""
-    return settings.jobs

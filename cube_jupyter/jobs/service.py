@@ -20,7 +20,7 @@ from cube_jupyter.errors import (
     NotFound,
 )
 from cube_jupyter.jobs.backend import JobBackend
-from cube_jupyter.jobs.config import JobSettings, jobs_config
+from cube_jupyter.jobs.config import JobSettings
 from cube_jupyter.jobs.fields import choice, job_name, mapping
 from cube_jupyter.jobs.model import Job, JobKind
 from cube_jupyter.jobs.render import render_job
@@ -53,7 +53,7 @@ class JobService:
     @property
     def config(self) -> JobSettings:
         if self._config is None:
-            self._config = jobs_config(self.settings)
+            self._config = self.settings.jobs
         return self._config
 
     async def start(self) -> None:

@@ -20,7 +20,7 @@ from traitlets import CaselessStrEnum, Int, List, Unicode
 from cube_jupyter.configurable import CubeWorkload, WorkloadSettings, checked, non_negative, not_empty
 
 if TYPE_CHECKING:
-    from cube_jupyter.config import Settings
+    pass
 
 RUNNER_COMMAND = ["python", "-m", "cube_jupyter.pipelines.runner"]
 POD_GC_STRATEGIES = ["", "OnPodCompletion", "OnPodSuccess", "OnWorkflowCompletion", "OnWorkflowSuccess"]
@@ -63,8 +63,3 @@ class PipelineSettings(WorkloadSettings[CubePipelines]):
     @property
     def pipelines(self) -> CubePipelines:
         return self.workload
-
-
-def pipeline_config(settings: Settings) -> PipelineSettings:
-    """The pipeline config `load_settings` validated at startup."""
-    return settings.pipelines

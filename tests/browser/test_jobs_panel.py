@@ -21,16 +21,18 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from tests.browser.lab import ARTIFACTS, Lab, LapTimer
+from tests.browser.lab import Lab, LapTimer
 from tests.browser.test_notebook_servers_panel import confirm_dialog, dark_theme, open_lab
+from tests.browser.test_notebook_servers_panel import shot as shot_panel
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 PANEL = '[data-testid="cube-jobs"]'
 SCRIPT = "allreduce.py"
 JOB = "ddp-allreduce"
-# Every rank adds rank+1 to the sum, prints what all_reduce gave it, then holds until the test
-# lets it go (so the panel can be seen with the job Running and its logs live).
+# Every rank adds rank+1 to the sum (1 + 2 = 3 for two replicas) and prints what all_reduce gave it;
+# given a path, it then holds until the test creates it (so the panel can be seen with the job Running
+# and its logs live).
 ALLREDUCE = """\
 import os, sys, time
 
@@ -42,9 +44,9 @@ rank, world = dist.get_rank(), dist.get_world_size()
 value = torch.tensor([float(rank + 1)])
 dist.all_reduce(value)
 print(f"rank {rank} of {world}: all_reduce sum = {value.item():g}", flush=True)
-release = sys.argv[1]
-while not os.path.exists(release):
-    time.sleep(0.1)
+if len(sys.argv) > 1:
+    while not os.path.exists(sys.argv[1]):
+        time.sleep(0.1)
 dist.barrier()
 dist.destroy_process_group()
 print(f"rank {rank} done", flush=True)
@@ -70,8 +72,7 @@ def job_row(page: Page, name: str) -> Locator:
 
 
 def shot(page: Page, name: str) -> None:
-    page.locator(PANEL).screenshot(path=str(ARTIFACTS / f"{name}-panel.png"))
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+    shot_panel(page, name, PANEL)
 
 
 def submit_error(lab: Lab, spec: dict[str, object]) -> dict[str, object]:

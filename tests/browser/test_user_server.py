@@ -22,9 +22,16 @@ import pytest
 from playwright.sync_api import ConsoleMessage, Page, Response, expect
 
 from cube_jupyter.names import user_slug
-from tests.browser.lab import ARTIFACTS, USER, Lab, LapTimer, running_lab
-from tests.browser.test_jobs_panel import field_input, job_row, training_form
-from tests.browser.test_notebook_servers_panel import PANEL_TAB, confirm_dialog, open_lab, open_panel, row
+from tests.browser.lab import USER, Lab, LapTimer, running_lab
+from tests.browser.test_jobs_panel import ALLREDUCE, field_input, job_row, training_form
+from tests.browser.test_notebook_servers_panel import (
+    PANEL_TAB,
+    confirm_dialog,
+    open_lab,
+    open_panel,
+    row,
+    shot,
+)
 from tests.pipelines.notebooks import code, notebook, write
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
@@ -34,18 +41,6 @@ NOTEBOOK = "twostep.ipynb"
 STEPS = ("make", "total")
 SCRIPT = "allreduce.py"
 JOB = "child-ddp"
-# Every rank adds rank+1 to the sum: 1 + 2 = 3 across the two replicas.
-ALLREDUCE = """\
-import torch
-import torch.distributed as dist
-
-dist.init_process_group("gloo")  # env:// : MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
-rank, world = dist.get_rank(), dist.get_world_size()
-value = torch.tensor([float(rank + 1)])
-dist.all_reduce(value)
-print(f"rank {rank} of {world}: all_reduce sum = {value.item():g}", flush=True)
-dist.destroy_process_group()
-"""
 PIPELINE_PANEL = "#cube-pipeline"
 JOBS_PANEL = '[data-testid="cube-jobs"]'
 GPU_PANEL = "#cube-gpu"
@@ -106,11 +101,6 @@ class PageProblems:
             self.cube_answers += 1
         if response.status == 404 or (response.status >= 400 and "/cube/" in response.url):
             self.problems.append(f"{response.request.method} {response.url} -> {response.status}")
-
-
-def shot(page: Page, name: str, panel: str) -> None:
-    page.locator(panel).screenshot(path=str(ARTIFACTS / f"{name}-panel.png"))
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
 
 
 def test_user_server_runs_a_pipeline_a_job_and_shows_the_gpu_panel(lab: Lab, page: Page) -> None:

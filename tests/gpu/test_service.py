@@ -22,7 +22,6 @@ from traitlets.config import Config
 from cube_jupyter.config import Settings, load_settings
 from cube_jupyter.errors import BackendUnavailable, ConfigError, Forbidden, InvalidInput
 from cube_jupyter.gpu.attribution import KernelProcess
-from cube_jupyter.gpu.config import gpu_config
 from cube_jupyter.gpu.pods import pod_kind
 from cube_jupyter.gpu.service import OTHER_USERS_KERNEL, GpuService
 from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
@@ -77,23 +76,23 @@ def test_config_is_validated_naming_the_field(tmp_path: Path) -> None:
         ("prometheus_url", "prometheus:9090", "CubeGPU.prometheus_url"),
     ]:
         with pytest.raises(ConfigError) as raised:
-            gpu_config(make_settings(tmp_path, **{key: value}))
+            make_settings(tmp_path, **{key: value})
         assert raised.value.field == field, key
     config = Config()
     config.CubeWorkbench.prometheus_url = "ftp://nope"
     with pytest.raises(ConfigError) as raised:
-        gpu_config(load_settings(config))
+        load_settings(config)
     assert raised.value.field == "CubeWorkbench.prometheus_url"
 
 
 def test_either_prometheus_url_works_and_cubegpu_wins(tmp_path: Path) -> None:
     config = Config()
     config.CubeWorkbench.prometheus_url = "http://workbench-prom:9090"
-    assert gpu_config(load_settings(config)).prometheus_url == "http://workbench-prom:9090/"
+    assert load_settings(config).gpu.prometheus_url == "http://workbench-prom:9090/"
     config.CubeGPU.prometheus_url = "http://gpu-prom:9090/prometheus"
-    gpu = gpu_config(load_settings(config))
+    gpu = load_settings(config).gpu
     assert gpu.prometheus_url == "http://gpu-prom:9090/prometheus/" and gpu.source == "prometheus"
-    assert gpu_config(make_settings(tmp_path)).source == "nvml"
+    assert make_settings(tmp_path).gpu.source == "nvml"
 
 
 async def test_no_gpu_is_a_state_not_an_error(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from traitlets.config import Config
 
 from cube_jupyter.config import Settings, load_settings
-from cube_jupyter.jobs.config import JobSettings, jobs_config
+from cube_jupyter.jobs.config import JobSettings
 
 
 def make_config(**sections: dict[str, Any]) -> tuple[Settings, JobSettings]:
@@ -18,7 +18,7 @@ def make_config(**sections: dict[str, Any]) -> tuple[Settings, JobSettings]:
         for key, value in values.items():
             setattr(config[section], key, value)
     settings = load_settings(config)
-    return settings, jobs_config(settings)
+    return settings, settings.jobs
 
 
 def substitute_trial_parameters(obj: dict[str, Any], value: str = "1") -> dict[str, Any]:

@@ -292,13 +292,7 @@ def test_jobs_follow_the_servers_namespace_unless_set() -> None:
 
 
 def test_feature_configs_come_from_the_one_load() -> None:
-    from cube_jupyter.gpu.config import gpu_config
-    from cube_jupyter.jobs.config import jobs_config
-    from cube_jupyter.pipelines.config import pipeline_config
-
     settings = load_settings(Config())
-    assert jobs_config(settings) is settings.jobs and pipeline_config(settings) is settings.pipelines
-    assert gpu_config(settings) is settings.gpu
     assert settings.jobs.storage is settings.storage is settings.pipelines.storage
     assert settings.jobs.default_image == settings.pipelines.default_image == settings.profile(None).image
 

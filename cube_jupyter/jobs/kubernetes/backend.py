@@ -25,7 +25,6 @@ from kubernetes.client import ApiClient
 
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFound
-from cube_jupyter.jobs.config import jobs_config
 from cube_jupyter.jobs.kubernetes.status import (
     EXPERIMENT_LABEL,
     JOB_LABEL,
@@ -95,7 +94,7 @@ class KubernetesJobBackend:
     ) -> None:
         self.settings = settings
         self.root_dir = Path(root_dir or os.getcwd())  # where specs' scripts and notebooks are
-        self.config = jobs_config(settings)
+        self.config = settings.jobs
         self._owns_client = api_client is None
         self.client = KubeClient(api_client if api_client is not None else make_api_client(settings))
         self.sync_timeout = sync_timeout

@@ -18,7 +18,6 @@ from typing import Any
 
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import NotFound
-from cube_jupyter.jobs.config import jobs_config
 from cube_jupyter.jobs.local.serving import LocalModelServing
 from cube_jupyter.jobs.local.training import AsyncLocalTraining, LocalTrainingRunner
 from cube_jupyter.jobs.local.tuning import LocalTuner
@@ -38,7 +37,7 @@ class LocalJobBackend:
     def __init__(self, settings: Settings, *, root_dir: str | Path | None = None, poll: float = 0.5) -> None:
         self.settings = settings
         self.root_dir = Path(root_dir or os.getcwd())
-        storage = jobs_config(settings).storage
+        storage = settings.jobs.storage
         store = open_store(None, storage, check=False)
         self.training = AsyncLocalTraining(LocalTrainingRunner(settings.state_dir, store=store), poll=poll)
         self.serving = LocalModelServing(settings.state_dir, storage=storage)

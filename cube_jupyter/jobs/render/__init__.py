@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from cube_jupyter.config import Settings
-from cube_jupyter.jobs.config import JobSettings, jobs_config
+from cube_jupyter.jobs.config import JobSettings
 from cube_jupyter.jobs.model import JobKind
 from cube_jupyter.jobs.render.pods import SPEC_ANNOTATION
 from cube_jupyter.jobs.render.serving import render_serving
@@ -48,4 +48,4 @@ def render_job(
     """What `cube-jupyter train|tune|serve render` prints: the objects the cluster would get."""
     job_kind = parse_kind(kind)
     spec = parse_spec(job_kind, raw, user)
-    return render_spec(job_kind, spec, config or jobs_config(settings), settings)
+    return render_spec(job_kind, spec, config or settings.jobs, settings)

@@ -28,7 +28,7 @@ from cube_jupyter.config import Settings
 from cube_jupyter.errors import InvalidInput
 from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION, USER_LABEL
 from cube_jupyter.names import parse_quantity, user_slug
-from cube_jupyter.pipelines.config import PipelineSettings, pipeline_config
+from cube_jupyter.pipelines.config import PipelineSettings
 from cube_jupyter.pipelines.model import Pipeline, PipelineError, Step
 from cube_jupyter.storage.config import pod_store_env
 
@@ -73,7 +73,7 @@ def compile_workflow(
     store (None: the Workflow's own name, for `argo submit`); `store_url` defaults to CubeStorage.url
     and must be S3, the only store pods can reach; `parameters` override the notebook's defaults.
     """
-    config = config or pipeline_config(settings)
+    config = config or settings.pipelines
     store = _cluster_store(store_url or config.storage.url)
     if run_id is not None and not RUN_ID.match(run_id):
         raise InvalidInput(

@@ -29,7 +29,7 @@ from cube_jupyter.kube.client import (
 from cube_jupyter.kube.informer import Informer, Obj, start_synced
 from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION
 from cube_jupyter.names import user_slug
-from cube_jupyter.pipelines.config import PipelineSettings, pipeline_config
+from cube_jupyter.pipelines.config import PipelineSettings
 from cube_jupyter.pipelines.kubernetes.argo import (
     API_VERSION,
     COMPONENT,
@@ -127,7 +127,7 @@ class ClusterPipelineRuns:
         watch_timeout_seconds: int = 300,
     ) -> None:
         self.settings = settings
-        self.config = config or pipeline_config(settings)
+        self.config = config or settings.pipelines
         self._owns_client = api_client is None
         self.client = KubeClient(api_client if api_client is not None else make_api_client(settings))
         self.sync_timeout = sync_timeout
