@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -125,9 +125,9 @@ class StateStore:
         with self._transaction() as db:
             db.execute(SCHEMA)
         for suffix in ("-wal", "-shm"):
-            sidecar = path.with_name(path.name + suffix)
-            if sidecar.exists():
-                sidecar.chmod(PRIVATE_FILE)
+            # Another process closing its last connection may delete the sidecars at any moment.
+            with suppress(FileNotFoundError):
+                path.with_name(path.name + suffix).chmod(PRIVATE_FILE)
 
     def insert(self, record: ServerRecord) -> None:
         """Add a record; Conflict when the user already has a server of that name."""
