@@ -69,7 +69,7 @@ jstest: setup-test
 	npm run test:unit
 
 pytest: setup-test
-	$(BIN)/python -m pytest tests --ignore=tests/benchmarks -q
+	$(BIN)/python -m pytest tests --ignore=tests/benchmarks -q --durations=15
 
 test: lint typecheck jstest pytest
 

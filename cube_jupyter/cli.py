@@ -22,6 +22,7 @@ from cube_jupyter.config import Settings, load_config_file, load_settings
 from cube_jupyter.errors import CubeError
 from cube_jupyter.gpu.cli import add_gpu_commands
 from cube_jupyter.jobs.cli import add_job_commands
+from cube_jupyter.names import validate_dns_label
 from cube_jupyter.notebooks.backend import make_notebook_backend
 from cube_jupyter.notebooks.render import render_notebook_objects
 from cube_jupyter.notebooks.service import NotebookService, parse_create_request
@@ -90,6 +91,11 @@ def _add_notebook_commands(commands: argparse._SubParsersAction[argparse.Argumen
 
     render = action("render", "print the Kubernetes objects a server would be, as YAML")
     render.add_argument("--profile", help="profile name (default: the admin's default profile)")
+    render.add_argument(
+        "--namespace",
+        help="the user's namespace (default: CubeSpawner.namespace_template's; a Kubeflow Profile's, "
+        "with namespace_source 'kubeflow-profile', only the cluster knows)",
+    )
     render.set_defaults(run=_render)
 
 
@@ -99,7 +105,8 @@ def _user(args: argparse.Namespace, settings: Settings) -> str:
 
 def _render(args: argparse.Namespace, settings: Settings) -> int:
     spec = parse_create_request(settings, _user(args, settings), {"name": args.name, "profile": args.profile})
-    objects = render_notebook_objects(spec, settings)
+    namespace = validate_dns_label(args.namespace, "--namespace") if args.namespace else None
+    objects = render_notebook_objects(spec, settings, namespace)
     sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False))
     return 0
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_core.paths import jupyter_data_dir
-from traitlets import CaselessStrEnum, Dict, Float, Int, List, Unicode, default
+from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode, default
 from traitlets.config import Config, PyFileConfigLoader
 
 from cube_jupyter.configurable import (
@@ -38,7 +38,9 @@ from cube_jupyter.configurable import (
 )
 from cube_jupyter.errors import ConfigError, InvalidInput
 from cube_jupyter.gpu.config import CubeGPU, GpuSettings
+from cube_jupyter.images import NOTEBOOK_IMAGE
 from cube_jupyter.jobs.config import CubeJobs, JobSettings
+from cube_jupyter.names import namespace_from_template
 from cube_jupyter.notebooks.spec import Profile
 from cube_jupyter.pipelines.config import CubePipelines, PipelineSettings
 from cube_jupyter.storage.config import CubeStorage
@@ -48,13 +50,16 @@ DEFAULT_PROFILES: list[dict[str, Any]] = [
         "name": "standard",
         "display_name": "Standard",
         "description": "1 CPU, 2 GiB memory",
-        "image": "quay.io/jupyter/scipy-notebook:2025-03-17",
+        "image": NOTEBOOK_IMAGE,
         "cpu": "1",
         "memory": "2Gi",
         "default": True,
     }
 ]
 # An Istio mTLS principal: trust domain, then the pod's namespace and service account.
+# Kubeflow's notebook controller routes every Notebook at /notebook/{namespace}/{name}/ and sets NB_PREFIX.
+KUBEFLOW_PATH_PREFIX = "/notebook"
+NAMESPACE_SOURCES = ("template", "kubeflow-profile")
 PRINCIPAL = re.compile(r"^[^/\s]+/ns/[^/\s]+/sa/[^/\s]+$")
 # An HTTP header name (RFC 9110 token).
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
@@ -154,9 +159,10 @@ class CubeWorkbench(CubePrometheus):
         return os.environ.get(ROLE_ENV, "").lower() or "workbench"
 
     namespace = Unicode(
-        help="A user server's own Kubernetes namespace, where its Workflows and jobs go (role 'user' on "
-        "the kubernetes backend). Defaults to $CUBE_JUPYTER_NAMESPACE (the notebook pod's namespace, "
-        "from the downward API), else the pod's service account namespace.",
+        help="This server's own Kubernetes namespace: a user server's Workflows and jobs go there (role "
+        "'user' on the kubernetes backend); the central workbench reads CubeStorage.credentials_secret "
+        "there for CubeSpawner.create_namespaces. Defaults to $CUBE_JUPYTER_NAMESPACE (the notebook "
+        "pod's namespace, from the downward API), else the pod's service account namespace.",
     )
 
     @default("namespace")
@@ -223,9 +229,16 @@ class CubeSpawner(CubePods, CubeNamespaces):
         "cpu, memory, gpu, gpu_resource, node_selector, tolerations, env, default.",
     )
     path_prefix = Unicode(
-        "/notebook", help="Route prefix: servers live at {path_prefix}/{namespace}/{name}/ on Kubernetes."
+        KUBEFLOW_PATH_PREFIX,
+        help="Route prefix: servers live at {path_prefix}/{namespace}/{name}/ on Kubernetes. With "
+        "resource_kind 'Notebook' Kubeflow's notebook controller routes '/notebook/...', so it must "
+        "stay '/notebook'.",
     )
-    istio_gateway = Unicode("kubeflow/kubeflow-gateway", help="Istio Gateway the VirtualServices bind to.")
+    istio_gateway = Unicode(
+        "kubeflow/kubeflow-gateway",
+        help="Istio Gateway the VirtualServices of resource_kind 'StatefulSet' bind to (with 'Notebook' "
+        "the notebook controller's ISTIO_GATEWAY decides).",
+    )
     istio_ingress_principal = Unicode(
         "cluster.local/ns/istio-system/sa/istio-ingressgateway-service-account",
         help="mTLS principal of the ingress gateway; AuthorizationPolicies admit only it.",
@@ -243,7 +256,29 @@ class CubeSpawner(CubePods, CubeNamespaces):
     resource_kind = CaselessStrEnum(
         ["Notebook", "StatefulSet"],
         default_value="Notebook",
-        help="Render servers as kubeflow.org/v1 Notebooks, or as a StatefulSet + Service.",
+        help="Render servers as kubeflow.org/v1 Notebooks, whose Service and VirtualService Kubeflow's "
+        "notebook controller makes (USE_ISTIO=true, its default), or as a StatefulSet + Service + "
+        "VirtualService the workbench makes itself.",
+    )
+    namespace_source = CaselessStrEnum(
+        list(NAMESPACE_SOURCES),
+        default_value="template",
+        help="Where a user's servers go. 'template': namespace_template. 'kubeflow-profile': the "
+        "namespace of the Kubeflow Profile (kubeflow.org/v1) the user owns (spec.owner.name), found "
+        "as Kubeflow's dashboard finds it; Kubeflow's profile controller makes the namespace, its "
+        "ServiceAccounts and RoleBindings. A user who owns none gets a 404 naming this setting.",
+    )
+    create_namespaces = Bool(
+        False,
+        help="Create a missing user namespace (namespace_source 'template'), idempotently: labelled "
+        "istio-injection=enabled, the pods' service accounts bound to user_cluster_role, and a copy of "
+        "CubeStorage.credentials_secret read from the workbench's own namespace. Off: creating in a "
+        "missing namespace is a 404 naming it.",
+    )
+    user_cluster_role = Unicode(
+        "cube-jupyter-user",
+        help="ClusterRole that create_namespaces binds the pods' service accounts to in each user "
+        "namespace (deploy/ installs it).",
     )
     cmd = List(
         Unicode(),
@@ -278,6 +313,7 @@ class CubeSpawner(CubePods, CubeNamespaces):
     _cmd_ok = checked(not_empty, "cmd")
     _workspace_size_ok = checked(quantity, "workspace_size")
     _storage_class_ok = checked(optional(dns_name), "storage_class")
+    _user_cluster_role_ok = checked(dns_name, "user_cluster_role")
     _server_url_template_ok = checked(_server_url, "server_url_template")
 
 
@@ -345,11 +381,14 @@ class Settings:
         """Admins are the central workbench's: in a user server nobody acts for others."""
         return not self.user_server and user in self.spawner.admin_users
 
-    def namespace_for(self, user_slug: str) -> str:
-        """A user's namespace: from the template, or in a user server on a cluster its own."""
+    def namespace_for(self, user: str) -> str:
+        """A user's namespace: from the template, or in a user server on a cluster its own. (With
+        `namespace_source = "kubeflow-profile"` servers go to the user's Profile, which only the
+        cluster knows: see `cube_jupyter.kube.namespaces`.)"""
         if self.user_server and self.workbench.namespace:
             return self.workbench.namespace
-        return self.spawner.namespace_template.format(username=user_slug)
+        template = self.spawner.namespace_template
+        return namespace_from_template(template, user, "CubeSpawner.namespace_template")
 
     @property
     def watch_namespace(self) -> str | None:
@@ -374,6 +413,7 @@ def load_settings(config: Config | None = None) -> Settings:
             "(or $CUBE_JUPYTER_NAMESPACE; in a pod it is read from the service account)",
             field="CubeWorkbench.namespace",
         )
+    _check_namespaces(workbench, spawner, storage)
     profiles = parse_profiles(spawner.profiles)
     image = next((p for p in profiles if p.default), profiles[0]).image
     if not gpu.prometheus_url:  # CubeGPU's wins; else the workbench-wide one (the issue's name)
@@ -389,6 +429,32 @@ def load_settings(config: Config | None = None) -> Settings:
             jobs, storage, jobs.default_image or image, jobs.serving_prometheus_url or gpu.prometheus_url
         ),
     )
+
+
+def _check_namespaces(workbench: CubeWorkbench, spawner: CubeSpawner, storage: CubeStorage) -> None:
+    """What the spawner's traits mean only together: the controller's fixed route, and what creating
+    namespaces needs."""
+    if spawner.resource_kind == "Notebook" and spawner.path_prefix != KUBEFLOW_PATH_PREFIX:
+        raise ConfigError(
+            f"CubeSpawner.path_prefix {spawner.path_prefix!r} must be {KUBEFLOW_PATH_PREFIX!r} with "
+            "resource_kind 'Notebook': Kubeflow's notebook controller routes every Notebook at "
+            "/notebook/{namespace}/{name}/ (use resource_kind 'StatefulSet' for another prefix)",
+            field="CubeSpawner.path_prefix",
+        )
+    if not spawner.create_namespaces:
+        return
+    if spawner.namespace_source == "kubeflow-profile":
+        raise ConfigError(
+            "CubeSpawner.create_namespaces is for namespace_source 'template': with 'kubeflow-profile' "
+            "Kubeflow's profile controller creates each Profile's namespace",
+            field="CubeSpawner.create_namespaces",
+        )
+    if storage.credentials_secret and workbench.role == "workbench" and not workbench.namespace:
+        raise ConfigError(
+            "CubeSpawner.create_namespaces copies CubeStorage.credentials_secret from the workbench's own "
+            "namespace, which is unknown outside a pod: set CubeWorkbench.namespace",
+            field="CubeWorkbench.namespace",
+        )
 
 
 def load_config_file(path: str | os.PathLike[str]) -> Config:

@@ -18,11 +18,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 from urllib.parse import urlsplit
 
-from traitlets import Dict, List, TraitError, TraitType, Unicode, validate
+from traitlets import CaselessStrEnum, Dict, List, TraitError, TraitType, Unicode, default, validate
 from traitlets.config import Config, Configurable
 
 from cube_jupyter.errors import ConfigError, CubeError, InvalidInput
-from cube_jupyter.names import MAX_SLUG_LENGTH, parse_quantity, validate_dns_label, validate_qualified_name
+from cube_jupyter.images import REGISTRY, RUNTIME_IMAGE, image_repository
+from cube_jupyter.names import (
+    MAX_SLUG_LENGTH,
+    NAMESPACE_FIELDS,
+    parse_quantity,
+    validate_dns_label,
+    validate_qualified_name,
+)
 from cube_jupyter.notebooks.spec import (
     DEFAULT_GPU_RESOURCE,
     IMAGE_REFERENCE,
@@ -33,6 +40,8 @@ from cube_jupyter.notebooks.spec import (
 if TYPE_CHECKING:
     from cube_jupyter.storage.config import CubeStorage
 
+# CubeWorkload.runtime_injection: when pods whose image lacks cube-jupyter get it from the wheelhouse.
+RUNTIME_INJECTION = ("auto", "always", "never")
 # What a trait's type check (not one of ours) says: "The 'backend' trait of a CubeWorkbench instance...".
 _TRAIT_NAMED = re.compile(r"'(\w+)' trait of")
 
@@ -137,6 +146,22 @@ def image_reference(value: str, field: str) -> str:
     return image
 
 
+def repositories(value: list[str], field: str) -> list[str]:
+    """Image repositories without tag or digest, each maybe ending in '/' (every repository under it)."""
+    kept = []
+    for i, entry in enumerate(value):
+        where = f"{field}[{i}]"
+        repository = image_reference(entry, where)
+        if image_repository(repository.rstrip("/")) != repository.rstrip("/"):
+            raise InvalidInput(
+                f"{where} {entry!r} must be an image repository without a tag or digest "
+                "(e.g. 'registry.example.com/ml/trainer', or 'registry.example.com/ml/' for all under it)",
+                field=where,
+            )
+        kept.append(repository)
+    return kept
+
+
 def extended_resource(value: str, field: str) -> None:
     """A resource such as 'nvidia.com/gpu' (a qualified name with its domain)."""
     validate_qualified_name(value, field, prefix_required=True)
@@ -148,17 +173,21 @@ def quantity(value: str, field: str) -> None:
         raise InvalidInput(f"{field} {value!r} must be more than 0", field=field)
 
 
-def username_template(template: str, field: str, max_length: int = 63) -> None:
+def username_template(
+    template: str, field: str, max_length: int = 63, fields: tuple[str, ...] = ("username",)
+) -> None:
     """`{username}` must give a DNS name for every user: checked with the longest slug a user can
     get, so a template that fits short names but not long ones fails at startup, not at some user's
-    create."""
-    if "{username}" not in template:
-        raise InvalidInput(f"{field} {template!r} must contain '{{username}}'", field=field)
+    create. Other `fields` (`{username_kubeflow}`, which has no longest) are checked with a typical name."""
+    named = " or ".join(f"{{{name}}}" for name in fields)
+    if not any(f"{{{name}}}" in template for name in fields):
+        raise InvalidInput(f"{field} {template!r} must contain {named}", field=field)
+    values = {name: "user-example-com" for name in fields} | {"username": "x" * MAX_SLUG_LENGTH}
     try:
-        longest = template.format(username="x" * MAX_SLUG_LENGTH)
+        longest = template.format(**values)
     except (KeyError, IndexError, ValueError, AttributeError) as exc:
         raise InvalidInput(
-            f"{field} {template!r} is not a valid template: only {{username}} may be used ({exc!r})",
+            f"{field} {template!r} is not a valid template: only {named} may be used ({exc!r})",
             field=field,
         ) from None
     try:
@@ -169,6 +198,13 @@ def username_template(template: str, field: str, max_length: int = 63) -> None:
             f"user slug ({MAX_SLUG_LENGTH} characters) it gives {longest!r}: {exc.message}",
             field=field,
         ) from None
+
+
+def user_namespace_template(template: str, field: str) -> None:
+    """A namespace template: `{username}` (escaped, collision-free) or `{username_kubeflow}` (Kubeflow's
+    spelling: 'kubeflow-{username_kubeflow}' names user@example.com's namespace as Kubeflow's default
+    profile does, 'kubeflow-user-example-com')."""
+    username_template(template, field, fields=NAMESPACE_FIELDS)
 
 
 def is_http_url(url: str, *, path: bool = True) -> bool:
@@ -221,12 +257,39 @@ class CubeWorkload(CubePods):
     """Pods that run user code outside a notebook server: job replicas (CubeJobs) and pipeline steps
     (CubePipelines)."""
 
+    runtime_image = Unicode(
+        RUNTIME_IMAGE,
+        help="cube-jupyter's runtime image (images/runtime) of this version, or your mirror of it: the "
+        "default image of replicas, trials and steps, and the image of the init container that hands "
+        "its wheelhouse to pods whose image lacks cube-jupyter (see runtime_injection).",
+    )
     default_image = Unicode(
-        "",
-        help="Image of job replicas and pipeline steps that name none (a job's framework entry in "
-        "CubeJobs.training_images comes first); it must have cube-jupyter installed (steps also need "
-        "papermill and the notebook's kernel). '' uses the default notebook profile's image, whose "
-        "kernels already import cube_jupyter (as Kale uses the notebook server's image).",
+        help="Image of job replicas, trials and pipeline steps that name none (a job's framework entry "
+        "in CubeJobs.training_images comes first). Defaults to runtime_image. '' uses the default "
+        "notebook profile's image (as Kale uses the notebook server's image).",
+    )
+
+    @default("default_image")
+    def _default_default_image(self) -> str:
+        return self.runtime_image
+
+    runtime_injection = CaselessStrEnum(
+        list(RUNTIME_INJECTION),
+        default_value="auto",
+        help="How a replica, trial or step whose image lacks cube-jupyter (e.g. pytorch/pytorch) gets "
+        "the runtime, without internet access: init containers copy runtime_image's wheelhouse into a "
+        "shared volume and pip-install it there with the image's own Python (CPython 3.11-3.13 with "
+        "pip, glibc Linux), and the main container gets it on PYTHONPATH (which replaces a PYTHONPATH "
+        "set in the image: set it in the spec's env to keep it). 'auto': for every image but "
+        "runtime_image's and those in images_with_runtime; 'always': for every image; 'never': off "
+        "(every image must have cube-jupyter installed).",
+    )
+    images_with_runtime = List(
+        Unicode(),
+        default_value=[f"{REGISTRY}/"],
+        help="Image repositories (no tag) that already have cube-jupyter and its runtime installed, so "
+        "runtime_injection 'auto' leaves their pods alone; one ending in '/' covers every repository "
+        "under it. runtime_image's repository always counts. The default: cube-jupyter's own images.",
     )
     default_cpu = Unicode("1", help="CPU request and limit of replicas and steps that give none.")
     default_memory = Unicode("2Gi", help="Memory request and limit of replicas and steps that give none.")
@@ -247,11 +310,24 @@ class CubeWorkload(CubePods):
         "GPU nodes.",
     )
 
+    _runtime_image_ok = checked(image_reference, "runtime_image")
     _default_image_ok = checked(optional(image_reference), "default_image")
+    _images_with_runtime_ok = checked(repositories, "images_with_runtime")
     _default_resources_ok = checked(quantity, "default_cpu", "default_memory")
     _gpu_resource_ok = checked(extended_resource, "gpu_resource")
     _gpu_node_selector_ok = checked(parse_node_selector, "gpu_node_selector")
     _gpu_tolerations_ok = checked(parse_tolerations, "gpu_tolerations")
+
+    def injects_runtime(self, image: str) -> bool:
+        """Whether a pod running `image` gets the runtime from the wheelhouse (runtime_injection)."""
+        if self.runtime_injection != "auto":
+            return self.runtime_injection == "always"
+        repository = image_repository(image)
+        carriers = [*self.images_with_runtime, image_repository(self.runtime_image)]
+        return not any(
+            repository == carrier or (carrier.endswith("/") and repository.startswith(carrier))
+            for carrier in carriers
+        )
 
 
 class CubeNamespaces(CubeConfigurable):
@@ -261,10 +337,11 @@ class CubeNamespaces(CubeConfigurable):
         "cube-{username}",
         help="Kubernetes namespace of a user's notebook servers (CubeSpawner) or jobs (CubeJobs, where "
         "'', its default, puts them in the servers' namespace, as Kubeflow profiles do); {username} is "
-        "the escaped user name.",
+        "the escaped user name (collision-free), {username_kubeflow} the name as Kubeflow spells it in "
+        "profile names: 'kubeflow-{username_kubeflow}' gives user@example.com 'kubeflow-user-example-com'.",
     )
 
-    _namespace_template_ok = checked(username_template, "namespace_template")
+    _namespace_template_ok = checked(user_namespace_template, "namespace_template")
 
 
 class CubePrometheus(CubeConfigurable):

@@ -39,6 +39,15 @@ class Conflict(CubeError):
     reason = "Conflict"
 
 
+class NotServed(CubeError):
+    """The request needs a kind the cluster does not serve (its operator's CRD is not installed):
+    nothing the caller can fix by changing it, but not the workbench failing either, so a 409 that
+    names the missing CRD, while everything else keeps working."""
+
+    status = 409
+    reason = "NotServed"
+
+
 class Forbidden(CubeError):
     status = 403
     reason = "Forbidden"

@@ -90,6 +90,13 @@ MAX_SLUG_LENGTH = SLUG_KEEP + 1 + SLUG_DIGEST
 _ESCAPED_TAIL = re.compile(rf"-[0-9a-f]{{{SLUG_DIGEST}}}$")
 
 
+def kubeflow_username(username: str) -> str:
+    """A user name as Kubeflow spells it in profile names (user@example.com → user-example-com, the
+    default profile `kubeflow-user-example-com`): lower case, each run of characters other than a-z and
+    0-9 one '-'. Unlike `user_slug` it has no length limit and two names can share it (a.b@x, a-b@x)."""
+    return re.sub(r"[^a-z0-9]+", "-", username.lower()).strip("-")
+
+
 def user_slug(username: str) -> str:
     """A DNS-1123 label for a user name, stable and collision-free, at most MAX_SLUG_LENGTH long.
 
@@ -99,9 +106,35 @@ def user_slug(username: str) -> str:
     """
     if not username:
         raise InvalidInput("user name is empty", field="user")
-    slug = re.sub(r"[^a-z0-9]+", "-", username.lower()).strip("-")
+    slug = kubeflow_username(username)
     if slug == username and len(slug) <= SLUG_KEEP and not _ESCAPED_TAIL.search(slug):
         return slug
     digest = hashlib.sha256(username.encode()).hexdigest()[:SLUG_DIGEST]
     slug = slug[:SLUG_KEEP].strip("-")
     return f"{slug}-{digest}" if slug else f"u-{digest}"
+
+
+# The fields a namespace template may use: the escaped user name, and Kubeflow's spelling of it.
+NAMESPACE_FIELDS = ("username", "username_kubeflow")
+_NAMESPACE_FIELD = re.compile(r"\{(?:" + "|".join(NAMESPACE_FIELDS) + r")\}")
+
+
+def namespace_from_template(template: str, username: str, field: str) -> str:
+    """A user's namespace from `template` (`field` names the setting). `{username}` always gives a
+    DNS label (checked at startup); `{username_kubeflow}` can give one too long or empty, which is
+    InvalidInput naming the user, not a name the API would refuse."""
+    namespace = template.format(username=user_slug(username), username_kubeflow=kubeflow_username(username))
+    try:
+        return validate_dns_label(namespace, "namespace")
+    except InvalidInput as exc:
+        raise InvalidInput(
+            f"user {username!r} gets no valid namespace from {field} {template!r}: {exc.message}",
+            field="user",
+        ) from None
+
+
+def namespace_pattern(template: str) -> re.Pattern[str]:
+    """The namespaces `template` can produce: each field stands for any DNS label."""
+    label = DNS1123_LABEL.pattern.strip("^$")
+    parts = [re.escape(part) for part in _NAMESPACE_FIELD.split(template)]
+    return re.compile("^" + f"(?:{label})".join(parts) + "$")

@@ -36,7 +36,6 @@ from cube_jupyter.gpu.model import (
 from cube_jupyter.gpu.pods import group_pods
 from cube_jupyter.gpu.sources import NoGpuVisible
 from cube_jupyter.ledger import GpuLedger
-from cube_jupyter.names import user_slug
 from cube_jupyter.notebooks.backend import NotebookBackend
 from cube_jupyter.notebooks.spec import NotebookServer
 from cube_jupyter.periodic import repeat
@@ -404,15 +403,14 @@ class GpuService:
     def _namespaces_of(self, user: str) -> tuple[str, ...]:
         """The user's notebook namespace and, where `CubeJobs.namespace_template` puts jobs elsewhere,
         their jobs' namespace: job replicas are the user's pods too."""
-        slug = user_slug(user)
-        namespaces = [self.settings.namespace_for(slug)]
-        jobs_namespace = self.settings.jobs.namespace_for(self.settings, slug)
+        namespaces = [self.settings.namespace_for(user)]
+        jobs_namespace = self.settings.jobs.namespace_for(self.settings, user)
         if jobs_namespace not in namespaces:
             namespaces.append(jobs_namespace)
         return tuple(namespaces)
 
     def _namespace_of(self, server: NotebookServer) -> str:
-        return server.namespace or self.settings.namespace_for(user_slug(server.user))
+        return server.namespace or self.settings.namespace_for(server.user)
 
 
 def _hide_kernels(device: GpuDevice, visible: set[str]) -> GpuDevice:

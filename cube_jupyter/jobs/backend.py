@@ -8,10 +8,13 @@ job's name is unique per user across the three kinds, so `(user, name)` finds an
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cube_jupyter.config import Settings
 from cube_jupyter.jobs.model import Job, JobKind
+
+if TYPE_CHECKING:
+    from cube_jupyter.kube.cluster import Cluster
 
 
 class JobBackend(Protocol):
@@ -31,6 +34,11 @@ class JobBackend(Protocol):
     async def roll_out(self, spec: Any) -> Job:
         """A new revision of an existing served model (`canary_traffic_percent` of the traffic when
         set, else all of it); the previous revision serves until the new one is ready."""
+        ...
+
+    def availability(self) -> dict[str, Any]:
+        """What can run here, for the launch forms: each framework, tuning and serving, as what, or
+        why not (`jobs.availability`)."""
         ...
 
     def list(self, user: str | None) -> list[Job]:
@@ -53,14 +61,17 @@ class JobBackend(Protocol):
         ...
 
 
-def make_job_backend(settings: Settings, root_dir: str | None = None) -> JobBackend:
+def make_job_backend(
+    settings: Settings, root_dir: str | None = None, cluster: Cluster | None = None
+) -> JobBackend:
     """The job backend `c.CubeWorkbench.backend` names, imported only when chosen. Local jobs find
     the scripts and notebooks their specs name under `root_dir` (default: the working directory); so
-    do cluster jobs, which ship them to the artifact store."""
+    do cluster jobs, which ship them to the artifact store. Cluster jobs use `cluster`, the one the
+    other features share (`kube.cluster.cluster_for`), or connect on their own without it."""
     if settings.workbench.backend == "kubernetes":
         from cube_jupyter.jobs.kubernetes.backend import KubernetesJobBackend
 
-        return KubernetesJobBackend(settings, root_dir=root_dir)
+        return KubernetesJobBackend(settings, cluster, root_dir=root_dir)
     from cube_jupyter.jobs.local.backend import LocalJobBackend
 
     return LocalJobBackend(settings, root_dir=root_dir)

@@ -195,22 +195,27 @@ def _delete(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def with_job_service(settings: Settings, run: Callable[[JobService], Awaitable[int]]) -> int:
-    """Start the configured backends (jobs, and notebooks for the GPU quota) for one command."""
+    """Start the configured backends (jobs, and notebooks for the GPU quota) for one command, on one
+    cluster connection when the backend is kubernetes."""
     from cube_jupyter.jobs.backend import make_job_backend
+    from cube_jupyter.kube import cluster_for
     from cube_jupyter.ledger import GpuLedger
     from cube_jupyter.notebooks.backend import make_notebook_backend
 
     async def go() -> int:
-        notebooks = make_notebook_backend(settings)
-        # The workbench server supervises and culls servers; a short command only reads them.
-        await notebooks.start(supervise=False)
-        backend = make_job_backend(settings)
-        await backend.start()
+        cluster = cluster_for(settings)
+        notebooks = make_notebook_backend(settings, cluster=cluster)
+        backend = make_job_backend(settings, cluster=cluster)
         try:
+            # The workbench server supervises and culls servers; a short command only reads them.
+            await notebooks.start(supervise=False)
+            await backend.start()
             return await run(JobService(settings, backend, ledger=GpuLedger(settings, notebooks)))
         finally:
             await backend.close()
             await notebooks.close()
+            if cluster is not None:
+                await cluster.close()
 
     return asyncio.run(go())
 

@@ -28,19 +28,27 @@ from cube_jupyter.configurable import (
     not_empty,
     optional,
     prometheus_base_url,
+    user_namespace_template,
     username_template,
 )
 from cube_jupyter.errors import InvalidInput
 from cube_jupyter.jobs.serving_spec import MODEL_FORMATS
 from cube_jupyter.jobs.training_spec import FRAMEWORKS
 from cube_jupyter.jobs.tuning_spec import METRICS_FORMAT
-from cube_jupyter.names import validate_dns_label
+from cube_jupyter.names import namespace_from_template, validate_dns_label
 from cube_jupyter.notebooks.spec import IMAGE_REFERENCE
 
 if TYPE_CHECKING:
     from cube_jupyter.config import Settings
 
 ENTRY_COMMAND = ["python", "-m", "cube_jupyter.jobs.entry"]
+# CubeJobs.training_api: the Kubeflow API training jobs are created with. `auto` takes Trainer v2
+# (trainer.kubeflow.org TrainJob) where the cluster serves it, else the Training Operator's v1 kinds.
+TRAINING_APIS = ("auto", "trainer-v2", "training-operator-v1")
+# The ClusterTrainingRuntime a framework's TrainJob runs on: Kubeflow Trainer's presets. TensorFlow and
+# MPI have no preset a TrainJob of this spec fits (the MPI presets, deepspeed-distributed and
+# mlx-distributed, bring their own launcher image): they run as TFJob / MPIJob.
+TRAINING_RUNTIMES = {"pytorch": "torch-distributed", "xgboost": "xgboost-distributed"}
 # Mean DCGM GPU utilization (percent) over an InferenceService's predictor pods. The labels depend on
 # the scrape config: DCGM exporter pods scraped with honor_labels keep `namespace`/`pod`.
 GPU_UTILIZATION_QUERY = 'avg(DCGM_FI_DEV_GPU_UTIL{{namespace="{namespace}",pod=~"{name}-predictor-.*"}})'
@@ -66,6 +74,20 @@ def _runtime_per_format(value: dict[str, Any], field: str) -> dict[str, str]:
         if key not in formats:
             raise InvalidInput(f"{where}: {key!r} is not one of {', '.join(formats)}", field=where)
         runtimes[key] = validate_dns_label(runtime, where, 253)
+    return runtimes
+
+
+def _runtime_per_framework(value: dict[str, Any], field: str) -> dict[str, str]:
+    runtimes: dict[str, str] = {}
+    for key, runtime in value.items():
+        where = f"{field}.{key}"
+        if key not in TRAINING_RUNTIMES:
+            raise InvalidInput(
+                f"{where}: {key!r} has no Trainer v2 rendering; frameworks: {', '.join(TRAINING_RUNTIMES)}",
+                field=where,
+            )
+        # '' takes the framework off Trainer v2: its jobs run as the Training Operator's kind.
+        runtimes[key] = runtime if runtime == "" else validate_dns_label(runtime, where, 253)
     return runtimes
 
 
@@ -140,6 +162,20 @@ class CubeJobs(CubeWorkload, CubeNamespaces):
         help="Prometheus KEDA queries for DCGM GPU utilization when an InferenceService scales on `gpu`; "
         "'' uses CubeGPU.prometheus_url / CubeWorkbench.prometheus_url.",
     )
+    training_api = CaselessStrEnum(
+        list(TRAINING_APIS),
+        default_value="auto",
+        help="The Kubeflow API training jobs use: 'trainer-v2' (TrainJob on a ClusterTrainingRuntime), "
+        "'training-operator-v1' (PyTorchJob, TFJob, XGBoostJob, MPIJob) or 'auto': Trainer v2 where the "
+        "cluster serves it and the job fits a TrainJob (every node alike), else v1. TensorFlow and MPI "
+        "jobs always use v1.",
+    )
+    training_runtimes = Dict(
+        {},
+        help="ClusterTrainingRuntime per framework for TrainJobs, over the defaults "
+        "{'pytorch': 'torch-distributed', 'xgboost': 'xgboost-distributed'}; '' runs that framework "
+        "on the Training Operator (v1) instead.",
+    )
     gpu_utilization_query = Unicode(
         GPU_UTILIZATION_QUERY,
         help="PromQL for an InferenceService's GPU utilization in percent; {namespace} and {name} are filled "
@@ -150,7 +186,7 @@ class CubeJobs(CubeWorkload, CubeNamespaces):
     def _default_namespace_template(self) -> str:
         return ""  # the user's notebook servers' namespace
 
-    _namespace_template_ok = checked(optional(username_template), "namespace_template")  # '' allowed
+    _namespace_template_ok = checked(optional(user_namespace_template), "namespace_template")  # '' allowed
     _training_images_ok = checked(_framework_images, "training_images")
     _serving_runtimes_ok = checked(_runtime_per_format, "serving_runtimes")
     _entry_command_ok = checked(not_empty, "entry_command")
@@ -160,6 +196,7 @@ class CubeJobs(CubeWorkload, CubeNamespaces):
     _katib_metrics_format_ok = checked(_metrics_format, "katib_metrics_format")
     _serving_prometheus_url_ok = checked(optional(prometheus_base_url), "serving_prometheus_url")
     _gpu_utilization_query_ok = checked(_utilization_query, "gpu_utilization_query")
+    _training_runtimes_ok = checked(_runtime_per_framework, "training_runtimes")
 
 
 @dataclass(frozen=True)
@@ -173,17 +210,23 @@ class JobSettings(WorkloadSettings[CubeJobs]):
         return self.workload
 
     @property
+    def training_runtimes(self) -> dict[str, str]:
+        """The ClusterTrainingRuntime of each framework a TrainJob can run (those mapped to '' left out)."""
+        merged = {**TRAINING_RUNTIMES, **self.jobs.training_runtimes}
+        return {framework: runtime for framework, runtime in merged.items() if runtime}
+
+    @property
     def serving_runtimes(self) -> dict[str, str]:
         return dict(self.jobs.serving_runtimes)
 
     def image_for(self, framework: str) -> str:
         return self.jobs.training_images.get(framework) or self.default_image
 
-    def namespace_for(self, settings: Settings, user_slug: str) -> str:
+    def namespace_for(self, settings: Settings, user: str) -> str:
         template = self.jobs.namespace_template
         if template and not settings.user_server:
-            return template.format(username=user_slug)
-        return settings.namespace_for(user_slug)
+            return namespace_from_template(template, user, "CubeJobs.namespace_template")
+        return settings.namespace_for(user)
 
     @property
     def serving_service_account(self) -> str:

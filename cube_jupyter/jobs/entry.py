@@ -2,12 +2,13 @@
 
     python -m cube_jupyter.jobs.entry [--package URI] --kind script|notebook|function --target T -- ARGS
 
-It fetches and unpacks the package (when given), puts it first on `sys.path`, and runs the script
-(as `__main__`, with ARGS as `sys.argv[1:]`), the notebook (papermill; ARGS are `-p NAME VALUE`
-parameters) or the `module:function` (called with ARGS). The exit status is the replica's result:
-0 when the code finished, 1 when it raised, the code's own status for `sys.exit(n)`, 2 for a bad
-invocation. It prints only what the user's code prints, its traceback, and which step failed:
-never the environment, where credentials may be.
+On a Kubeflow Trainer v2 node it first sets the Training Operator's rendezvous names from the
+runtime's and enters the working directory (`trainer_env`). It fetches and unpacks the package (when
+given), puts it first on `sys.path`, and runs the script (as `__main__`, with ARGS as `sys.argv[1:]`),
+the notebook (papermill; ARGS are `-p NAME VALUE` parameters) or the `module:function` (called with
+ARGS). The exit status is the replica's result: 0 when the code finished, 1 when it raised, the
+code's own status for `sys.exit(n)`, 2 for a bad invocation. It prints only what the user's code
+prints, its traceback, and which step failed: never the environment, where credentials may be.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from cube_jupyter.errors import CubeError, InvalidInput
+from cube_jupyter.jobs.trainer_env import WORKDIR_ENV, operator_env
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -140,6 +142,17 @@ def run(kind: str, target: str, args: Sequence[str], package_dir: Path | None) -
     return run_function(target, args)
 
 
+def enter_node() -> None:
+    """Set what a Trainer v2 node lacks and the Training Operator gives (`trainer_env`)."""
+    os.environ.update(operator_env(os.environ))
+    workdir = os.environ.get(WORKDIR_ENV)
+    if workdir:
+        try:
+            os.chdir(workdir)
+        except OSError as exc:
+            raise InvalidInput(f"{WORKDIR_ENV} {workdir!r} cannot be entered: {exc.strerror}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m cube_jupyter.jobs.entry", description=__doc__)
     parser.add_argument("--package", help="artifact-store URI of the code package (tar.gz)")
@@ -157,6 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = args[1:]
     package_dir: Path | None = None
     try:
+        enter_node()
         if options.package:
             from cube_jupyter.jobs.package import fetch_package, new_package_dir
 

@@ -65,6 +65,10 @@ class JobService:
             raise
         self.unavailable = None
 
+    def availability(self) -> dict[str, Any]:
+        """What the launch forms may offer here (`JobBackend.availability`); needs no started backend."""
+        return self.backend.availability()
+
     def require_available(self) -> None:
         if self.unavailable is not None:
             raise BackendUnavailable(f"jobs are unavailable: {self.unavailable}")

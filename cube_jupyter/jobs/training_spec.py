@@ -34,11 +34,33 @@ FRAMEWORK_ROLES: dict[str, tuple[str, ...]] = {
     "mpi": ("Launcher", "Worker"),
 }
 FRAMEWORKS: tuple[str, ...] = tuple(FRAMEWORK_ROLES)
-# Env the operators set on every replica: a user value would be overwritten or would break the job.
+# Env the operators set on every replica (Kubeflow Trainer v2's runtimes too: torchrun's PET_*, DMLC_*):
+# a user value would be overwritten or would break the job.
 FRAMEWORK_ENV: dict[str, tuple[str, ...]] = {
-    "pytorch": ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"),
+    "pytorch": (
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "WORLD_SIZE",
+        "RANK",
+        "PET_NNODES",
+        "PET_NPROC_PER_NODE",
+        "PET_NODE_RANK",
+        "PET_MASTER_ADDR",
+        "PET_MASTER_PORT",
+    ),
     "tensorflow": ("TF_CONFIG",),
-    "xgboost": ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "WORKER_ADDRS", "WORKER_PORT"),
+    "xgboost": (
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "WORLD_SIZE",
+        "RANK",
+        "WORKER_ADDRS",
+        "WORKER_PORT",
+        "DMLC_TRACKER_URI",
+        "DMLC_TRACKER_PORT",
+        "DMLC_TASK_ID",
+        "DMLC_NUM_WORKER",
+    ),
     "mpi": ("OMPI_MCA_plm_rsh_agent", "OMPI_MCA_orte_default_hostfile", "K_MPI_JOB_ROLE"),
 }
 RESTART_POLICIES = ("Never", "OnFailure", "Always", "ExitCode")

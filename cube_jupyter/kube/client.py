@@ -22,6 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.watch.watch import iter_resp_lines
 
+from cube_jupyter import __version__
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import (
     BackendUnavailable,
@@ -31,6 +32,11 @@ from cube_jupyter.errors import (
     NotFound,
 )
 
+# Re-exported: the client's callers have always found the URL table here.
+from cube_jupyter.kube.resources import ResourceType as ResourceType
+from cube_jupyter.kube.resources import register_resource_type as register_resource_type
+from cube_jupyter.kube.resources import resource_type
+
 log = logging.getLogger(__name__)
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -39,89 +45,35 @@ REQUEST_TIMEOUT = (5.0, 30.0)
 LIST_PAGE_SIZE = 500
 
 
-@dataclass(frozen=True)
-class ResourceType:
-    """Where objects of one apiVersion/kind live in the API's URL space."""
-
-    api_version: str
-    kind: str
-    plural: str
-    namespaced: bool = True
-
-    @property
-    def base_path(self) -> str:
-        return "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
-
-    def path(
-        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
-    ) -> str:
-        path = self.base_path
-        if self.namespaced and namespace:
-            path += f"/namespaces/{namespace}"
-        path += f"/{self.plural}"
-        if name:
-            path += f"/{name}"
-            if subresource:
-                path += f"/{subresource}"
-        return path
-
-    def describe(self) -> str:
-        group = self.api_version.rpartition("/")[0]
-        return f"{self.plural}.{group}" if group else self.plural
-
-
-# The kinds the workbench creates or watches. Others are guessed the way CRDs are usually named.
-_KNOWN_TYPES = [
-    ResourceType("v1", "Pod", "pods"),
-    ResourceType("v1", "Event", "events"),
-    ResourceType("v1", "Service", "services"),
-    ResourceType("v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
-    ResourceType("v1", "Namespace", "namespaces", namespaced=False),
-    ResourceType("v1", "ConfigMap", "configmaps"),
-    ResourceType("v1", "ResourceQuota", "resourcequotas"),
-    ResourceType("v1", "Secret", "secrets"),
-    ResourceType("apps/v1", "StatefulSet", "statefulsets"),
-    ResourceType("apps/v1", "Deployment", "deployments"),
-    ResourceType("kubeflow.org/v1", "Notebook", "notebooks"),
-    ResourceType("kubeflow.org/v1beta1", "Notebook", "notebooks"),
-    ResourceType("networking.istio.io/v1", "VirtualService", "virtualservices"),
-    ResourceType("networking.istio.io/v1beta1", "VirtualService", "virtualservices"),
-    ResourceType("security.istio.io/v1", "AuthorizationPolicy", "authorizationpolicies"),
-    ResourceType("security.istio.io/v1beta1", "AuthorizationPolicy", "authorizationpolicies"),
-]
-_TYPES = {(t.api_version, t.kind): t for t in _KNOWN_TYPES}
-
-
-def resource_type(api_version: str, kind: str) -> ResourceType:
-    """The URL layout of `kind`; unknown kinds are assumed namespaced with plural `<kind>s`."""
-    found = _TYPES.get((api_version, kind))
-    if found is not None:
-        return found
-    lower = kind.lower()
-    plural = lower + "es" if lower.endswith(("s", "x", "ch", "sh")) else lower + "s"
-    return ResourceType(api_version, kind, plural)
-
-
-def register_resource_type(resource: ResourceType) -> None:
-    """Teach the client a kind whose plural or scope does not follow the usual pattern."""
-    _TYPES[(resource.api_version, resource.kind)] = resource
+def user_agent(settings: Settings | None) -> str:
+    """`cube-jupyter/<version> (<role>)`: the API server's audit log then says which part of the
+    workbench (the central workbench or a notebook pod's user server) sent each request."""
+    role = f" ({settings.workbench.role})" if settings is not None else ""
+    return f"cube-jupyter/{__version__}{role}"
 
 
 def make_api_client(settings: Settings | None = None, *, host: str | None = None) -> ApiClient:
-    """Build the official client: an explicit `host` (tests), else in-cluster, else kubeconfig.
+    """Build the official client: an explicit `host` (tests), else in-cluster, else kubeconfig; its
+    User-Agent names the role of `settings`.
 
     With `CubeWorkbench.kubernetes_context` set, that kubeconfig context is used and in-cluster
     config is skipped. No credentials at all is a ConfigError at startup, not a failure per request.
     """
+    api_client = ApiClient(_configuration(settings, host))
+    api_client.user_agent = user_agent(settings)
+    return api_client
+
+
+def _configuration(settings: Settings | None, host: str | None) -> Configuration:
     configuration = Configuration()
     if host:
         configuration.host = host.rstrip("/")
-        return ApiClient(configuration)
+        return configuration
     context = settings.workbench.kubernetes_context if settings is not None else ""
     if not context:
         try:
             kube_config.load_incluster_config(client_configuration=configuration)
-            return ApiClient(configuration)
+            return configuration
         except ConfigException:
             pass  # not in a pod: fall through to kubeconfig
     try:
@@ -138,7 +90,7 @@ def make_api_client(settings: Settings | None = None, *, host: str | None = None
             f"pod with a service account, and {where} could not be loaded ({exc})",
             field="CubeWorkbench.kubernetes_context",
         ) from None
-    return ApiClient(configuration)
+    return configuration
 
 
 class ApiNotFound(NotFound):
@@ -361,6 +313,10 @@ class KubeClient:
             body=patch,
             content_type=MERGE_PATCH,
         )
+
+    def get_path(self, path: str, action: str) -> dict[str, Any]:
+        """GET a URL the object verbs do not cover: API discovery (/apis, /apis/<group>/<version>)."""
+        return self._json("GET", path, action)
 
     def list(
         self,

@@ -105,6 +105,10 @@ class Informer:
             self._thread = None
 
     @property
+    def started(self) -> bool:
+        return self._thread is not None
+
+    @property
     def stopping(self) -> bool:
         """True once stop() was called: waiting on this cache is pointless."""
         return self._stop.is_set()
@@ -155,6 +159,23 @@ class Informer:
     def __len__(self) -> int:
         with self._cond:
             return len(self._items)
+
+    def add_indexers(self, indexers: dict[str, Indexer]) -> None:
+        """Index the cache by more keys (another feature sharing it), the objects already in it too.
+        A name already taken by a different function is a programming error, not a silent override."""
+        with self._cond:
+            for name, indexer in indexers.items():
+                known = self._indexers.get(name)
+                if known is indexer:
+                    continue
+                if known is not None:
+                    raise ValueError(f"the {self.kind} informer already has a different index {name!r}")
+                self._indexers[name] = indexer
+                index: dict[str, set[Key]] = {}
+                for key, obj in self._items.items():
+                    for value in indexer(obj):
+                        index.setdefault(value, set()).add(key)
+                self._indices[name] = index
 
     # -- writes (the loop thread; also used for read-your-writes after a create) --------------------
 

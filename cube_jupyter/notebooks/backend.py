@@ -7,10 +7,13 @@ calls exactly one of these methods; a backend only starts a process or creates o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from cube_jupyter.config import Settings
 from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec
+
+if TYPE_CHECKING:
+    from cube_jupyter.kube.cluster import Cluster
 
 # Local servers live under `{main base_url}cube/notebook/{user_slug}/{name}/`: the backend gives each
 # child that base_url and the server extension's path router serves the same path.
@@ -65,15 +68,19 @@ class RoutableBackend(Protocol):
         ...
 
 
-def make_notebook_backend(settings: Settings, base_url: str = "/") -> NotebookBackend:
+def make_notebook_backend(
+    settings: Settings, base_url: str = "/", cluster: Cluster | None = None
+) -> NotebookBackend:
     """The notebook backend `c.CubeWorkbench.backend` names, imported only when chosen.
 
     `base_url` is the main Jupyter server's: local servers are reached under it, through its router.
+    Cluster servers use `cluster`, the one the other features share (`kube.cluster.cluster_for`), or
+    connect on their own without it.
     """
     if settings.workbench.backend == "kubernetes":
         from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 
-        return KubernetesNotebookBackend(settings)
+        return KubernetesNotebookBackend(settings, cluster)
     from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
 
     return LocalNotebookBackend(settings, base_url=base_url)

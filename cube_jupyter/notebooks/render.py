@@ -13,8 +13,12 @@ every pod there (servers, replicas, trials, steps) to it, however it was created
 
 The objects follow Kubeflow Notebooks (Notebook CRD, `notebook-name` pod label, Istio VirtualService
 `notebook-{namespace}-{name}` on `/notebook/{namespace}/{name}/`) so existing Kubeflow dashboards,
-culling and images keep working, and fix its sore points: Jupyter's base_url is the route prefix by
-construction, the route never times out WebSockets, and only the owner gets through the mesh.
+culling and images keep working. A Notebook's StatefulSet, Service and VirtualService are its
+controller's (USE_ISTIO=true, Kubeflow's default; Kubeflow's Jupyter web app relies on them): the
+workbench makes only what the controller does not, the owner-only AuthorizationPolicy, the workspace,
+the config and the quota, and makes Jupyter's base_url the controller's prefix. In StatefulSet mode
+the workbench makes all of it, fixing Kubeflow's sore points: the route never times out WebSockets
+and redirects the prefix without its slash.
 """
 
 from __future__ import annotations
@@ -73,24 +77,29 @@ def authorization_policy_name(name: str) -> str:
     return f"notebook-{name}"
 
 
-def render_notebook_objects(spec: NotebookSpec, settings: Settings) -> list[dict[str, Any]]:
-    """The objects for `spec`, in creation order: policy, PVC, GPU quota, user-server config, workload
-    (+ Service), VirtualService.
+def render_notebook_objects(
+    spec: NotebookSpec, settings: Settings, namespace: str | None = None
+) -> list[dict[str, Any]]:
+    """The objects for `spec` in `namespace` (default: the template's), in creation order: policy,
+    PVC, GPU quota, user-server config, then a Notebook, or a StatefulSet, Service and VirtualService.
 
     The AuthorizationPolicy comes first: the pod has no token, and until an ALLOW policy selects it
     Istio lets anyone in the mesh reach it. (Deleting runs the other way: the policy goes last.)
     """
-    namespace = settings.namespace_for(user_slug(spec.user))
+    namespace = namespace or settings.namespace_for(spec.user)
     objects = [_authorization_policy(spec, settings, namespace), _workspace_pvc(spec, settings, namespace)]
     quota = gpu_quota(settings, namespace)
     if quota is not None:
         objects.append(quota)
     objects.append(_user_config(spec, settings, namespace))
     if settings.spawner.resource_kind == "StatefulSet":
-        objects += [_statefulset(spec, settings, namespace), _service(spec, namespace)]
-    else:
+        objects += [
+            _statefulset(spec, settings, namespace),
+            _service(spec, namespace),
+            _virtual_service(spec, settings, namespace),
+        ]
+    else:  # the controller makes the rest (see the module's docstring)
         objects.append(_notebook(spec, settings, namespace))
-    objects.append(_virtual_service(spec, settings, namespace))
     return objects
 
 
@@ -247,7 +256,7 @@ def _statefulset(spec: NotebookSpec, settings: Settings, namespace: str) -> dict
 
 
 def _service(spec: NotebookSpec, namespace: str) -> dict[str, Any]:
-    """The Service Kubeflow's controller would create for a Notebook: `{name}`, port 80 -> 8888."""
+    """The Service Kubeflow's controller creates for a Notebook: `{name}`, port 80 -> 8888."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -303,7 +312,8 @@ def _container(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[s
         "--IdentityProvider.token=",
     ]
     # NB_PREFIX is what Kubeflow images start Jupyter with; it must agree with the route (config
-    # validation refuses a profile that sets it).
+    # validation refuses a profile that sets it). For a Notebook it is the controller's own value,
+    # `/notebook/{namespace}/{name}` (path_prefix must be '/notebook' then), which it leaves as set.
     env = [{"name": "NB_PREFIX", "value": prefix.rstrip("/")}]
     env += [{"name": k, "value": v} for k, v in sorted(profile.env.items())]
     env += _user_server_env(spec, settings)

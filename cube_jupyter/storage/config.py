@@ -15,6 +15,9 @@ from traitlets import Bool, Float, Int, Unicode
 
 from cube_jupyter.configurable import CubeConfigurable, checked, dns_name, non_negative, optional, positive
 
+# The keys of `CubeStorage.credentials_secret` pods read as env vars.
+CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+
 
 class CubeStorage(CubeConfigurable):
     """The artifact store of pipeline runs: a local directory (default) or an S3/MinIO bucket."""
@@ -67,7 +70,7 @@ def pod_store_env(storage: CubeStorage) -> list[dict[str, Any]]:
     if storage.region:
         env.append({"name": "AWS_REGION", "value": storage.region})
     if storage.credentials_secret:
-        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        for key in CREDENTIAL_KEYS:
             ref = {"name": storage.credentials_secret, "key": key}
             env.append({"name": key, "valueFrom": {"secretKeyRef": ref}})
     return env

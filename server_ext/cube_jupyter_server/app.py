@@ -14,6 +14,7 @@ from cube_jupyter.errors import ConfigError, CubeError
 from cube_jupyter.gpu.service import GpuService
 from cube_jupyter.jobs.backend import make_job_backend
 from cube_jupyter.jobs.service import JobService
+from cube_jupyter.kube import cluster_for
 from cube_jupyter.ledger import GpuLedger
 from cube_jupyter.notebooks.backend import make_notebook_backend
 from cube_jupyter.notebooks.service import NotebookService
@@ -29,6 +30,7 @@ from cube_jupyter_server.pipeline_handlers import PIPELINE_HANDLERS
 from cube_jupyter_server.router import ROUTE_PATTERN, NotebookRouterHandler
 
 if TYPE_CHECKING:
+    from cube_jupyter.kube.cluster import Cluster
     from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns
 
 T = TypeVar("T")
@@ -49,9 +51,14 @@ class CubeJupyterApp(ExtensionApp):
         serverapp = self.serverapp
         settings = self._or_exit(lambda: load_settings(serverapp.config))
         self.cube_settings = settings
+        # One API client and one set of informers for notebooks, pipelines and jobs (kubernetes only).
+        self.kube_cluster = self._or_exit(lambda: cluster_for(settings))
+        cluster = self.kube_cluster
         # The notebook servers the GPU ledger counts: a user server reads the workbench's (the local
         # state, or its own namespace's Notebooks), never supervising or culling them.
-        servers = self._or_exit(lambda: make_notebook_backend(settings, base_url=serverapp.base_url))
+        servers = self._or_exit(
+            lambda: make_notebook_backend(settings, base_url=serverapp.base_url, cluster=cluster)
+        )
         self.ledger_servers = servers
         if settings.user_server:
             ledger = GpuLedger(settings, servers, lock_dir=_lock_dir(settings))
@@ -72,9 +79,8 @@ class CubeJupyterApp(ExtensionApp):
             self.notebook_service = NotebookService(settings, servers, ledger)
             self.backend_starter = BackendStarter(servers, self.log)
             self.settings[STARTER_SETTING] = self.backend_starter
-        cluster = self._or_exit(lambda: _cluster_runs(settings))
         self.pipeline_service = PipelineService(
-            settings, serverapp.root_dir, cluster=cluster, shared_host=shared_host
+            settings, serverapp.root_dir, cluster=_cluster_runs(settings, cluster), shared_host=shared_host
         )
         kernels = workbench_kernels(serverapp)
         self.gpu_service = self._or_exit(
@@ -83,7 +89,7 @@ class CubeJupyterApp(ExtensionApp):
         self.job_service = self._or_exit(
             lambda: JobService(
                 settings,
-                make_job_backend(settings, serverapp.root_dir),
+                make_job_backend(settings, serverapp.root_dir, cluster),
                 ledger=ledger,
                 root_dir=serverapp.root_dir,
             )
@@ -155,6 +161,11 @@ class CubeJupyterApp(ExtensionApp):
             await self.backend_starter.close()
         else:
             await self.ledger_servers.close()
+        if self.kube_cluster is not None:  # last: every feature's informers stop here, once
+            try:
+                await self.kube_cluster.close()
+            except Exception:  # shutting down must always complete
+                self.log.exception("cube-jupyter: closing the cluster connection failed")
 
     async def _start_cluster_runs(self) -> None:
         """Follow Argo Workflows; without Argo the workbench still serves, offering local runs only."""
@@ -189,10 +200,10 @@ def _lock_dir(settings: Settings) -> Path | None:
     return settings.state_dir / "locks" if settings.workbench.backend == "local" else None
 
 
-def _cluster_runs(settings: Settings) -> ClusterPipelineRuns | None:
-    """Argo runs of pipelines with the kubernetes backend; started with the extension."""
-    if settings.workbench.backend != "kubernetes":
+def _cluster_runs(settings: Settings, cluster: Cluster | None) -> ClusterPipelineRuns | None:
+    """Argo runs of pipelines on the shared `cluster` (kubernetes backend); started with the extension."""
+    if cluster is None:
         return None
     from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns
 
-    return ClusterPipelineRuns(settings)
+    return ClusterPipelineRuns(settings, cluster)

@@ -1,7 +1,7 @@
 """REST handlers of training, tuning and serving jobs: parse the request, name the caller, call `JobService`.
 
     GET|POST    /cube/api/v1/jobs[?kind=training|tuning|serving]   the caller's jobs | submit {kind, spec}
-    GET         /cube/api/v1/jobs/config                            what the launch forms offer
+    GET         /cube/api/v1/jobs/config                            what the forms offer, what runs here
     GET|DELETE  /cube/api/v1/jobs/{name}                            one job with its replicas | delete it
     GET         /cube/api/v1/jobs/{name}/logs?replica=worker-0&follow=1&tail=N   text/plain, streamed
     GET         /cube/api/v1/jobs/{name}/history                    a tuning job's optimization history
@@ -65,12 +65,14 @@ class JobsHandler(JobAPIHandler):
 
 
 class JobsConfigHandler(JobAPIHandler):
-    """The forms' vocabulary: it needs no started backend, so it also answers while jobs are 503."""
+    """The forms' vocabulary and what can run here: it needs no started backend, so it also answers
+    while jobs are 503 (availability then says the cluster was not asked yet)."""
 
     @cube_endpoint
     async def get(self) -> None:
         self.caller  # noqa: B018  - anonymous callers get 403
-        self.write_json(form_vocabulary())
+        service: JobService = self.settings["cube_jobs"]
+        self.write_json({**form_vocabulary(), "availability": service.availability()})
 
 
 class JobHandler(JobAPIHandler):

@@ -23,6 +23,7 @@ import yaml
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
 from cube_jupyter.kube.client import KubeClient, make_api_client
+from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL
 from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 from tests.benchmarks.server import jupyter_server_argv
@@ -100,7 +101,7 @@ async def main() -> None:
     emulator.preload(cluster_objects(settings, SERVERS, USERS))
     async with emulator, kmock_lib.Server(emulator):
         api_client = make_api_client(host=str(emulator.url).rstrip("/"))
-        backend = KubernetesNotebookBackend(settings, api_client)
+        backend = KubernetesNotebookBackend(settings, Cluster(settings, api_client))
         await backend.start()
         one_user, everyone, per_request_api = [], [], []
         try:
@@ -125,7 +126,7 @@ async def main() -> None:
                 per_request_api.append(time.perf_counter() - t0)
         finally:
             await backend.close()
-            api_client.close()
+            await backend.cluster.close()
         with tempfile.TemporaryDirectory(prefix="cube-bench-") as tmp:
             port = _free_port()
             server = start_workbench(Path(tmp), str(emulator.url).rstrip("/"), port)

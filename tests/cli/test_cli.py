@@ -52,8 +52,7 @@ def test_render_prints_exactly_the_valid_objects(config: Path) -> None:
         "AuthorizationPolicy",  # first: the tokenless pod is never reachable without it
         "PersistentVolumeClaim",
         "ConfigMap",  # the user server's config, mounted in the pod
-        "Notebook",
-        "VirtualService",
+        "Notebook",  # its Service and VirtualService are the notebook controller's
     ]
     for obj in objects:
         validate_object(obj)
@@ -64,6 +63,8 @@ def test_render_prints_exactly_the_valid_objects(config: Path) -> None:
     again = cube(*render, config=config)
     assert again.stdout == result.stdout  # deterministic, like `helm template`
     assert STOPPED_ANNOTATION not in result.stdout
+    in_profile = cube(*render, "--namespace", "team-a", config=config)  # a Kubeflow Profile's
+    assert {o["metadata"]["namespace"] for o in yaml.safe_load_all(in_profile.stdout)} == {"team-a"}
 
 
 @pytest.mark.parametrize(

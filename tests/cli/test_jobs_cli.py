@@ -40,6 +40,8 @@ TUNE = {
     "trial": {"training": {"framework": "pytorch", "replicas": {"worker": 1}, "script": "train.py"}},
 }
 SERVE = {"name": "iris", "model_format": "sklearn", "storage_uri": "s3://models/iris", "max_replicas": 3}
+# Nodes alike: without a cluster to ask, `render` shows the TrainJob a cluster with Trainer v2 gets.
+NODES = {"name": "nodes", "framework": "pytorch", "replicas": {"worker": 2}, "script": "train.py"}
 
 
 @pytest.fixture
@@ -48,7 +50,7 @@ def folder(tmp_path: Path) -> Path:
         CONFIG.format(state=str(tmp_path / "state"), store=str(tmp_path / "artifacts"))
     )
     (tmp_path / "train.py").write_text(TRAIN_SCRIPT)
-    for name, spec in (("ddp", DDP), ("tune", TUNE), ("serve", SERVE)):
+    for name, spec in (("ddp", DDP), ("tune", TUNE), ("serve", SERVE), ("nodes", NODES)):
         (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(spec))
     return tmp_path
 
@@ -64,6 +66,7 @@ def cube(folder: Path, command: str, *args: str) -> subprocess.CompletedProcess[
     ("command", "file", "kind"),
     [
         ("train", "ddp.yaml", "PyTorchJob"),
+        ("train", "nodes.yaml", "TrainJob"),
         ("tune", "tune.yaml", "Experiment"),
         ("serve", "serve.yaml", "InferenceService"),
     ],

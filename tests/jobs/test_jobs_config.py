@@ -7,13 +7,14 @@ from typing import Any
 import pytest
 
 from cube_jupyter.errors import ConfigError
+from cube_jupyter.images import RUNTIME_IMAGE
 from tests.jobs.helpers import make_config
 
 
 def test_defaults_resolve_from_the_workbench() -> None:
     settings, config = make_config()
-    assert config.default_image == settings.profile(None).image
-    assert config.image_for("pytorch") == settings.profile(None).image
+    assert config.default_image == config.jobs.runtime_image == RUNTIME_IMAGE
+    assert config.image_for("pytorch") == RUNTIME_IMAGE
     assert config.namespace_for(settings, "alice") == settings.namespace_for("alice")
     assert config.prometheus_url == ""
     assert config.serving_service_account == config.jobs.service_account
@@ -61,6 +62,9 @@ def test_overrides() -> None:
         ({"gpu_node_selector": {"bad key!": "x"}}, "CubeJobs.gpu_node_selector.bad key!"),
         ({"gpu_tolerations": [{"operator": "Sometimes"}]}, "CubeJobs.gpu_tolerations[0].operator"),
         ({"serving_prometheus_url": "ftp://prom"}, "CubeJobs.serving_prometheus_url"),
+        ({"training_api": "trainer-v3"}, "CubeJobs.training_api"),
+        ({"training_runtimes": {"tensorflow": "tf-distributed"}}, "CubeJobs.training_runtimes.tensorflow"),
+        ({"training_runtimes": {"pytorch": "Torch_Runtime"}}, "CubeJobs.training_runtimes.pytorch"),
     ],
 )
 def test_bad_values_name_the_field(values: dict[str, Any], field: str) -> None:
@@ -72,3 +76,14 @@ def test_bad_values_name_the_field(values: dict[str, Any], field: str) -> None:
 def test_wrong_trait_type_is_a_config_error() -> None:
     with pytest.raises(ConfigError):
         make_config(CubeJobs={"ttl_seconds_after_finished": "a day"})
+
+
+def test_the_training_api_is_pinned_and_runtimes_are_named_over_the_presets() -> None:
+    _, config = make_config()
+    assert config.jobs.training_api == "auto"
+    assert config.training_runtimes == {"pytorch": "torch-distributed", "xgboost": "xgboost-distributed"}
+    _, pinned = make_config(
+        CubeJobs={"training_api": "Trainer-V2", "training_runtimes": {"pytorch": "torch-gpu", "xgboost": ""}}
+    )
+    assert pinned.jobs.training_api == "trainer-v2"
+    assert pinned.training_runtimes == {"pytorch": "torch-gpu"}  # '' runs xgboost on the operator

@@ -78,9 +78,7 @@ def test_every_framework_renders_a_valid_job(framework: str) -> None:
     validate_object(obj, strict=True)
     assert obj["apiVersion"] == "kubeflow.org/v1" and obj["kind"] == KINDS[framework]
     meta = obj["metadata"]
-    assert meta["name"] == "mnist" and meta["namespace"] == settings.namespace_for(
-        meta["labels"]["cube-jupyter/user"]
-    )
+    assert meta["name"] == "mnist" and meta["namespace"] == settings.namespace_for(spec.user)
     assert meta["labels"]["app.kubernetes.io/managed-by"] == "cube-jupyter"
     assert meta["labels"]["cube-jupyter/job"] == "mnist"
     assert meta["annotations"]["cube-jupyter/user"] == "Alice@Example.com"
@@ -147,6 +145,7 @@ def test_defaults_come_from_config() -> None:
             "gpu_node_selector": {"gpu": "mi300"},
             "ttl_seconds_after_finished": 120,
             "service_account": "trainer",
+            "images_with_runtime": ["registry.example.com/torch"],  # no runtime injection
         }
     )
     [obj] = render_training(

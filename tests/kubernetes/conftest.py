@@ -12,7 +12,9 @@ from traitlets.config import Config
 
 from cube_jupyter.config import Settings, load_settings
 from cube_jupyter.kube.client import KubeClient, make_api_client
+from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
+from tests.kubernetes.audit import ACTOR_AGENT
 from tests.kubernetes.emulator import ApiServerEmulator
 
 # The resource types a Kubeflow + Istio cluster serves: core kinds plus the installed CRDs.
@@ -28,10 +30,25 @@ CLUSTER_RESOURCES: dict[str, dict[str, Any]] = {
     },
     "v1/configmaps": {"kind": "ConfigMap", "namespaced": True},
     "v1/resourcequotas": {"kind": "ResourceQuota", "namespaced": True, "subresources": {"status"}},
+    "v1/serviceaccounts": {"kind": "ServiceAccount", "namespaced": True},
+    "v1/secrets": {"kind": "Secret", "namespaced": True},
+    "rbac.authorization.k8s.io/v1/rolebindings": {"kind": "RoleBinding", "namespaced": True},
+    # Kubeflow's profile controller: a Profile is cluster-scoped and names its namespace.
+    "kubeflow.org/v1/profiles": {"kind": "Profile", "namespaced": False, "subresources": {"status"}},
     "apps/v1/statefulsets": {"kind": "StatefulSet", "namespaced": True, "subresources": {"status"}},
     "kubeflow.org/v1/notebooks": {"kind": "Notebook", "namespaced": True, "subresources": {"status"}},
     "networking.istio.io/v1/virtualservices": {"kind": "VirtualService", "namespaced": True},
     "security.istio.io/v1/authorizationpolicies": {"kind": "AuthorizationPolicy", "namespaced": True},
+    # Kubeflow Trainer v2, as a Kubeflow installed today has it.
+    "trainer.kubeflow.org/v1alpha1/trainjobs": {
+        "kind": "TrainJob",
+        "namespaced": True,
+        "subresources": {"status"},
+    },
+    "trainer.kubeflow.org/v1alpha1/clustertrainingruntimes": {
+        "kind": "ClusterTrainingRuntime",
+        "namespaced": False,
+    },
 }
 USERS = ("alice", "bob")
 
@@ -63,11 +80,21 @@ PROFILES = [
 ]
 
 
-def make_settings(workbench: dict[str, Any] | None = None, **spawner: Any) -> Settings:
+def make_settings(
+    workbench: dict[str, Any] | None = None,
+    *,
+    jobs: dict[str, Any] | None = None,
+    storage: dict[str, Any] | None = None,
+    **spawner: Any,
+) -> Settings:
     config = Config()
     config.CubeWorkbench.backend = "kubernetes"
     for key, value in (workbench or {}).items():
         setattr(config.CubeWorkbench, key, value)
+    for key, value in (jobs or {}).items():
+        setattr(config.CubeJobs, key, value)
+    for key, value in (storage or {}).items():
+        setattr(config.CubeStorage, key, value)
     config.CubeSpawner.profiles = PROFILES
     for key, value in spawner.items():
         setattr(config.CubeSpawner, key, value)
@@ -82,6 +109,11 @@ def make_emulator(resources: dict[str, dict[str, Any]] | None = None) -> ApiServ
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"cube-{user}"}} for user in USERS]
     )
     return emulator
+
+
+def connect(settings: Settings, api_url: str) -> Cluster:
+    """The workbench's connection to the emulator: one client and informer registry, as in the server."""
+    return Cluster(settings, make_api_client(settings, host=api_url))
 
 
 @pytest.fixture
@@ -115,8 +147,10 @@ def settings() -> Settings:
 
 @pytest.fixture
 def kube(api_url: str) -> Iterator[KubeClient]:
-    """A plain client for tests acting as the cluster's controllers, kubelet and scheduler."""
+    """A plain client for tests acting as the cluster's controllers, kubelet and scheduler: its
+    User-Agent keeps its requests out of the workbench's RBAC audit."""
     client = KubeClient(make_api_client(host=api_url))
+    client.api_client.user_agent = ACTOR_AGENT
     yield client
     client.close()
 
@@ -128,7 +162,7 @@ def make_backend(api_url: str, loop: asyncio.AbstractEventLoop) -> Iterator[Call
 
     async def make(settings: Settings, **kwargs: Any) -> KubernetesNotebookBackend:
         kwargs.setdefault("sync_timeout", 10.0)
-        backend = KubernetesNotebookBackend(settings, make_api_client(host=api_url), **kwargs)
+        backend = KubernetesNotebookBackend(settings, connect(settings, api_url), **kwargs)
         started.append(backend)
         await backend.start()
         return backend
@@ -136,7 +170,7 @@ def make_backend(api_url: str, loop: asyncio.AbstractEventLoop) -> Iterator[Call
     yield make
     for backend in started:
         loop.run_until_complete(backend.close())
-        backend.client.close()
+        loop.run_until_complete(backend.cluster.close())
 
 
 @pytest.fixture

@@ -28,10 +28,30 @@ from typing import Any
 import attrs
 import jsonpatch
 import kmock
-from kmock._internal import rendering
+from kmock._internal import parsing, rendering
+
+from tests.kubernetes.audit import SESSION, AuditLog
 
 NAMESPACES = kmock.resource("", "v1", "namespaces")
 Event = dict[str, Any]
+_kmock_parse_path = parsing.parse_path
+_NAMESPACE_SUBRESOURCES = ("status", "finalize")
+
+
+def _parse_path(path: str) -> parsing.ParsedPath:
+    """KMock reads `/api/v1/namespaces[/{name}[/status]]` as a namespace holding no resource (and
+    fails on the bare collection): there, as in kube-apiserver, the resource is `namespaces` itself."""
+    parts = path.strip("/").split("/")
+    if parts[:3] == ["api", "v1", "namespaces"] and (
+        len(parts) <= 4 or (len(parts) == 5 and parts[4] in _NAMESPACE_SUBRESOURCES)
+    ):
+        name = parts[3] if len(parts) > 3 else None
+        subresource = parts[4] if len(parts) > 4 else None
+        return parsing.ParsedPath("", "v1", "namespaces", None, name, subresource)
+    return _kmock_parse_path(path)
+
+
+parsing.parse_path = _parse_path  # what KMock's request parsing calls
 
 
 def now_rfc3339() -> str:
@@ -132,6 +152,9 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     _waiters: set[asyncio.Event] = attrs.field(factory=set, init=False)
     _watch_gate: asyncio.Event = attrs.field(factory=asyncio.Event, init=False)
     _gone_next: dict[Any, int] = attrs.field(factory=dict, init=False)
+    # The workbench's requests as RBAC sees them (the tests' cluster actors left out), also kept for
+    # the whole session's RBAC check.
+    audit: AuditLog = attrs.field(factory=lambda: AuditLog(forward_to=SESSION), init=False)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -215,6 +238,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     async def _handle(self, request: kmock.Request) -> Any:
         # Skip KubernetesEmulator._handle, which changes state even when a test's reaction answered
         # with an error; here only the default handlers below change state.
+        self.audit.record(request)
         return await kmock.RawHandler._handle(self, request)
 
     async def _render_error(self, exc: Exception) -> Any:

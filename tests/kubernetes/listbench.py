@@ -17,7 +17,7 @@ import kmock as kmock_lib
 
 from cube_jupyter.config import Settings
 from cube_jupyter.kube.client import make_api_client
-from cube_jupyter.names import user_slug
+from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 from cube_jupyter.notebooks.render import NOTEBOOK_LABEL, STATEFULSET_LABEL, render_notebook_objects
 from cube_jupyter.notebooks.spec import NotebookSpec
@@ -34,7 +34,7 @@ def cluster_objects(settings: Settings, servers: int, users: int) -> list[dict[s
             {
                 "apiVersion": "v1",
                 "kind": "Namespace",
-                "metadata": {"name": settings.namespace_for(user_slug(user))},
+                "metadata": {"name": settings.namespace_for(user)},
             }
         )
     profiles = [p.name for p in settings.profiles]
@@ -81,7 +81,8 @@ async def measure_list_latency(servers: int = 500, users: int = 50, rounds: int 
     emulator = make_emulator()
     emulator.preload(cluster_objects(settings, servers, users))
     async with emulator, kmock_lib.Server(emulator):
-        backend = KubernetesNotebookBackend(settings, make_api_client(host=str(emulator.url).rstrip("/")))
+        api_client = make_api_client(settings, host=str(emulator.url).rstrip("/"))
+        backend = KubernetesNotebookBackend(settings, Cluster(settings, api_client))
         began = time.perf_counter()
         await backend.start()
         sync_s = time.perf_counter() - began
@@ -105,7 +106,7 @@ async def measure_list_latency(servers: int = 500, users: int = 50, rounds: int 
             per_user = len(backend.workloads.by_index("user", "user000"))
         finally:
             await backend.close()
-            backend.client.close()
+            await backend.cluster.close()
     return {
         "servers_cached": cached,
         "users": users,

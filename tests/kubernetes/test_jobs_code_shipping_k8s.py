@@ -18,9 +18,8 @@ from cube_jupyter.errors import InvalidInput
 from cube_jupyter.jobs.kubernetes.backend import KubernetesJobBackend
 from cube_jupyter.jobs.package import fetch_package
 from cube_jupyter.jobs.training_spec import TrainingSpec
-from cube_jupyter.kube.client import make_api_client
 from tests.k8s_schemas import validate_object
-from tests.kubernetes.conftest import PROFILES
+from tests.kubernetes.conftest import PROFILES, connect
 from tests.kubernetes.emulator import ApiServerEmulator
 from tests.kubernetes.test_jobs_k8s import JOB_RESOURCES
 from tests.storage.s3server import ACCESS_KEY, SECRET_KEY, S3Server, s3_server
@@ -60,8 +59,11 @@ def make_backend(
         config.CubeSpawner.profiles = PROFILES
         for key, value in storage.items():
             setattr(config.CubeStorage, key, value)
+        # The Training Operator's kind: a TrainJob ships the same argv (tests/jobs/test_render_trainjob.py).
+        config.CubeJobs.training_api = "training-operator-v1"
+        settings = load_settings(config)
         backend = KubernetesJobBackend(
-            load_settings(config), make_api_client(host=api_url), sync_timeout=10.0, root_dir=str(tmp_path)
+            settings, connect(settings, api_url), sync_timeout=10.0, root_dir=str(tmp_path)
         )
         started.append(backend)
         await backend.start()
@@ -70,6 +72,7 @@ def make_backend(
     yield make
     for backend in started:
         loop.run_until_complete(backend.close())
+        loop.run_until_complete(backend.cluster.close())
 
 
 def write_code(root: Path) -> None:

@@ -31,9 +31,9 @@ from cube_jupyter.jobs.service import JobService
 from cube_jupyter.jobs.serving_spec import ServingSpec
 from cube_jupyter.jobs.training_spec import TrainingSpec
 from cube_jupyter.jobs.tuning_spec import TuningSpec
-from cube_jupyter.kube.client import KubeClient, make_api_client
+from cube_jupyter.kube.client import KubeClient
 from tests.k8s_schemas import validate_object
-from tests.kubernetes.conftest import make_settings
+from tests.kubernetes.conftest import connect, make_settings
 from tests.kubernetes.emulator import ApiServerEmulator, now_rfc3339
 from tests.waiting import wait_until_async
 
@@ -139,9 +139,8 @@ def make_jobs(api_url: str, loop: asyncio.AbstractEventLoop) -> Iterator[Callabl
     started: list[KubernetesJobBackend] = []
 
     async def make(settings: Settings | None = None) -> KubernetesJobBackend:
-        backend = KubernetesJobBackend(
-            settings or make_settings(), make_api_client(host=api_url), sync_timeout=10.0
-        )
+        settings = settings or make_settings()
+        backend = KubernetesJobBackend(settings, connect(settings, api_url), sync_timeout=10.0)
         started.append(backend)
         await backend.start()
         return backend
@@ -149,7 +148,7 @@ def make_jobs(api_url: str, loop: asyncio.AbstractEventLoop) -> Iterator[Callabl
     yield make
     for backend in started:
         loop.run_until_complete(backend.close())
-        backend.client.close()
+        loop.run_until_complete(backend.cluster.close())
 
 
 @pytest.fixture
@@ -184,6 +183,7 @@ async def replica_pod(
     """What the Training Operator creates: `{job}-{role}-{index}` with its labels and the template's."""
     name = f"{job}-{role}-{index}"
     labels = {
+        "cube-jupyter/user": "alice",
         "cube-jupyter/job": job,
         JOB_NAME_LABEL: job,
         REPLICA_TYPE_LABEL: role,
@@ -311,20 +311,30 @@ async def test_every_framework_renders_an_object_the_crds_accept(
     jobs: KubernetesJobBackend, kmock: ApiServerEmulator
 ) -> None:
     specs = {
-        "tfjobs": {
+        "kubeflow.org/v1/tfjobs": {
             "name": "tf-job",
             "framework": "tensorflow",
             "replicas": {"chief": 1, "worker": 2, "ps": 1},
         },
-        "xgboostjobs": {"name": "xgb-job", "framework": "xgboost", "replicas": {"worker": 2}},
-        "mpijobs": {"name": "mpi-job", "framework": "mpi", "replicas": {"worker": 2}},
+        # the cluster serves Trainer v2 too, so an XGBoost job whose nodes are alike is a TrainJob
+        "trainer.kubeflow.org/v1alpha1/trainjobs": {
+            "name": "xgb-job",
+            "framework": "xgboost",
+            "replicas": {"worker": 2},
+        },
+        "kubeflow.org/v1/xgboostjobs": {
+            "name": "xgb-mixed",
+            "framework": "xgboost",
+            "replicas": {"master": {"replicas": 1, "resources": {"cpu": "2"}}, "worker": 2},
+        },
+        "kubeflow.org/v1/mpijobs": {"name": "mpi-job", "framework": "mpi", "replicas": {"worker": 2}},
     }
-    for plural, raw in specs.items():
+    for resource, raw in specs.items():
         job = await jobs.submit("training", training({**raw, "command": ["python", "train.py"]}))
-        stored = kmock.find(f"kubeflow.org/v1/{plural}", NS, job.name)
-        assert stored is not None, plural
+        stored = kmock.find(resource, NS, job.name)
+        assert stored is not None, resource
         validate_object(stored, strict=True)
-    assert sorted(j.framework or "" for j in jobs.list("alice")) == ["mpi", "tensorflow", "xgboost"]
+    assert sorted(j.framework or "" for j in jobs.list("alice")) == ["mpi", "tensorflow", "xgboost", "xgboost"]
 
 
 async def test_a_duplicate_name_is_a_conflict_and_a_refused_create_leaves_nothing(
@@ -604,3 +614,18 @@ async def test_a_gpu_server_is_refused_while_cluster_jobs_hold_the_quota(
     assert "2 in unfinished jobs" in refused.value.message
     assert notebooks.list_servers("alice") == []
     await notebooks.create("alice", {"name": "cpu-nb", "profile": "cpu"})  # CPU servers need none
+
+
+async def test_a_job_for_a_user_without_a_namespace_names_the_setting_that_makes_it(
+    jobs: KubernetesJobBackend, make_jobs: Callable[..., Any], kmock: ApiServerEmulator
+) -> None:
+    with pytest.raises(NotFound) as missing:
+        await jobs.submit("training", training(user="carol"))
+    assert missing.value.field == "user"
+    assert missing.value.message.startswith("namespace 'cube-carol' of user 'carol' does not exist")
+    assert "CubeSpawner.create_namespaces" in missing.value.message  # the notebook servers' own words
+    # With create_namespaces the workbench makes the namespace first, as for a notebook server.
+    creating = await make_jobs(make_settings(create_namespaces=True))
+    await creating.submit("training", training(user="carol"))
+    assert kmock.find("v1/namespaces", None, "cube-carol") is not None
+    assert creating.get("carol", DDP["name"]) is not None

@@ -23,7 +23,7 @@ from tests.kubernetes.actors import (
     scheduler_warns,
     unschedulable_status,
 )
-from tests.kubernetes.conftest import make_settings
+from tests.kubernetes.conftest import connect, make_settings
 from tests.kubernetes.emulator import ApiServerEmulator
 from tests.waiting import wait_until_async
 
@@ -54,7 +54,7 @@ async def test_create_makes_the_rendered_objects_with_api_metadata(
     assert server_objects(kmock) == {
         PVCS: ["nb1-workspace"],
         NOTEBOOKS: ["nb1"],
-        VSVCS: ["notebook-cube-alice-nb1"],
+        VSVCS: [],  # the notebook controller's (test_kubeflow_controller_k8s)
         POLICIES: ["notebook-nb1"],
     }
     for rendered in render_notebook_objects(spec(settings, profile="gpu"), settings):
@@ -63,7 +63,6 @@ async def test_create_makes_the_rendered_objects_with_api_metadata(
             "PersistentVolumeClaim": PVCS,
             "ConfigMap": "v1/configmaps",
             "Notebook": NOTEBOOKS,
-            "VirtualService": VSVCS,
             "AuthorizationPolicy": POLICIES,
         }[rendered["kind"]]
         stored = kmock.find(res, meta["namespace"], meta["name"])
@@ -367,26 +366,19 @@ async def test_failed_create_rolls_back_everything_it_made(
 ) -> None:
     kmock.fail_next(
         "create",
-        VSVCS,
+        NOTEBOOKS,
         403,
-        "virtualservices.networking.istio.io is forbidden: User "
-        '"system:serviceaccount:kubeflow:cube" cannot create resource "virtualservices"',
+        "notebooks.kubeflow.org is forbidden: User "
+        '"system:serviceaccount:kubeflow:cube" cannot create resource "notebooks"',
     )
     with pytest.raises(BackendUnavailable) as caught:
         await backend.create_server(spec(settings))
-    assert caught.value.message.startswith(
-        "creating VirtualService cube-alice/notebook-cube-alice-nb1 was refused by Kubernetes"
-    )
+    assert caught.value.message.startswith("creating Notebook cube-alice/nb1 was refused by Kubernetes")
     assert "serviceaccount" not in caught.value.message  # the workbench's RBAC is not the user's business
 
     assert server_objects(kmock) == {PVCS: [], NOTEBOOKS: [], VSVCS: [], POLICIES: []}
     # Rolled back newest first: the policy that guards the pod goes last.
-    assert writes(kmock, "DELETE") == [
-        "notebooks",
-        "configmaps",
-        "persistentvolumeclaims",
-        "authorizationpolicies",
-    ]
+    assert writes(kmock, "DELETE") == ["configmaps", "persistentvolumeclaims", "authorizationpolicies"]
     await wait_until_async(lambda: backend.workloads.get("cube-alice", "nb1") is None)
     assert backend.list_servers("alice") == []
 
@@ -401,7 +393,7 @@ async def test_rollback_never_deletes_an_adopted_workspace(
         o for o in render_notebook_objects(spec(settings), settings) if o["kind"] == "PersistentVolumeClaim"
     ]
     await asyncio.to_thread(kube.create, workspace)  # kept from an earlier server named nb1
-    kmock.fail_next("create", VSVCS, 500, "etcdserver: request timed out")
+    kmock.fail_next("create", NOTEBOOKS, 500, "etcdserver: request timed out")
 
     with pytest.raises(
         BackendUnavailable, match="the Kubernetes API answered 500: etcdserver: request timed out"
@@ -438,7 +430,7 @@ async def test_api_conflict_from_a_concurrent_create_keeps_the_other_servers_obj
     assert server_objects(kmock) == {
         PVCS: ["nb1-workspace"],
         NOTEBOOKS: ["nb1"],
-        VSVCS: ["notebook-cube-alice-nb1"],
+        VSVCS: [],
         POLICIES: ["notebook-nb1"],
     }
     assert kmock.requests_of("delete", PVCS) == []
@@ -484,13 +476,15 @@ async def test_cluster_without_the_notebook_crd_is_a_clear_error(
 
 
 async def test_unreachable_api_is_backend_unavailable() -> None:
-    from cube_jupyter.kube.client import make_api_client
-
-    backend = KubernetesNotebookBackend(
-        make_settings(), make_api_client(host="http://127.0.0.1:9"), sync_timeout=1.0
-    )
-    with pytest.raises(BackendUnavailable, match=r"the Kubernetes API at http://127.0.0.1:9 is unreachable"):
-        await backend.start()
+    settings = make_settings()
+    backend = KubernetesNotebookBackend(settings, connect(settings, "http://127.0.0.1:9"), sync_timeout=1.0)
+    try:
+        with pytest.raises(
+            BackendUnavailable, match=r"the Kubernetes API at http://127.0.0.1:9 is unreachable"
+        ):
+            await backend.start()
+    finally:
+        await backend.cluster.close()
 
 
 async def test_list_latency_with_500_cached_servers() -> None:
@@ -509,16 +503,14 @@ async def test_list_latency_with_500_cached_servers() -> None:
 async def test_start_without_supervision_never_culls(make_backend: Any, kmock: ApiServerEmulator) -> None:
     """The CLI starts the backend with supervise=False: informers for reads, but no culler."""
     settings = make_settings(cull_idle_seconds=60)
-    from cube_jupyter.kube.client import make_api_client
-
     backend = KubernetesNotebookBackend(
-        settings, make_api_client(host=str(kmock.url).rstrip("/")), sync_timeout=10
+        settings, connect(settings, str(kmock.url).rstrip("/")), sync_timeout=10
     )
     try:
         await backend.start(supervise=False)
         assert backend.workloads.has_synced and backend._culling is None
     finally:
         await backend.close()
-        backend.client.close()
+        await backend.cluster.close()
     supervised: KubernetesNotebookBackend = await make_backend(settings)
     assert supervised._culling is not None and not supervised._culling.done()

@@ -52,8 +52,7 @@ async def test_policy_is_created_first_and_deleted_after_the_pod_is_gone(
         "authorizationpolicies",
         "persistentvolumeclaims",
         "configmaps",
-        "notebooks",
-        "virtualservices",
+        "notebooks",  # its Service and VirtualService are the notebook controller's
     ]
     await controller_creates_pod(kube, "cube-alice", "nb1")
     await wait_until_async(lambda: backend.pods.get("cube-alice", "nb1-0"))
@@ -75,18 +74,12 @@ async def test_policy_is_created_first_and_deleted_after_the_pod_is_gone(
     # The route and the workload are gone, the pod still runs: it stays guarded.
     assert not deleting.done()
     assert kmock.find(POLICIES, "cube-alice", "notebook-nb1") is not None
-    assert writes(kmock, "DELETE") == ["virtualservices", "notebooks", "configmaps"]
+    assert writes(kmock, "DELETE") == ["notebooks", "configmaps"]
 
     await asyncio.to_thread(kube.delete, "v1", "Pod", "cube-alice", "nb1-0")  # what the GC does
     await asyncio.wait_for(deleting, 10)
     assert kmock.find(POLICIES, "cube-alice", "notebook-nb1") is None
-    assert writes(kmock, "DELETE") == [
-        "virtualservices",
-        "notebooks",
-        "configmaps",
-        "pods",
-        "authorizationpolicies",
-    ]
+    assert writes(kmock, "DELETE") == ["notebooks", "configmaps", "pods", "authorizationpolicies"]
     assert kmock.names(PVCS, "cube-alice") == ["nb1-workspace"]
 
 

@@ -14,10 +14,9 @@ import pytest
 
 from cube_jupyter.jobs.kubernetes.backend import KubernetesJobBackend
 from cube_jupyter.jobs.training_spec import TrainingSpec
-from cube_jupyter.kube.client import make_api_client
 from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns
 from tests.k8s_schemas import validate_object
-from tests.kubernetes.conftest import make_settings
+from tests.kubernetes.conftest import connect, make_settings
 from tests.kubernetes.emulator import ApiServerEmulator
 from tests.kubernetes.test_jobs_k8s import JOB_RESOURCES
 from tests.pipelines.test_argo import fan_out_fan_in
@@ -54,14 +53,16 @@ def started(api_url: str, loop: asyncio.AbstractEventLoop, pod_settings: Any) ->
     yield objects
     for obj in objects:
         loop.run_until_complete(obj.close())
-        obj.client.close()
+    for cluster in {id(obj.cluster): obj.cluster for obj in objects}.values():
+        loop.run_until_complete(cluster.close())
 
 
 async def test_a_pod_submits_workflows_and_jobs_into_its_own_namespace_only(
     kmock: ApiServerEmulator, api_url: str, pod_settings: Any, started: list[Any]
 ) -> None:
-    runs = ClusterPipelineRuns(pod_settings, make_api_client(host=api_url), sync_timeout=10)
-    jobs = KubernetesJobBackend(pod_settings, make_api_client(host=api_url), sync_timeout=10)
+    cluster = connect(pod_settings, api_url)  # one connection for the pod's features, as its server has
+    runs = ClusterPipelineRuns(pod_settings, cluster, sync_timeout=10)
+    jobs = KubernetesJobBackend(pod_settings, cluster, sync_timeout=10)
     started += [runs, jobs]
     await runs.start()
     await jobs.start()
@@ -78,15 +79,16 @@ async def test_a_pod_submits_workflows_and_jobs_into_its_own_namespace_only(
     )
     job = await jobs.submit("training", spec)
     assert jobs.namespace("alice") == POD_NAMESPACE and job.name == "ddp"
-    assert kmock.find("kubeflow.org/v1/pytorchjobs", POD_NAMESPACE, "ddp") is not None
+    assert kmock.find("trainer.kubeflow.org/v1alpha1/trainjobs", POD_NAMESPACE, "ddp") is not None
 
     # every list, watch and create named the pod's namespace: nothing cluster-wide, nothing elsewhere
-    seen = [(r.action, r.resource.plural, r.namespace) for r in kmock if r.resource is not None]
+    # (API discovery, /apis/<group>/<version>, names no resource: every user may read it)
+    seen = [(r.action, r.resource.plural, r.namespace) for r in kmock if r.resource and r.resource.plural]
     assert seen, "the emulator recorded no requests"
     assert {namespace for _, _, namespace in seen} == {POD_NAMESPACE}, sorted(set(seen))
     actions = {(str(action), plural) for action, plural, _ in seen}
     assert any("create" in a.lower() and p == "workflows" for a, p in actions)
-    assert any("watch" in a.lower() and p == "pytorchjobs" for a, p in actions)
+    assert any("watch" in a.lower() and p == "trainjobs" for a, p in actions)
 
 
 async def test_the_workbench_keeps_each_users_namespace_at_the_gpu_quota(

@@ -12,12 +12,12 @@ import kmock as kmock_lib
 import pytest
 
 from cube_jupyter.config import Settings
-from cube_jupyter.errors import BackendUnavailable, Conflict, InvalidInput, NotFound
-from cube_jupyter.kube.client import KubeClient, make_api_client
+from cube_jupyter.errors import BackendUnavailable, Conflict, InvalidInput, NotFound, NotServed
+from cube_jupyter.kube.client import KubeClient
 from cube_jupyter.pipelines.kubernetes.argo import API_VERSION, KIND, compile_workflow
 from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns
 from tests.k8s_schemas import validate_object
-from tests.kubernetes.conftest import make_settings
+from tests.kubernetes.conftest import connect, make_settings
 from tests.kubernetes.emulator import ApiServerEmulator
 from tests.pipelines.test_argo import fan_out_fan_in
 from tests.waiting import wait_until_async
@@ -44,7 +44,8 @@ def make_runs(api_url: str, loop: asyncio.AbstractEventLoop) -> Iterator[Callabl
 
     async def make(settings: Settings | None = None, **kwargs: Any) -> ClusterPipelineRuns:
         kwargs.setdefault("sync_timeout", 10.0)
-        runs = ClusterPipelineRuns(settings or make_settings(), make_api_client(host=api_url), **kwargs)
+        settings = settings or make_settings()
+        runs = ClusterPipelineRuns(settings, connect(settings, api_url), **kwargs)
         started.append(runs)
         await runs.start()
         return runs
@@ -52,7 +53,7 @@ def make_runs(api_url: str, loop: asyncio.AbstractEventLoop) -> Iterator[Callabl
     yield make
     for runs in started:
         loop.run_until_complete(runs.close())
-        runs.client.close()
+        loop.run_until_complete(runs.cluster.close())
 
 
 @pytest.fixture
@@ -332,12 +333,18 @@ async def test_wait_finished_returns_when_argo_finishes(kube: KubeClient, runs: 
 
 
 async def test_submitting_for_a_user_without_a_namespace(
-    kmock: ApiServerEmulator, runs: ClusterPipelineRuns
+    kmock: ApiServerEmulator, runs: ClusterPipelineRuns, make_runs: Callable[..., Any]
 ) -> None:
     with pytest.raises(NotFound) as info:
         await submit(runs, user="carol")
     assert info.value.field == "user" and "'cube-carol'" in info.value.message
+    assert "CubeSpawner.create_namespaces" in info.value.message  # the notebook servers' own words
     assert kmock.names(WORKFLOWS) == []
+    # With create_namespaces the workbench makes the namespace first, as for a notebook server.
+    creating = await make_runs(make_settings(create_namespaces=True))
+    await submit(creating, user="carol")
+    assert kmock.find("v1/namespaces", None, "cube-carol") is not None
+    assert len(kmock.names(WORKFLOWS, "cube-carol")) == 1
 
 
 async def test_an_api_failure_leaves_nothing_behind(
@@ -355,6 +362,7 @@ async def test_a_cluster_without_argo_is_reported_at_start(
     kmock: ApiServerEmulator, make_runs: Callable[..., Any]
 ) -> None:
     del kmock.resources[WORKFLOWS]
-    with pytest.raises(BackendUnavailable) as info:
-        await make_runs(sync_timeout=1.0)
-    assert "is Argo Workflows installed?" in info.value.message
+    with pytest.raises(NotServed) as info:
+        await make_runs()
+    assert "needs the CRD workflows.argoproj.io" in info.value.message
+    assert kmock.requests_of("list", WORKFLOWS) == []  # said at once, without waiting for a list

@@ -9,6 +9,7 @@ from pathlib import Path
 from cube_jupyter_server import router
 
 from cube_jupyter.kube.client import make_api_client
+from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.notebooks import backend as base
 from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 from cube_jupyter.notebooks.local import backend as local_notebooks
@@ -25,8 +26,8 @@ def test_one_route_prefix_for_the_router_and_the_children() -> None:
 def test_only_the_local_backend_is_routable(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "state")
     assert isinstance(LocalNotebookBackend(settings), base.RoutableBackend)
-    api_client = make_api_client(host="http://127.0.0.1:9")
+    cluster = Cluster(settings, make_api_client(host="http://127.0.0.1:9"))
     try:
-        assert not isinstance(KubernetesNotebookBackend(settings, api_client), base.RoutableBackend)
+        assert not isinstance(KubernetesNotebookBackend(settings, cluster), base.RoutableBackend)
     finally:
-        api_client.close()
+        cluster.client.close()

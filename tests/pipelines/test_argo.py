@@ -4,24 +4,18 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
-import subprocess
-import sys
-from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 import yaml
 from traitlets.config import Config
 
 from cube_jupyter.config import Settings, load_settings
 from cube_jupyter.errors import ConfigError, InvalidInput
-from cube_jupyter.pipelines import marshal
-from cube_jupyter.pipelines.dag import build_pipeline
+from cube_jupyter.images import NOTEBOOK_IMAGE, RUNTIME_IMAGE
+from cube_jupyter.jobs.render.pods import RUNTIME_PATHS
 from cube_jupyter.pipelines.kubernetes.argo import (
     PIPELINE_PATH,
     RUN_ID_LABEL,
@@ -29,10 +23,8 @@ from cube_jupyter.pipelines.kubernetes.argo import (
     step_template_name,
 )
 from cube_jupyter.pipelines.model import Edge, Parameter, Pipeline, PipelineError, Step, StepOptions
-from cube_jupyter.storage import CubeStorage, open_store
 from tests.k8s_schemas import validate_object
-from tests.pipelines.notebooks import code, notebook
-from tests.storage.s3server import ACCESS_KEY, SECRET_KEY, S3Server, s3_server
+from tests.storage.s3server import ACCESS_KEY, SECRET_KEY
 
 
 def make_settings(**traits: dict[str, Any]) -> Settings:
@@ -247,7 +239,9 @@ def test_store_credentials_reach_pods_only_as_secret_references() -> None:
                 "valueFrom": {"secretKeyRef": {"name": "pipeline-store", "key": key}},
             }
         inline = [e for e in env.values() if "value" in e]
-        assert all(e["name"] in ("PYTHONUNBUFFERED", "MINIO_ENDPOINT", "AWS_REGION") for e in inline)
+        runtime = RUNTIME_PATHS if name == "train-b" else {}  # its image lacks cube-jupyter
+        allowed = ("PYTHONUNBUFFERED", "MINIO_ENDPOINT", "AWS_REGION", *runtime)
+        assert all(e["name"] in allowed for e in inline)
 
     # No Secret configured: no credential variables at all (pods may get them from workload identity).
     bare = compile_workflow(fan_out_fan_in(), make_settings(), run_id="r")
@@ -343,14 +337,17 @@ def test_cluster_runs_need_an_s3_store() -> None:
     assert container(workflow, "prepare")["args"][6:8] == ["--store", "s3://other/x"]
 
 
-def test_step_images_come_from_tags_config_or_the_default_profile() -> None:
+def test_step_images_come_from_tags_config_or_the_runtime_image() -> None:
     workflow = compile_workflow(fan_out_fan_in(), make_settings(), run_id="r")
     assert container(workflow, "train-b")["image"] == "registry.example.com/ml/xgb:1.7"
-    assert container(workflow, "prepare")["image"] == "quay.io/jupyter/scipy-notebook:2025-03-17"
+    assert container(workflow, "prepare")["image"] == RUNTIME_IMAGE
     configured = make_settings(CubePipelines={"default_image": "registry.example.com/ml/runner:2"})
     workflow = compile_workflow(fan_out_fan_in(), configured, run_id="r")
     assert container(workflow, "prepare")["image"] == "registry.example.com/ml/runner:2"
     assert container(workflow, "train-b")["image"] == "registry.example.com/ml/xgb:1.7"
+    kale_like = make_settings(CubePipelines={"default_image": ""})  # the notebook servers' image
+    workflow = compile_workflow(fan_out_fan_in(), kale_like, run_id="r")
+    assert container(workflow, "prepare")["image"] == kale_like.profile(None).image == NOTEBOOK_IMAGE
 
     bad = replace(fan_out_fan_in(), steps=(step("prepare", image="not an image"),))
     with pytest.raises(PipelineError) as info:
@@ -434,110 +431,3 @@ def test_a_misspelt_or_invalid_field_fails_strict_validation(
     with pytest.raises(AssertionError) as info:
         validate_object(workflow)
     assert "is invalid" in str(info.value)
-
-
-# -- the compiled pods, run as Argo would run them ------------------------------------------------
-
-ROOT = Path(__file__).resolve().parents[2]
-ARGO_TAG = re.compile(r"\{\{([^{}]*)\}\}")
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    with s3_server() as server:
-        yield server
-
-
-def as_argo_would_resolve(workflow: dict[str, Any], generated_name: str) -> dict[str, Any]:
-    """Argo's substitution over the Workflow's text: global tags replaced (values JSON-escaped, as
-    Argo's template.Replace does inside JSON strings); only the DAG's artifact hand-over may remain."""
-    values = {
-        f"workflow.parameters.{p['name']}": p["value"] for p in workflow["spec"]["arguments"]["parameters"]
-    }
-    values["workflow.name"] = generated_name
-
-    def replace_tag(match: re.Match[str]) -> str:
-        tag = match.group(1).strip()
-        if tag == "inputs.artifacts.pipeline":
-            return match.group(0)
-        assert tag in values, f"Argo could not resolve {{{{{tag}}}}}"
-        return json.dumps(values[tag])[1:-1]
-
-    resolved: dict[str, Any] = json.loads(ARGO_TAG.sub(replace_tag, json.dumps(workflow)))
-    return resolved
-
-
-def run_pod(
-    workflow: dict[str, Any], step_name: str, workdir: Path, secrets: dict[str, dict[str, str]]
-) -> subprocess.CompletedProcess[str]:
-    """One step pod: argoexec writes the raw artifact at its path, the kubelet resolves env (Secret
-    references included), then the container's command runs (the image's `python` is this one)."""
-    raw = workflow["spec"]["arguments"]["artifacts"][0]["raw"]["data"]
-    template = templates(workflow)[step_template_name(step_name)]
-    main = template["container"]
-    artifact = workdir / f"{step_name}.pipeline.json"
-    artifact.write_text(raw)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MINIO_", "S3_"))}
-    env["PYTHONPATH"] = str(ROOT)
-    for var in main["env"]:
-        if "value" in var:
-            env[var["name"]] = var["value"]
-        else:
-            ref = var["valueFrom"]["secretKeyRef"]
-            env[var["name"]] = secrets[ref["name"]][ref["key"]]
-    command = [sys.executable if part == "python" else part for part in main["command"]]
-    args = [str(artifact) if arg == PIPELINE_PATH else arg for arg in main["args"]]
-    return subprocess.run(
-        [*command, *args], env=env, cwd=workdir, capture_output=True, text=True, timeout=120, check=False
-    )
-
-
-def test_each_compiled_pod_runs_its_step_against_the_store(s3: S3Server, tmp_path: Path) -> None:
-    nb = notebook(
-        code("lr = 0.1\ntitle = '{{run}}'", "parameters"),
-        code("data = [1, 2, 3]\nlabel = '{{' + title + '}}'", "step:prepare"),
-        code("doubled = [v * 2 for v in data]", "step:double"),
-        code("scaled = [v * lr for v in data]", "step:scale", "retries:1"),
-        code("total = sum(doubled) + sum(scaled)\nprint(f'{total} {label}|{title}')", "step:report"),
-    )
-    pipeline = build_pipeline(nb, "fanout.ipynb")
-    bucket = s3.new_bucket()
-    settings = make_settings(
-        CubeStorage={
-            "url": f"s3://{bucket}/pipelines",
-            "endpoint": s3.endpoint,
-            "access_key": ACCESS_KEY,
-            "secret_key": SECRET_KEY,
-            "credentials_secret": "store-creds",
-        }
-    )
-    compiled = compile_workflow(pipeline, settings, parameters={"lr": 0.5})
-    validate_object(compiled)
-    assert SECRET_KEY not in yaml.safe_dump(compiled)
-    workflow = as_argo_would_resolve(compiled, "fanout-x7k2p")
-    tasks = dag_tasks(workflow)
-    assert tasks["report"]["dependencies"] == ["double", "prepare", "scale"]
-
-    secrets = {"store-creds": {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}}
-    done: set[str] = set()
-    while len(done) < len(tasks):  # Argo's order: a task once all its dependencies succeeded
-        ready = [t for t in tasks if t not in done and set(tasks[t].get("dependencies", [])) <= done]
-        for name in ready:
-            pod = run_pod(workflow, name, tmp_path, secrets)
-            assert pod.returncode == 0, pod.stderr
-            assert json.loads(pod.stdout)["status"] == "succeeded"
-            done.add(name)
-
-    store = open_store(
-        f"s3://{bucket}/pipelines",
-        CubeStorage(endpoint=s3.endpoint, access_key=ACCESS_KEY, secret_key=SECRET_KEY),
-    )
-    run = "runs/fanout-x7k2p"  # no run id given: the Workflow's name is the run's
-    assert marshal.unpack(store.get(f"{run}/outputs/scale/scaled")) == [0.5, 1.0, 1.5]  # lr overridden
-    assert marshal.unpack(store.get(f"{run}/outputs/prepare/label")) == "{{{{run}}}}"
-    report = nbformat.reads(store.get(f"{run}/steps/report.ipynb").decode(), as_version=4)
-    printed = "".join(o.get("text", "") for c in report.cells for o in c.get("outputs", []))
-    assert "15.0 {{{{run}}}}|{{run}}\n" in printed  # braces intact through Argo's templating
-    assert sorted(k for k in store.list(f"{run}/steps/")) == [
-        f"{run}/steps/{name}.ipynb" for name in ("double", "prepare", "report", "scale")
-    ]

@@ -114,7 +114,7 @@ def test_branches_run_in_parallel_and_an_unchanged_run_is_all_cached(env: Env) -
     assert [s.notebook for s in again.steps] == [s.notebook for s in run.steps]  # reused, not re-run
 
     forced = env.run(pipeline, {"n": 5}, no_cache=True)
-    assert [s.status for s in forced.steps] == ["succeeded"] * 4
+    assert [s.status for s in forced.steps] == ["succeeded"] * 4, [s.error for s in forced.steps]
 
     other = env.run(pipeline, {"n": 3})  # a new parameter value changes every step's key
     assert [s.status for s in other.steps] == ["succeeded"] * 4
@@ -145,7 +145,8 @@ def test_a_failed_step_is_named_its_branch_skipped_the_rest_finishes_and_a_rerun
     ]
     failed = env.run(env.pipeline("resume", *cells))
     status = {s.name: s.status for s in failed.steps}
-    assert status == {"load": "succeeded", "bad": "failed", "report": "skipped", "good": "succeeded"}
+    errors = {s.name: s.error for s in failed.steps if s.error}
+    assert status == {"load": "succeeded", "bad": "failed", "report": "skipped", "good": "succeeded"}, errors
     assert failed.status == "failed"
     assert failed.error is not None and "'bad'" in failed.error and "ZeroDivisionError" in failed.error
     error = failed.step("bad").error

@@ -302,6 +302,12 @@ async def test_callers_need_an_identity_and_unsafe_calls_an_xsrf_token(api: Any)
 async def test_the_forms_vocabulary_is_what_the_spec_checks_accept(api: Any) -> None:
     status, body = await call(api, "GET", "jobs/config", "/jobs/config")
     assert status == 200
+    # What runs here: on the local backend, every kind, as processes.
+    here = body["availability"]
+    assert (here["backend"], here["training_api"], here["served"]) == ("local", "auto", {})
+    via = {framework: use["via"] for framework, use in here["training"].items()}
+    assert via == dict.fromkeys(FRAMEWORK_ROLES, "processes")
+    assert here["tuning"]["available"] and here["serving"]["available"]
     training, tuning, serving = body["training"], body["tuning"], body["serving"]
     roles = {fw["value"]: {r["name"]: r for r in fw["roles"]} for fw in training["frameworks"]}
     assert {fw: list(by_name) for fw, by_name in roles.items()} == {

@@ -9,6 +9,7 @@ from traitlets.config import Config
 
 from cube_jupyter.config import CONFIG_CLASSES, load_config_file, load_settings
 from cube_jupyter.errors import ConfigError, InvalidInput
+from cube_jupyter.images import NOTEBOOK_IMAGE, RUNTIME_IMAGE
 
 GOOD_PROFILE = {"name": "cpu", "image": "jupyter/base", "cpu": "1", "memory": "2Gi"}
 
@@ -33,6 +34,7 @@ BAD_VALUE_PER_CLASS: list[tuple[str, str, Any, str]] = [
         [{"operator": "Sometimes"}],
         "CubePipelines.gpu_tolerations[0].operator",
     ),
+    ("CubeWorkload", "images_with_runtime", ["ok/", "a/b:1"], "CubePipelines.images_with_runtime[1]"),
 ]
 
 
@@ -190,11 +192,11 @@ def test_bad_config_names_the_field(spawner: dict[str, Any], field: str) -> None
 
 
 def test_longest_fitting_namespace_template_loads_and_fits_every_user() -> None:
-    from cube_jupyter.names import MAX_SLUG_LENGTH, user_slug
+    from cube_jupyter.names import MAX_SLUG_LENGTH
 
     template = "k" * (63 - MAX_SLUG_LENGTH - 1) + "-{username}"
     settings = settings_with(namespace_template=template)
-    assert len(settings.namespace_for(user_slug("x" * 300 + "@example.com"))) <= 63
+    assert len(settings.namespace_for("x" * 300 + "@example.com")) <= 63
 
 
 def test_valid_profile_details_load() -> None:
@@ -294,17 +296,25 @@ def test_jobs_follow_the_servers_namespace_unless_set() -> None:
 def test_feature_configs_come_from_the_one_load() -> None:
     settings = load_settings(Config())
     assert settings.jobs.storage is settings.storage is settings.pipelines.storage
-    assert settings.jobs.default_image == settings.pipelines.default_image == settings.profile(None).image
+    assert settings.jobs.default_image == settings.pipelines.default_image == RUNTIME_IMAGE
+    assert settings.profile(None).image == NOTEBOOK_IMAGE
 
 
 def test_valid_values_in_every_configurable_load_as_given() -> None:
     """Validators keep what they accept (or its normalized form), never replace it with something else."""
     values: dict[str, dict[str, Any]] = {
-        "CubeWorkbench": {"poll_seconds": 2.5, "prometheus_url": " http://prom:9090 "},
+        "CubeWorkbench": {
+            "poll_seconds": 2.5,
+            "prometheus_url": " http://prom:9090 ",
+            "namespace": "kubeflow",
+        },
         "CubeSpawner": {
             "workspace_size": "20Gi",
             "storage_class": "fast-ssd",
+            "resource_kind": "StatefulSet",  # a Notebook's prefix is its controller's '/notebook'
             "path_prefix": "",
+            "create_namespaces": True,
+            "user_cluster_role": "ml-user",
             "istio_gateway": "gw",
             "istio_ingress_principal": "td/ns/a/sa/b",
             "cmd": ["jupyter", "lab"],
@@ -319,6 +329,9 @@ def test_valid_values_in_every_configurable_load_as_given() -> None:
             "serving_runtimes": {"sklearn": "kserve-sklearnserver"},
             "workspace_claim_template": "ws-{username}",
             "serving_prometheus_url": "http://keda-prom:9090/x",
+            "runtime_image": "mirror.example.com/cube/runtime:1",
+            "runtime_injection": "always",
+            "images_with_runtime": ["registry.example.com/ml/", "registry.example.com/tools/step"],
         },
     }
     config = Config()

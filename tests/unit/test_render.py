@@ -22,7 +22,7 @@ from cube_jupyter.notebooks.render import (
     stop_annotation_patch,
 )
 from cube_jupyter.notebooks.spec import NotebookSpec
-from tests.k8s_schemas import validate_object
+from tests.k8s_schemas import validate_object, validate_objects
 
 KINDS = ["Notebook", "StatefulSet"]
 CPU_PROFILE = {
@@ -108,23 +108,45 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 def test_notebook_kind_objects_in_creation_order() -> None:
-    """The policy comes first: until an ALLOW policy selects the tokenless pod, Istio admits anyone."""
+    """The policy comes first: until an ALLOW policy selects the tokenless pod, Istio admits anyone.
+    No Service or VirtualService: Kubeflow's notebook controller makes those for a Notebook."""
     objects = render(kind="Notebook")
     assert [(o["apiVersion"], o["kind"]) for o in objects] == [
         ("security.istio.io/v1", "AuthorizationPolicy"),
         ("v1", "PersistentVolumeClaim"),
         ("v1", "ConfigMap"),
         ("kubeflow.org/v1", "Notebook"),
-        ("networking.istio.io/v1", "VirtualService"),
     ]
     assert [o["metadata"]["name"] for o in objects] == [
         "notebook-nb1",
         "nb1-workspace",
         "nb1-cube-config",
         "nb1",
-        "notebook-cube-alice-nb1",
     ]
     assert {o["metadata"]["namespace"] for o in objects} == {"cube-alice"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_objects_go_to_the_namespace_given(kind: str) -> None:
+    """The backend passes the namespace it found (a Kubeflow Profile's): every object and the route
+    use it, not the template's."""
+    settings = make_settings(kind)
+    objects = render_notebook_objects(
+        NotebookSpec("alice", "nb1", settings.profile("cpu")), settings, "team-a"
+    )
+    assert {o["metadata"]["namespace"] for o in objects} == {"team-a"}
+    env = {e["name"]: e.get("value") for e in container(objects)["env"]}
+    assert env["NB_PREFIX"] == "/notebook/team-a/nb1"
+    validate_objects(objects)
+
+
+def test_a_notebook_needs_the_controllers_route_prefix() -> None:
+    """Kubeflow's controller routes every Notebook at /notebook/{namespace}/{name}/: another prefix
+    would give Jupyter a base_url nothing routes to."""
+    with pytest.raises(ConfigError, match="must be '/notebook' with resource_kind 'Notebook'") as refused:
+        make_settings("Notebook", path_prefix="/lab/servers")
+    assert refused.value.field == "CubeSpawner.path_prefix"
+    make_settings("StatefulSet", path_prefix="/lab/servers")  # the workbench routes those itself
 
 
 def test_statefulset_kind_objects_in_creation_order() -> None:
@@ -185,7 +207,7 @@ def test_crd_schema_alone_would_not_catch_a_misspelling() -> None:
     ],
 )
 def test_misspelt_fields_fail_for_every_kind(kind: str, path: list[Any], bad_key: str) -> None:
-    obj = by_kind(render(kind="Notebook"), kind)
+    obj = by_kind(render(kind="StatefulSet"), kind)
     node = obj
     for step in path:
         node = node[step]
@@ -217,8 +239,15 @@ def test_wrong_types_and_names_fail_validation() -> None:
 # --- routing: base_url, route prefix and NB_PREFIX agree ----------------------------------------------
 
 
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("path_prefix", ["/notebook", "/lab/servers", ""])
+@pytest.mark.parametrize(
+    ("kind", "path_prefix"),
+    [
+        ("Notebook", "/notebook"),
+        ("StatefulSet", "/notebook"),
+        ("StatefulSet", "/lab/servers"),
+        ("StatefulSet", ""),
+    ],
+)
 def test_base_url_equals_virtual_service_prefix_and_nb_prefix(kind: str, path_prefix: str) -> None:
     objects = render(user="bob", name="train", kind=kind, path_prefix=path_prefix)
     expected = f"{path_prefix}/cube-bob/train/"
@@ -229,10 +258,11 @@ def test_base_url_equals_virtual_service_prefix_and_nb_prefix(kind: str, path_pr
     assert base_urls == [expected]
     env = {e["name"]: e.get("value") for e in container(objects)["env"]}
     assert env["NB_PREFIX"] + "/" == expected
-    vs = by_kind(objects, "VirtualService")
-    route = vs["spec"]["http"][-1]
-    assert route["match"] == [{"uri": {"prefix": expected}}]
-    assert route["rewrite"] == {"uri": expected}
+    if kind == "StatefulSet":  # a Notebook's route is its controller's (test_kubeflow_controller_k8s)
+        vs = by_kind(objects, "VirtualService")
+        route = vs["spec"]["http"][-1]
+        assert route["match"] == [{"uri": {"prefix": expected}}]
+        assert route["rewrite"] == {"uri": expected}
     assert container(objects)["readinessProbe"]["httpGet"] == {
         "path": f"{expected}api/status",
         "port": 8888,
@@ -261,7 +291,7 @@ def test_custom_cmd_comes_first() -> None:
 
 
 def test_virtual_service_routes_to_service_and_never_times_out() -> None:
-    vs = by_kind(render(kind="Notebook", istio_gateway="istio-system/main-gw"), "VirtualService")
+    vs = by_kind(render(kind="StatefulSet", istio_gateway="istio-system/main-gw"), "VirtualService")
     assert vs["metadata"]["name"] == "notebook-cube-alice-nb1"
     assert vs["spec"]["gateways"] == ["istio-system/main-gw"]
     assert vs["spec"]["hosts"] == ["*"]
@@ -277,7 +307,7 @@ def test_virtual_service_routes_to_service_and_never_times_out() -> None:
 
 def test_istio_rejects_a_zero_timeout_so_none_is_rendered() -> None:
     """`timeout: 0s` looks like "no timeout" but Istio's CRD rule needs >= 1ms: the API would refuse it."""
-    vs = by_kind(render(), "VirtualService")
+    vs = by_kind(render(kind="StatefulSet"), "VirtualService")
     vs["spec"]["http"][1]["timeout"] = "0s"
     with pytest.raises(AssertionError, match=r"spec\.http\[1\]\.timeout: must be a valid duration"):
         validate_object(vs)
@@ -365,9 +395,8 @@ def test_user_with_email_gets_an_escaped_namespace_and_keeps_the_raw_name() -> N
         assert meta["annotations"]["notebooks.kubeflow.org/creator"] == "Alice@Example.com"
         assert meta["annotations"]["cube-jupyter/user"] == "Alice@Example.com"
         validate_object(obj)
-    assert by_kind(objects, "VirtualService")["spec"]["http"][1]["match"][0]["uri"]["prefix"] == (
-        f"/notebook/cube-{slug}/nb1/"
-    )
+    env = {e["name"]: e.get("value") for e in container(objects)["env"]}
+    assert env["NB_PREFIX"] == f"/notebook/cube-{slug}/nb1"
 
 
 # --- resources and scheduling -------------------------------------------------------------------------
@@ -599,7 +628,7 @@ def test_the_pod_is_its_owners_user_server_with_the_workbenchs_config_and_no_sec
     loaded.CubeWorkbench.namespace = "kubeflow-alice"
     pod_settings = load_settings(loaded)
     assert pod_settings.user_server and not pod_settings.is_admin("Alice@Example.com")
-    assert pod_settings.namespace_for(user_slug("Alice@Example.com")) == "kubeflow-alice"
+    assert pod_settings.namespace_for("Alice@Example.com") == "kubeflow-alice"
     assert pod_settings.watch_namespace == "kubeflow-alice"
     assert pod_settings.storage.url == "s3://ml-artifacts/runs"
 

@@ -1,10 +1,13 @@
 """Training, tuning and serving jobs on the cluster: the operators' objects, followed by informers.
 
-A training job is a kubeflow.org/v1 TFJob/PyTorchJob/XGBoostJob/MPIJob, a tuning job a Katib
-`Experiment` (its `Trial`s make the trial table) and a served model a KServe `InferenceService`. Writes
-go to the API in a worker thread; every read is answered from one informer cache per kind (list once,
-then watch, re-list on 410), including the replica pods, so the Jobs panel polling a job never lists
-the cluster. Logs are read from the replica's pod with the pods log API, streamed with `follow`.
+A training job is a Kubeflow Trainer v2 TrainJob or a kubeflow.org/v1 TFJob/PyTorchJob/XGBoostJob/
+MPIJob (`render.training_api` picks), a tuning job a Katib `Experiment` (its `Trial`s make the trial
+table) and a served model a KServe `InferenceService`. At start the backend asks the cluster which of
+these it serves and follows only those: a job needing one it does not serve is refused (NotServed,
+naming the CRD), everything else works. Writes go to the API in a worker thread; every read is
+answered from the shared informer caches (list once, then watch, re-list on 410), including the
+replica pods, so the Jobs panel polling a job never lists the cluster. Logs are read from the
+replica's pod with the pods log API, streamed with `follow`.
 """
 
 from __future__ import annotations
@@ -21,17 +24,19 @@ from pathlib import Path
 from typing import Any
 
 import urllib3
-from kubernetes.client import ApiClient
 
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFound
+from cube_jupyter.jobs.kubernetes.apis import (
+    GROUP_VERSIONS,
+    JOB_RESOURCES,
+    TRIALS,
+    cluster_availability,
+    require_served,
+)
 from cube_jupyter.jobs.kubernetes.status import (
     EXPERIMENT_LABEL,
-    JOB_LABEL,
-    KATIB_API,
-    KSERVE_API,
     REPLICA_INDEX_LABEL,
-    TRAINING_API,
     TRAINING_KINDS,
     index_experiment,
     index_pod_owner,
@@ -42,38 +47,21 @@ from cube_jupyter.jobs.kubernetes.status import (
     serving_job,
     spec_annotation,
     training_job,
+    trainjob_job,
     tuning_job,
     user_of,
 )
 from cube_jupyter.jobs.model import Job, JobKind
 from cube_jupyter.jobs.package import ship_to_cluster
 from cube_jupyter.jobs.render import render_spec
-from cube_jupyter.kube.client import (
-    ApiNotFound,
-    KubeClient,
-    ResourceType,
-    error_for_status,
-    make_api_client,
-    register_resource_type,
-)
-from cube_jupyter.kube.informer import Informer, Obj, start_synced, stop_all
+from cube_jupyter.kube.client import ApiNotFound, error_for_status
+from cube_jupyter.kube.cluster import Cluster
+from cube_jupyter.kube.discovery import ServedApis
+from cube_jupyter.kube.informer import Informer, Obj
 from cube_jupyter.kube.labels import SELECTOR
-from cube_jupyter.names import user_slug
+from cube_jupyter.kube.namespaces import is_missing_namespace, missing_namespace, prepare_namespace
 
 log = logging.getLogger(__name__)
-
-RESOURCES = [
-    ResourceType(TRAINING_API, "PyTorchJob", "pytorchjobs"),
-    ResourceType(TRAINING_API, "TFJob", "tfjobs"),
-    ResourceType(TRAINING_API, "XGBoostJob", "xgboostjobs"),
-    ResourceType(TRAINING_API, "MPIJob", "mpijobs"),
-    ResourceType(KATIB_API, "Experiment", "experiments"),
-    ResourceType(KATIB_API, "Trial", "trials"),
-    ResourceType(KSERVE_API, "InferenceService", "inferenceservices"),
-]
-for _resource in RESOURCES:
-    register_resource_type(_resource)
-
 
 # How long a write waits for its watch event, so the caller's next read sees what it just did.
 CACHE_WAIT_SECONDS = 5.0
@@ -86,71 +74,71 @@ class KubernetesJobBackend:
     def __init__(
         self,
         settings: Settings,
-        api_client: ApiClient | None = None,
+        cluster: Cluster | None = None,
         *,
         sync_timeout: float = 30.0,
-        watch_timeout_seconds: int = 300,
         root_dir: str | None = None,
     ) -> None:
+        """`cluster` is the workbench's shared one; without it the backend connects on its own
+        (the CLI) and closes that connection with itself."""
         self.settings = settings
         self.root_dir = Path(root_dir or os.getcwd())  # where specs' scripts and notebooks are
         self.config = settings.jobs
-        self._owns_client = api_client is None
-        self.client = KubeClient(api_client if api_client is not None else make_api_client(settings))
+        self._owns_cluster = cluster is None
+        self.cluster = cluster if cluster is not None else Cluster(settings)
+        self.client = self.cluster.client
         self.sync_timeout = sync_timeout
-
-        def informer(api_version: str, kind: str, **kwargs: Any) -> Informer:
-            return Informer(
-                self.client,
-                api_version,
-                kind,
-                namespace=settings.watch_namespace,
-                watch_timeout_seconds=watch_timeout_seconds,
-                **kwargs,
-            )
-
-        self.kinds: dict[str, Informer] = {
-            kind: informer(TRAINING_API, kind, label_selector=SELECTOR, indexers={"user": index_user})
-            for kind in TRAINING_KINDS
-        }
-        self.kinds["Experiment"] = informer(
-            KATIB_API, "Experiment", label_selector=SELECTOR, indexers={"user": index_user}
-        )
-        self.kinds["InferenceService"] = informer(
-            KSERVE_API, "InferenceService", label_selector=SELECTOR, indexers={"user": index_user}
-        )
-        self.trials = informer(
-            KATIB_API, "Trial", label_selector=EXPERIMENT_LABEL, indexers={"experiment": index_experiment}
-        )
-        # The replica pods: the operators copy the template's labels, so the job label selects them
-        # (not managed-by: the notebook backend's pod informer selects on that).
-        self.pods = informer("v1", "Pod", label_selector=JOB_LABEL, indexers={"owner": index_pod_owner})
+        self.served: ServedApis | None = None  # what the cluster serves, once start() asked
+        self.kinds: dict[str, Informer] = {}  # the job kinds it serves: TrainJob, PyTorchJob, ...
+        self.trials: Informer | None = None
+        # The replica, node, trial and predictor pods: the one pod cache of the cluster.
+        self.pods = self.cluster.pods({"owner": index_pod_owner})
 
     @property
     def informers(self) -> list[Informer]:
-        return [*self.kinds.values(), self.trials, self.pods]
+        return [*self.kinds.values(), *([self.trials] if self.trials is not None else []), self.pods]
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the informers and wait for their first lists, so the first read sees the cluster."""
+        """Ask the cluster which job kinds it serves, then start their informers and wait for their
+        first lists, so the first read sees the cluster."""
         try:
-            await start_synced(
-                self.informers, self.sync_timeout, " (are the Training Operator, Katib and KServe installed?)"
-            )
-        except BackendUnavailable:
+            self.served = await self.cluster.discover(GROUP_VERSIONS)
+            self._follow(self.served)
+            await self.cluster.start(self.informers, self.sync_timeout)
+        except CubeError:
             await self.close()
             raise
 
+    def _follow(self, served: ServedApis) -> None:
+        for resource in JOB_RESOURCES:
+            if served.serves(resource.api_version, resource.kind):
+                self.kinds[resource.kind] = self.cluster.informer(
+                    resource.api_version,
+                    resource.kind,
+                    label_selector=SELECTOR,
+                    indexers={"user": index_user},
+                )
+        if "Experiment" in self.kinds and served.serves(TRIALS.api_version, TRIALS.kind):
+            self.trials = self.cluster.informer(
+                TRIALS.api_version,
+                TRIALS.kind,
+                label_selector=EXPERIMENT_LABEL,
+                indexers={"experiment": index_experiment},
+            )
+
     async def close(self) -> None:
-        await asyncio.to_thread(stop_all, self.informers)
-        if self._owns_client:
-            self.client.close()
+        if self._owns_cluster:  # a shared cluster's informers stop with it, for every feature
+            await self.cluster.close()
+
+    def availability(self) -> dict[str, Any]:
+        return cluster_availability(self.config, self.served)
 
     # -- reads: the informer caches only -----------------------------------------------------------
 
     def namespace(self, user: str) -> str:
-        return self.config.namespace_for(self.settings, user_slug(user))
+        return self.config.namespace_for(self.settings, user)
 
     def list(self, user: str | None) -> list[Job]:
         jobs: builtins.list[Job] = []
@@ -179,21 +167,28 @@ class KubernetesJobBackend:
     def _job(self, obj: Obj) -> Job:
         kind = obj.get("kind") or ""
         spec = spec_annotation(obj)
+        if kind == "TrainJob":
+            return trainjob_job(obj, self._pods_of(obj), spec)
         if kind in TRAINING_KINDS:
             return training_job(obj, self._pods_of(obj), spec)
         if kind == "Experiment":
             key = f"{metadata_of(obj).get('namespace') or ''}/{metadata_of(obj).get('name')}"
-            return tuning_job(obj, self.trials.by_index("experiment", key), spec)
+            trials = self.trials.by_index("experiment", key) if self.trials is not None else []
+            return tuning_job(obj, trials, spec)
         return serving_job(obj, self._pods_of(obj), spec)
 
     # -- writes ------------------------------------------------------------------------------------
 
     async def submit(self, kind: JobKind, spec: Any) -> Job:
         """Ship local code to the store, then create the rendered objects in order; if one fails,
-        delete those made before it."""
+        delete those made before it. A job needing a kind the cluster does not serve is refused
+        before anything is shipped or created."""
+        require_served(kind, spec, self.config, self.served)
         spec = await asyncio.to_thread(ship_to_cluster, spec, self.config.storage, self.root_dir)
-        objects = render_spec(kind, spec, self.config, self.settings)
+        objects = render_spec(kind, spec, self.config, self.settings, self.served)
         primary = next(o for o in objects if o["kind"] in self.kinds)
+        target = metadata_of(primary)["namespace"]
+        await asyncio.to_thread(prepare_namespace, self.client, self.settings, spec.user, target)
         created: builtins.list[Obj] = []
         try:
             for obj in objects:
@@ -203,8 +198,10 @@ class KubernetesJobBackend:
             raise Conflict(
                 f"user {spec.user!r} already has a job named {spec.name!r}", field="name"
             ) from None
-        except CubeError:
+        except CubeError as exc:
             await self._undo(created)
+            if isinstance(exc, ApiNotFound) and is_missing_namespace(exc, target):
+                raise missing_namespace(self.settings, spec.user, target) from None
             raise
         made = next(o for o in created if o["kind"] == primary["kind"])
         informer = self.kinds[made["kind"]]

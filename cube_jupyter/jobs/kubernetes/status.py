@@ -1,6 +1,7 @@
 """Jobs as the operators report them: pure functions from the objects in the informer caches
-(PyTorchJob/TFJob/XGBoostJob/MPIJob and their pods, Katib Experiments and Trials, KServe
-InferenceServices and their pods) to the `Job` the API shows. No I/O: the backend feeds them."""
+(Trainer v2 TrainJobs, PyTorchJob/TFJob/XGBoostJob/MPIJob, and their pods, Katib Experiments and
+Trials, KServe InferenceServices and their pods) to the `Job` the API shows. No I/O: the backend
+feeds them."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from cube_jupyter.jobs.model import Condition, Job, JobKind, Replica, Trial
 from cube_jupyter.jobs.render.pods import SPEC_ANNOTATION
+from cube_jupyter.jobs.render.trainjob import NODE
 from cube_jupyter.kube.informer import Obj
 from cube_jupyter.kube.labels import USER_ANNOTATION
 
@@ -33,7 +35,12 @@ REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
 TRIAL_LABEL = "katib.kubeflow.org/trial"
 ISVC_LABEL = "serving.kserve.io/inferenceservice"
-POD_OWNER_LABELS = (JOB_NAME_LABEL, TRIAL_LABEL, ISVC_LABEL)
+# What a TrainJob's pods carry: JobSet names its JobSet (and so its pods) after the TrainJob; an
+# indexed Job numbers its pods, which are the nodes' ranks.
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+POD_OWNER_LABELS = (JOB_NAME_LABEL, TRIAL_LABEL, ISVC_LABEL, JOBSET_NAME_LABEL)
 JOB_LABEL = "cube-jupyter/job"  # on every job object and pod template (cube_jupyter.jobs.render.pods)
 JOB_PHASES = ("Created", "Running", "Restarting", "Succeeded", "Failed")
 TRIAL_STATES = {
@@ -217,6 +224,46 @@ def training_job(obj: Obj, pods: list[Obj], spec: dict[str, Any] | None = None) 
         gpus=sum(r.gpus for r in replicas),
         message=_failure_message(conditions),
         completed=_timestamp(status.get("completionTime")),
+    )
+
+
+def trainjob_job(obj: Obj, pods: list[Obj], spec: dict[str, Any] | None = None) -> Job:
+    """A Job from a Trainer v2 TrainJob and its node pods (cached): one replica per node, ranked by
+    the indexed Job's completion index. Trainer reports only how it ended (Complete, Failed) or that
+    it is Suspended; in between, a node pod running makes it Running."""
+    conditions = _conditions(obj)
+    true = {c.type: c for c in conditions if c.status == "True"}
+    trainer = (obj.get("spec") or {}).get("trainer") or {}
+    nodes = int(trainer.get("numNodes") or 1)
+    gpus = container_gpus([{"resources": trainer.get("resourcesPerNode") or {}}])
+    name = metadata_of(obj).get("name")
+    by_rank = {
+        labels_of(p).get(COMPLETION_INDEX_LABEL, ""): p
+        for p in pods
+        if labels_of(p).get(JOBSET_NAME_LABEL) == name and labels_of(p).get(REPLICATED_JOB_LABEL) == NODE
+    }
+    ended = "Succeeded" if "Complete" in true else "Failed" if "Failed" in true else "Pending"
+    replicas = tuple(_pod_replica("Node", rank, by_rank.get(str(rank)), gpus, ended) for rank in range(nodes))
+    if metadata_of(obj).get("deletionTimestamp"):
+        phase = "Deleting"
+    elif ended != "Pending":
+        phase = ended
+    elif "Suspended" not in true and any(r.state != "Pending" for r in replicas):
+        phase = "Running"
+    else:
+        phase = "Created"
+    message = _failure_message(conditions)
+    if message is None and "Suspended" in true:
+        message = true["Suspended"].message or "suspended"
+    finished = true.get("Complete") or true.get("Failed")
+    return Job(
+        **_base_job(obj, "training", str((spec or {}).get("framework") or "") or None, spec or {}),
+        phase=phase,  # type: ignore[arg-type]
+        conditions=conditions,
+        replicas=replicas,
+        gpus=nodes * gpus,
+        message=message,
+        completed=(finished.last_transition_time or None) if finished is not None else None,
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import NotFound
+from cube_jupyter.jobs.availability import local_availability
 from cube_jupyter.jobs.local.serving import LocalModelServing
 from cube_jupyter.jobs.local.training import AsyncLocalTraining, LocalTrainingRunner
 from cube_jupyter.jobs.local.tuning import LocalTuner
@@ -60,6 +61,9 @@ class LocalJobBackend:
 
     async def roll_out(self, spec: Any) -> Job:
         return await self.serving.deploy(spec)  # a second deploy of a name is a new revision
+
+    def availability(self) -> dict[str, Any]:
+        return local_availability(self.settings.jobs)
 
     def list(self, user: str | None) -> list[Job]:
         return [*self.training.list(user), *self.tuning.list(user), *self.serving.list(user)]

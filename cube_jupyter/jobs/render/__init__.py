@@ -12,25 +12,42 @@ from cube_jupyter.jobs.model import JobKind
 from cube_jupyter.jobs.render.pods import SPEC_ANNOTATION
 from cube_jupyter.jobs.render.serving import render_serving
 from cube_jupyter.jobs.render.training import render_training
+from cube_jupyter.jobs.render.training_api import TRAINER_V2, training_api
+from cube_jupyter.jobs.render.trainjob import render_trainjob
 from cube_jupyter.jobs.render.tuning import render_tuning
 from cube_jupyter.jobs.specs import Spec, parse_kind, parse_spec
 from cube_jupyter.jobs.training_spec import TrainingSpec
 from cube_jupyter.jobs.tuning_spec import TuningSpec
+from cube_jupyter.kube.discovery import ServedApis
 
-__all__ = ["render_job", "render_serving", "render_spec", "render_training", "render_tuning"]
+__all__ = [
+    "render_job",
+    "render_serving",
+    "render_spec",
+    "render_training",
+    "render_trainjob",
+    "render_tuning",
+]
 
 # The objects that are the job itself (the rest of a rendering are what they need, e.g. ConfigMaps).
 JOB_OBJECT_KINDS = frozenset(
-    {"PyTorchJob", "TFJob", "XGBoostJob", "MPIJob", "Experiment", "InferenceService"}
+    {"TrainJob", "PyTorchJob", "TFJob", "XGBoostJob", "MPIJob", "Experiment", "InferenceService"}
 )
 
 
-def render_spec(kind: JobKind, spec: Spec, config: JobSettings, settings: Settings) -> list[dict[str, Any]]:
-    """The Kubernetes objects the kubernetes backend creates for `spec`, in creation order. The job
-    object itself carries the normalized spec as an annotation, so the Jobs panel can show what a
-    cluster job was submitted with (and which way a tuning goal points) from the informer cache."""
+def render_spec(
+    kind: JobKind, spec: Spec, config: JobSettings, settings: Settings, served: ServedApis | None = None
+) -> list[dict[str, Any]]:
+    """The Kubernetes objects the kubernetes backend creates for `spec`, in creation order. A training
+    job is a TrainJob or the Training Operator's kind, as `training_api` decides from the config and
+    what the cluster serves (`served`; None: not known). The job object itself carries the normalized
+    spec as an annotation, so the Jobs panel can show what a cluster job was submitted with (and which
+    way a tuning goal points) from the informer cache."""
     if isinstance(spec, TrainingSpec):
-        objects = render_training(spec, config, settings)
+        if training_api(spec, config, served) == TRAINER_V2:
+            objects = render_trainjob(spec, config, settings)
+        else:
+            objects = render_training(spec, config, settings)
     elif isinstance(spec, TuningSpec):
         objects = render_tuning(spec, config, settings)
     else:
@@ -45,7 +62,9 @@ def render_spec(kind: JobKind, spec: Spec, config: JobSettings, settings: Settin
 def render_job(
     settings: Settings, kind: str, raw: object, user: str, config: JobSettings | None = None
 ) -> list[dict[str, Any]]:
-    """What `cube-jupyter train|tune|serve render` prints: the objects the cluster would get."""
+    """What `cube-jupyter train|tune|serve render` prints: the objects the cluster would get. No
+    cluster is asked, so `CubeJobs.training_api = "auto"` renders a training job as a cluster serving
+    both APIs would get it: a TrainJob when it fits one, else the Training Operator's kind."""
     job_kind = parse_kind(kind)
     spec = parse_spec(job_kind, raw, user)
     return render_spec(job_kind, spec, config or settings.jobs, settings)

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cube_jupyter.config import Settings
+from cube_jupyter.configurable import CubeWorkload
 from cube_jupyter.errors import InvalidInput
 from cube_jupyter.jobs.config import JobSettings
 from cube_jupyter.jobs.resources import ResourceSpec
@@ -20,6 +21,7 @@ from cube_jupyter.jobs.training_spec import WORKSPACE_VOLUME, CodeSpec, VolumeSp
 from cube_jupyter.kube.labels import HOME, MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION, USER_LABEL
 from cube_jupyter.names import user_slug
 from cube_jupyter.storage.config import pod_store_env
+from cube_jupyter.wheelhouse import copy_argv, install_argv
 
 JOB_LABEL = "cube-jupyter/job"
 JOB_KIND_LABEL = "cube-jupyter/job-kind"
@@ -28,6 +30,16 @@ PACKAGE_MOUNT = "/var/run/cube-jupyter/package"
 PACKAGE_KEY = "package.tar.gz"
 # Schemes a package may have on the cluster: the artifact store, or a ConfigMap the backend created.
 CLUSTER_PACKAGE_SCHEMES = ("s3", "configmap")
+# An Istio sidecar keeps running after the main container exits, so a Job or Workflow whose pods have
+# one never finishes; these pods talk only to the API server and the artifact store.
+NO_ISTIO_SIDECAR = {"sidecar.istio.io/inject": "false"}
+# The runtime given to an image without cube-jupyter: wheels copied in, installed into site/.
+RUNTIME_VOLUME = "cube-runtime"
+RUNTIME_MOUNT = "/var/run/cube-jupyter/runtime"
+RUNTIME_WHEELS = f"{RUNTIME_MOUNT}/wheels"
+RUNTIME_SITE = f"{RUNTIME_MOUNT}/site"
+# Where the installed runtime is found: its modules, and its kernelspecs ("Python 3 (cube-jupyter)").
+RUNTIME_PATHS = {"PYTHONPATH": RUNTIME_SITE, "JUPYTER_PATH": f"{RUNTIME_SITE}/share/jupyter"}
 
 
 # The normalized spec a job object was rendered from, as JSON (set by the job service).
@@ -54,7 +66,7 @@ def pod_labels(name: str, user: str) -> dict[str, str]:
 
 
 def namespace_of(user: str, config: JobSettings, settings: Settings) -> str:
-    return config.namespace_for(settings, user_slug(user))
+    return config.namespace_for(settings, user)
 
 
 def container_resources(resources: ResourceSpec, config: JobSettings) -> dict[str, Any]:
@@ -141,6 +153,68 @@ def volumes(
     return pod, mounts
 
 
+@dataclass(frozen=True)
+class RuntimeInjection:
+    """What a pod whose image lacks cube-jupyter gets, so `python -m cube_jupyter...` runs in it with
+    nothing downloaded: an init container of the runtime image copies its wheelhouse into a shared
+    emptyDir, a second one, in the pod's own image, pip-installs the wheels for that image's Python
+    into it, and the main container mounts it and finds it on PYTHONPATH and JUPYTER_PATH."""
+
+    init_containers: list[dict[str, Any]]
+    volumes: list[dict[str, Any]]
+    volume_mounts: list[dict[str, Any]]  # the main container's
+
+    def env(self, env: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The main container's `env` with the runtime first on its paths (a value it sets kept after)."""
+        given = {var["name"]: var.get("value", "") for var in env}
+        paths = {
+            name: ":".join(filter(None, [path, given.get(name)])) for name, path in RUNTIME_PATHS.items()
+        }
+        kept = [var for var in env if var["name"] not in paths]
+        return [*kept, *({"name": name, "value": value} for name, value in paths.items())]
+
+
+def runtime_injection(
+    image: str, workload: CubeWorkload, resources: dict[str, Any]
+) -> RuntimeInjection | None:
+    """The runtime for a pod whose main container runs `image` with `resources`, or None when the
+    image has cube-jupyter (CubeWorkload.runtime_injection, images_with_runtime). The init containers
+    get the main container's CPU and memory, which costs the pod nothing (it is scheduled on the
+    larger of its init and main containers) and satisfies quotas that require limits."""
+    if not workload.injects_runtime(image):
+        return None
+    mounts = [{"name": RUNTIME_VOLUME, "mountPath": RUNTIME_MOUNT}]
+    init_resources = {
+        kind: {name: value for name, value in amounts.items() if name in ("cpu", "memory")}
+        for kind, amounts in resources.items()
+    }
+
+    def init_container(name: str, image: str, command: list[str]) -> dict[str, Any]:
+        container = {"name": name, "image": image, "command": command, "volumeMounts": mounts}
+        return container | ({"resources": init_resources} if init_resources else {})
+
+    return RuntimeInjection(
+        init_containers=[
+            init_container("cube-runtime-wheels", workload.runtime_image, copy_argv(RUNTIME_WHEELS)),
+            init_container("cube-runtime-install", image, install_argv(RUNTIME_WHEELS, RUNTIME_SITE)),
+        ],
+        volumes=[{"name": RUNTIME_VOLUME, "emptyDir": {}}],
+        volume_mounts=[{"name": RUNTIME_VOLUME, "mountPath": RUNTIME_MOUNT, "readOnly": True}],
+    )
+
+
+def inject_runtime(pod: dict[str, Any], container: dict[str, Any], workload: CubeWorkload) -> None:
+    """Give `container` the runtime when its image needs it (`runtime_injection`). `pod` is a pod spec
+    or an Argo template: both hold `initContainers` and `volumes`."""
+    injection = runtime_injection(container["image"], workload, container.get("resources", {}))
+    if injection is None:
+        return
+    pod["initContainers"] = [*pod.get("initContainers", []), *injection.init_containers]
+    pod["volumes"] = [*pod.get("volumes", []), *injection.volumes]
+    container["volumeMounts"] = [*container.get("volumeMounts", []), *injection.volume_mounts]
+    container["env"] = injection.env(container.get("env", []))
+
+
 def pod_spec(
     container: dict[str, Any],
     pod_volumes: list[dict[str, Any]],
@@ -180,7 +254,8 @@ class Workload:
 
 def pod_template(container: dict[str, Any], workload: Workload, config: JobSettings) -> dict[str, Any]:
     """The pod template of a replica or a trial around `container` (its name, image and command set):
-    the workspace as working directory, the env, the resources, the volumes and the shipped code."""
+    the workspace as working directory, the env, the resources, the volumes, the shipped code, and the
+    runtime when the image lacks it; no Istio sidecar."""
     pod_volumes, mounts = volumes(workload.volumes, workload.workspace, workload.user, config)
     if workload.workspace_claim is not None and workload.workspace:
         pod_volumes[0]["persistentVolumeClaim"]["claimName"] = workload.workspace_claim
@@ -190,9 +265,12 @@ def pod_template(container: dict[str, Any], workload: Workload, config: JobSetti
     container["resources"] = container_resources(workload.resources, config)
     if mounts or workload.shipped.mounts:
         container["volumeMounts"] = [*mounts, *workload.shipped.mounts]
+    spec = pod_spec(container, [*pod_volumes, *workload.shipped.volumes], workload.resources.gpu, config)
+    inject_runtime(spec, container, config.jobs)
     return {
-        "metadata": {"labels": pod_labels(workload.name, workload.user)},
-        "spec": pod_spec(
-            container, [*pod_volumes, *workload.shipped.volumes], workload.resources.gpu, config
-        ),
+        "metadata": {
+            "labels": pod_labels(workload.name, workload.user),
+            "annotations": dict(NO_ISTIO_SIDECAR),
+        },
+        "spec": spec,
     }

@@ -12,20 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes.client import ApiClient
-
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFound
-from cube_jupyter.kube.client import ApiNotFound, KubeClient, make_api_client, resource_type
-from cube_jupyter.kube.informer import Informer, Obj, start_synced, stop_all
+from cube_jupyter.kube.client import ApiNotFound, resource_type
+from cube_jupyter.kube.cluster import Cluster
+from cube_jupyter.kube.informer import Obj
 from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION, USER_LABEL
-from cube_jupyter.names import DNS1123_LABEL, user_slug
+from cube_jupyter.kube.namespaces import UserNamespaces, is_missing_namespace, missing_namespace
+from cube_jupyter.names import namespace_pattern
 from cube_jupyter.notebooks.activity import parse_time
 from cube_jupyter.notebooks.kubernetes.culler import IdleCuller, RunningServer
 from cube_jupyter.notebooks.render import (
@@ -54,11 +53,11 @@ from cube_jupyter.notebooks.spec import (
 log = logging.getLogger(__name__)
 
 SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
-# Warning events only: the reason a server is not running is always a warning — on its pod
-# (FailedScheduling, FailedMount, BackOff, ...) or, when the pod is never created (ResourceQuota
-# exceeded, missing service account, PodSecurity), on its StatefulSet or Notebook (FailedCreate).
-# Field selectors cannot say "one of these kinds", so the informer drops the rest itself (`keep`).
-EVENT_SELECTOR = "type=Warning"
+# The cluster caches Warning events only: the reason a server is not running is always a warning —
+# on its pod (FailedScheduling, FailedMount, BackOff, ...) or, when the pod is never created
+# (ResourceQuota exceeded, missing service account, PodSecurity), on its StatefulSet or Notebook
+# (FailedCreate). Field selectors cannot say "one of these kinds", so the informer drops the rest
+# itself (`keep`).
 EVENT_KINDS = ("Pod", "StatefulSet", "Notebook")
 FAILED_WAITING_REASONS = {
     "CrashLoopBackOff",
@@ -108,15 +107,10 @@ def _index_event_object(event: Obj) -> list[str]:
     return [_event_key(involved.get("kind", ""), involved.get("namespace", ""), involved.get("name", ""))]
 
 
-def user_namespace_pattern(template: str) -> re.Pattern[str]:
-    """The namespaces `template` can produce: {username} stands for any DNS label."""
-    label = DNS1123_LABEL.pattern.strip("^$")
-    parts = [re.escape(part) for part in template.split("{username}")]
-    return re.compile("^" + f"(?:{label})".join(parts) + "$")
-
-
 def _event_filter(settings: Settings) -> Callable[[Obj], bool]:
-    namespaces = user_namespace_pattern(settings.spawner.namespace_template)
+    # A Profile's namespace can have any name: then every namespace may be a user's.
+    by_profile = settings.spawner.namespace_source == "kubeflow-profile"
+    namespaces = namespace_pattern("{username}" if by_profile else settings.spawner.namespace_template)
 
     def keep(event: Obj) -> bool:
         """Only warnings about pods and workloads in user namespaces are cached."""
@@ -132,49 +126,31 @@ class KubernetesNotebookBackend:
     def __init__(
         self,
         settings: Settings,
-        api_client: ApiClient | None = None,
+        cluster: Cluster | None = None,
         *,
         sync_timeout: float = 30.0,
-        watch_timeout_seconds: int = 300,
         delete_wait_seconds: float = DELETE_WAIT_SECONDS,
     ) -> None:
+        """`cluster` is the workbench's shared one; without it the backend connects on its own
+        (the CLI) and closes that connection with itself."""
         self.settings = settings
         self.delete_wait_seconds = delete_wait_seconds
-        self._owns_client = api_client is None
-        self.client = KubeClient(api_client if api_client is not None else make_api_client(settings))
+        self._owns_cluster = cluster is None
+        self.cluster = cluster if cluster is not None else Cluster(settings)
+        self.client = self.cluster.client
         self.sync_timeout = sync_timeout
         self.resource_kind = settings.spawner.resource_kind
         self.workload_api_version = "apps/v1" if self.resource_kind == "StatefulSet" else "kubeflow.org/v1"
-        common: dict[str, Any] = {
-            "watch_timeout_seconds": watch_timeout_seconds,
-            "namespace": settings.watch_namespace,
-        }
-        self.workloads = Informer(
-            self.client,
+        self.workloads = self.cluster.informer(
             self.workload_api_version,
             self.resource_kind,
             label_selector=SELECTOR,
             indexers={"user": _index_user},
-            **common,
         )
-        self.pods = Informer(
-            self.client,
-            "v1",
-            "Pod",
-            label_selector=SELECTOR,
-            indexers={"server": _index_pod_server},
-            **common,
-        )
-        self.events = Informer(
-            self.client,
-            "v1",
-            "Event",
-            field_selector=EVENT_SELECTOR,
-            indexers={"object": _index_event_object},
-            keep=_event_filter(settings),
-            **common,
-        )
-        self.informers = [self.workloads, self.pods, self.events]
+        self.pods = self.cluster.pods({"server": _index_pod_server})
+        self.events = self.cluster.events({"object": _index_event_object}, keep=_event_filter(settings))
+        self.user_namespaces = UserNamespaces(settings, self.cluster)
+        self.informers = [self.workloads, self.pods, self.events, *self.user_namespaces.informers]
         self.culler = IdleCuller(
             settings, self.client, self.workload_api_version, self.resource_kind, self.running_servers
         )
@@ -187,7 +163,7 @@ class KubernetesNotebookBackend:
         then cull idle servers in the background when `cull_idle_seconds` asks for it (not with
         `supervise=False`: the CLI reads and writes, the workbench server culls)."""
         try:
-            await start_synced(self.informers, self.sync_timeout)
+            await self.cluster.start(self.informers, self.sync_timeout)
         except BackendUnavailable:
             await self.close()
             raise
@@ -201,9 +177,8 @@ class KubernetesNotebookBackend:
             self._culling.cancel()
             await asyncio.gather(self._culling, return_exceptions=True)
             self._culling = None
-        await asyncio.to_thread(stop_all, self.informers)
-        if self._owns_client:
-            self.client.close()
+        if self._owns_cluster:  # a shared cluster's informers stop with it, for every feature
+            await self.cluster.close()
 
     # -- reads: informer caches only ---------------------------------------------------------------
 
@@ -228,22 +203,31 @@ class KubernetesNotebookBackend:
                 running.append(RunningServer(workload=obj, started=started))
         return running
 
-    def namespace(self, user: str) -> str:
-        return self.settings.namespace_for(user_slug(user))
+    def namespace(self, user: str) -> str | None:
+        """Where `user`'s servers are (None: a Kubeflow user who owns no Profile has none)."""
+        return self.user_namespaces.lookup(user)
 
     def _workload(self, user: str, name: str) -> Obj | None:
-        obj = self.workloads.get(self.namespace(user), name)
+        namespace = self.namespace(user)
+        obj = self.workloads.get(namespace, name) if namespace is not None else None
         if obj is None or _user_of(obj) != user:
             return None
         return obj
+
+    def _existing(self, user: str, name: str) -> tuple[str, Obj]:
+        """The namespace and workload of `user`'s server `name`, or NotFound."""
+        obj = self._workload(user, name)
+        if obj is None:
+            raise NotFound(f"user {user!r} has no server named {name!r}", field="name")
+        return str(obj["metadata"]["namespace"]), obj
 
     # -- writes ------------------------------------------------------------------------------------
 
     async def create_server(self, spec: NotebookSpec) -> NotebookServer:
         """Create the rendered objects in order; the API's 409 on the workload is the atomic
         duplicate check (the service checks its cache first)."""
-        namespace = self.namespace(spec.user)
-        objects = render_notebook_objects(spec, self.settings)
+        namespace = await asyncio.to_thread(self.user_namespaces.prepare, spec.user)
+        objects = render_notebook_objects(spec, self.settings, namespace)
         workload = await asyncio.to_thread(self._create_all, spec, namespace, objects)
         key = (namespace, spec.name)
         if not await asyncio.to_thread(
@@ -320,12 +304,8 @@ class KubernetesNotebookBackend:
     def _not_found_on_create(
         self, spec: NotebookSpec, namespace: str, obj: Obj, exc: ApiNotFound
     ) -> CubeError:
-        if exc.missing_kind == "namespaces" or f'namespaces "{namespace}" not found' in exc.message:
-            return NotFound(
-                f"namespace {namespace!r} of user {spec.user!r} does not exist; an admin must create it "
-                f"(CubeSpawner.namespace_template is {self.settings.spawner.namespace_template!r})",
-                field="user",
-            )
+        if is_missing_namespace(exc, namespace):
+            return missing_namespace(self.settings, spec.user, namespace)
         rtype = resource_type(obj["apiVersion"], obj["kind"])
         return BackendUnavailable(
             f"the cluster does not serve {rtype.describe()} ({obj['apiVersion']} {obj['kind']}): "
@@ -346,9 +326,7 @@ class KubernetesNotebookBackend:
         return leftovers
 
     async def set_stopped(self, user: str, name: str, stopped: bool) -> NotebookServer:
-        namespace = self.namespace(user)
-        if self._workload(user, name) is None:
-            raise NotFound(f"user {user!r} has no server named {name!r}", field="name")
+        namespace, _ = self._existing(user, name)
         patch = stop_annotation_patch(stopped, datetime.now(UTC), self.resource_kind)
         result = await asyncio.to_thread(
             self.client.patch, self.workload_api_version, self.resource_kind, namespace, name, patch
@@ -369,9 +347,7 @@ class KubernetesNotebookBackend:
         If the pod outlives `delete_wait_seconds` the policy is kept: it selects only this server's
         pods, and a later server of the same name adopts it. Deleting again retries.
         """
-        namespace = self.namespace(user)
-        if self._workload(user, name) is None:
-            raise NotFound(f"user {user!r} has no server named {name!r}", field="name")
+        namespace, _ = self._existing(user, name)
         leftovers = await asyncio.to_thread(
             self._delete_objects, self._route_and_workload(namespace, name), "Foreground"
         )
@@ -402,12 +378,12 @@ class KubernetesNotebookBackend:
             )
 
     def _route_and_workload(self, namespace: str, name: str) -> list[Obj]:
-        doomed = [
-            ("networking.istio.io/v1", "VirtualService", virtual_service_name(namespace, name)),
-            (self.workload_api_version, self.resource_kind, name),
-        ]
+        """A Notebook's StatefulSet, Service and VirtualService are its controller's: the garbage
+        collector deletes them with it (their ownerReferences); a StatefulSet's are the workbench's."""
+        doomed = [(self.workload_api_version, self.resource_kind, name)]
         if self.resource_kind == "StatefulSet":
-            doomed.append(("v1", "Service", name))
+            route = ("networking.istio.io/v1", "VirtualService", virtual_service_name(namespace, name))
+            doomed = [route, *doomed, ("v1", "Service", name)]
         doomed.append(("v1", "ConfigMap", user_config_name(name)))
         return [
             {"apiVersion": v, "kind": k, "metadata": {"namespace": namespace, "name": n}}

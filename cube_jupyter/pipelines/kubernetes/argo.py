@@ -13,6 +13,8 @@ by `argo submit wf.yaml` runs the same thing the workbench submits:
 - Pipeline parameters become workflow parameters (JSON values) passed to every step as
   `-p NAME {{workflow.parameters.NAME}}`, so `argo submit -p lr=0.1` overrides them.
 - Store credentials reach pods only as `secretKeyRef`s to `CubeStorage.credentials_secret`.
+- Step pods are shaped like job replicas where both apply (`jobs.render.pods`): no Istio sidecar, and
+  the runtime installed from the wheelhouse when a step's image lacks cube-jupyter.
 - Without a run id (a compiled file), `{{workflow.name}}` is the run id, unique per submission.
 """
 
@@ -26,6 +28,7 @@ from urllib.parse import urlsplit
 
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import InvalidInput
+from cube_jupyter.jobs.render.pods import NO_ISTIO_SIDECAR, inject_runtime
 from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION, USER_LABEL
 from cube_jupyter.names import parse_quantity, user_slug
 from cube_jupyter.pipelines.config import PipelineSettings
@@ -269,7 +272,7 @@ def _step_template(
         args += ["-p", name, f"{{{{workflow.parameters.{name}}}}}"]
     template: dict[str, Any] = {
         "name": step_template_name(step.name),
-        "metadata": {"labels": {STEP_LABEL: step.name}},
+        "metadata": {"labels": {STEP_LABEL: step.name}, "annotations": dict(NO_ISTIO_SIDECAR)},
         "inputs": {"artifacts": [{"name": PIPELINE_ARTIFACT, "path": PIPELINE_PATH}]},
         "container": {
             "name": "main",
@@ -280,6 +283,7 @@ def _step_template(
             "resources": {"requests": resources, "limits": limits},
         },
     }
+    inject_runtime(template, template["container"], pipelines)
     if options.gpu > 0:
         if config.gpu_node_selector:
             template["nodeSelector"] = dict(sorted(config.gpu_node_selector.items()))
@@ -317,9 +321,8 @@ def _metadata(pipeline: Pipeline, settings: Settings, run_id: str | None, user: 
         "generateName": pipeline.name[: 63 - 1 - GENERATED_SUFFIX].rstrip("-") + "-",
     }
     if user is not None:
-        slug = user_slug(user)
-        meta["namespace"] = settings.namespace_for(slug)
-        labels[USER_LABEL] = slug
+        meta["namespace"] = settings.namespace_for(user)
+        labels[USER_LABEL] = user_slug(user)
         annotations[USER_ANNOTATION] = user
     meta["labels"] = labels
     meta["annotations"] = annotations

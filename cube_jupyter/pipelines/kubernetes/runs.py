@@ -15,20 +15,15 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kubernetes.client import ApiClient
-
 from cube_jupyter.config import Settings
-from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFound
-from cube_jupyter.kube.client import (
-    ApiNotFound,
-    KubeClient,
-    ResourceType,
-    make_api_client,
-    register_resource_type,
-)
-from cube_jupyter.kube.informer import Informer, Obj, start_synced
+from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFound, NotServed
+from cube_jupyter.kube.client import ApiNotFound
+from cube_jupyter.kube.cluster import Cluster
+from cube_jupyter.kube.discovery import missing_crd
+from cube_jupyter.kube.informer import Obj
 from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION
-from cube_jupyter.names import user_slug
+from cube_jupyter.kube.namespaces import is_missing_namespace, missing_namespace, prepare_namespace
+from cube_jupyter.kube.resources import ResourceType, register_resource_type
 from cube_jupyter.pipelines.config import PipelineSettings
 from cube_jupyter.pipelines.kubernetes.argo import (
     API_VERSION,
@@ -120,46 +115,47 @@ class ClusterPipelineRuns:
     def __init__(
         self,
         settings: Settings,
-        api_client: ApiClient | None = None,
+        cluster: Cluster | None = None,
         *,
         config: PipelineSettings | None = None,
         sync_timeout: float = 30.0,
-        watch_timeout_seconds: int = 300,
     ) -> None:
+        """`cluster` is the workbench's shared one; without it the runs connect on their own (the
+        CLI) and close that connection with themselves."""
         self.settings = settings
         self.config = config or settings.pipelines
-        self._owns_client = api_client is None
-        self.client = KubeClient(api_client if api_client is not None else make_api_client(settings))
+        self._owns_cluster = cluster is None
+        self.cluster = cluster if cluster is not None else Cluster(settings)
+        self.client = self.cluster.client
         self.sync_timeout = sync_timeout
-        self.workflows = Informer(
-            self.client,
-            API_VERSION,
-            KIND,
-            namespace=settings.watch_namespace,
-            label_selector=SELECTOR,
-            indexers={"run": _index_run, "user": _index_user},
-            watch_timeout_seconds=watch_timeout_seconds,
+        self.workflows = self.cluster.informer(
+            API_VERSION, KIND, label_selector=SELECTOR, indexers={"run": _index_run, "user": _index_user}
         )
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the informer and wait for its first list, so the first read sees the cluster."""
+        """Start the informer and wait for its first list, so the first read sees the cluster; a
+        cluster without Argo's CRD is said so at once, instead of after the wait."""
         try:
-            await start_synced([self.workflows], self.sync_timeout, " (is Argo Workflows installed?)")
-        except BackendUnavailable:
+            served = await self.cluster.discover([API_VERSION])
+            if not served.serves(API_VERSION, KIND):
+                raise NotServed(
+                    f"cluster pipeline runs need Argo Workflows: {missing_crd(API_VERSION, KIND)}"
+                )
+            await self.cluster.start([self.workflows], self.sync_timeout, " (is Argo Workflows installed?)")
+        except CubeError:
             await self.close()
             raise
 
     async def close(self) -> None:
-        await asyncio.to_thread(self.workflows.stop)
-        if self._owns_client:
-            self.client.close()
+        if self._owns_cluster:  # a shared cluster's informers stop with it, for every feature
+            await self.cluster.close()
 
     # -- reads: the informer cache only ------------------------------------------------------------
 
     def namespace(self, user: str) -> str:
-        return self.settings.namespace_for(user_slug(user))
+        return self.settings.namespace_for(user)
 
     def get(self, user: str, run_id: str) -> WorkflowRun:
         obj = self._workflow(user, run_id)
@@ -215,6 +211,7 @@ class ClusterPipelineRuns:
         if self._workflow(user, run_id) is not None:
             raise Conflict(f"user {user!r} already has a cluster run {run_id!r}", field="run_id")
         namespace = workflow["metadata"]["namespace"]
+        await asyncio.to_thread(prepare_namespace, self.client, self.settings, user, namespace)
         try:
             created = await asyncio.to_thread(self.client.create, workflow)
         except ApiNotFound as exc:
@@ -230,12 +227,8 @@ class ClusterPipelineRuns:
         return str(name)
 
     def _not_found_on_create(self, user: str, namespace: str, exc: ApiNotFound) -> CubeError:
-        if exc.missing_kind == "namespaces" or f'namespaces "{namespace}" not found' in exc.message:
-            return NotFound(
-                f"namespace {namespace!r} of user {user!r} does not exist; an admin must create it "
-                f"(CubeSpawner.namespace_template is {self.settings.spawner.namespace_template!r})",
-                field="user",
-            )
+        if is_missing_namespace(exc, namespace):
+            return missing_namespace(self.settings, user, namespace)
         return BackendUnavailable(
             f"the cluster does not serve {WORKFLOWS.describe()} ({API_VERSION} {KIND}): is Argo Workflows "
             f"installed? ({exc.message})"

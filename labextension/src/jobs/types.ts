@@ -159,7 +159,32 @@ export interface IScaleMetric extends IChoice {
  * Body of `GET /jobs/config`: what the launch forms offer, from the lists the server
  * checks specs against. `defaults` are the values a new form starts with.
  */
+/** One thing that may or may not run here: what it becomes, or why it cannot. */
+export interface IJobUsable {
+  available: boolean;
+  /** What a job becomes: a kind (`TrainJob`, `PyTorchJob`, `Experiment`, ...) or `processes`. */
+  via: string | null;
+  /** Why it cannot run, naming the missing CRD; null when it can. */
+  reason: string | null;
+}
+
+/** What this workbench can run: locally everything, on a cluster what its operators allow. */
+export interface IJobsAvailability {
+  backend: 'local' | 'kubernetes';
+  /** `auto`, `trainer-v2` or `training-operator-v1` (CubeJobs.training_api). */
+  training_api: string;
+  /** Whether the cluster was asked yet which job kinds it serves. */
+  discovered: boolean;
+  /** Each job kind the cluster was asked about, and whether it serves it. */
+  served: Record<string, boolean>;
+  training: Record<string, IJobUsable>;
+  tuning: IJobUsable;
+  serving: IJobUsable;
+}
+
 export interface IJobsConfig {
+  /** Absent from servers older than the Trainer v2 support. */
+  availability?: IJobsAvailability;
   training: {
     frameworks: IFramework[];
     code_kinds: ICodeKind[];

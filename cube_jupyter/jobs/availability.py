@@ -1,0 +1,48 @@
+"""What this workbench can run, for the launch forms (`GET /cube/api/v1/jobs/config`): for each
+training framework, for tuning and for serving, whether a job can be submitted, as what, and if not,
+why. Locally everything runs as processes; on a cluster it depends on the operators it serves
+(`jobs.kubernetes.apis.cluster_availability`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cube_jupyter.jobs.config import JobSettings
+from cube_jupyter.jobs.training_spec import FRAMEWORKS
+
+
+def usable(via: str | None, reason: str | None = None) -> dict[str, Any]:
+    """One entry: `via` what the job becomes (a kind, or processes), None with the `reason`."""
+    return {"available": via is not None, "via": via, "reason": None if via is not None else reason}
+
+
+def availability(
+    backend: str,
+    config: JobSettings,
+    *,
+    served: dict[str, bool] | None,
+    training: dict[str, dict[str, Any]],
+    tuning: dict[str, Any],
+    serving: dict[str, Any],
+) -> dict[str, Any]:
+    """The whole answer: `served` is each job kind the cluster was asked about (None: not asked yet)."""
+    return {
+        "backend": backend,
+        "training_api": config.jobs.training_api,
+        "discovered": served is not None,
+        "served": served or {},
+        "training": training,
+        "tuning": tuning,
+        "serving": serving,
+    }
+
+
+def local_availability(config: JobSettings) -> dict[str, Any]:
+    return availability(
+        "local",
+        config,
+        served={},
+        training={framework: usable("processes") for framework in FRAMEWORKS},
+        tuning=usable("processes"),
+        serving=usable("processes"),
+    )

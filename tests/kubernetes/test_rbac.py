@@ -1,0 +1,262 @@
+"""Least privilege, proven: the ClusterRoles `deploy/base` renders allow every request the workbench
+makes, and grant nothing it never uses.
+
+Each role (the central workbench; a notebook pod's user server) takes a tour of every Kubernetes code
+path it has, through the real backends, against a fresh emulator that records each request the way
+the API server's RBAC sees it (`audit.py`): notebook servers of both kinds created, stopped, started
+and deleted (the GPU quota made, then brought up to date; a delete that failed halfway, whose
+leftovers the next create adopts), pipeline runs submitted and cancelled, a job of every framework
+and kind submitted, rolled out, logged and deleted. "Nothing unused" is decided by the tour alone,
+whichever tests pytest runs; the requests of every other test are checked for "allowed" at the end
+of the session (`rbac_session.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import kmock as kmock_lib
+import pytest
+
+from cube_jupyter.config import Settings
+from cube_jupyter.errors import BackendUnavailable
+from cube_jupyter.jobs.kubernetes.backend import KubernetesJobBackend
+from cube_jupyter.jobs.serving_spec import ServingSpec
+from cube_jupyter.jobs.training_spec import FRAMEWORKS
+from cube_jupyter.jobs.tuning_spec import TuningSpec
+from cube_jupyter.kube.client import KubeClient
+from cube_jupyter.notebooks.spec import NotebookSpec
+from tests.kubernetes import rbac, test_jobs_k8s, test_workflows
+from tests.kubernetes.audit import ApiRequest, request_info
+from tests.kubernetes.conftest import make_settings
+from tests.kubernetes.emulator import ApiServerEmulator
+from tests.kubernetes.test_jobs_k8s import (
+    JOB_RESOURCES,
+    NS,
+    SERVE,
+    TUNE,
+    Kubelet,
+    job_of,
+    replica_pod,
+    training,
+)
+from tests.kubernetes.test_workflows import WORKFLOWS, submit
+from tests.waiting import wait_until_async
+
+pytestmark = pytest.mark.timeout(120)
+
+Make = Callable[..., Awaitable[Any]]
+
+# The fixtures that start each feature's backend on the emulator (and close it), and the kubelet.
+kubelet = test_jobs_k8s.kubelet
+make_jobs = test_jobs_k8s.make_jobs
+make_runs = test_workflows.make_runs
+
+
+@pytest.fixture
+def kmock(kmock: ApiServerEmulator, kubelet: Kubelet) -> ApiServerEmulator:
+    """A Kubeflow cluster with every operator the workbench drives (Argo Workflows, the Training
+    Operator, Katib, KServe), and a kubelet serving pod logs."""
+    kmock.resources[WORKFLOWS] = kmock_lib.ResourceInfo(kind="Workflow", namespaced=True)
+    for name, info in JOB_RESOURCES.items():
+        kmock.resources[name] = kmock_lib.ResourceInfo(**info)
+    (
+        kmock[kmock_lib.action.FETCH, kmock_lib.resource("v1/pods"), kmock_lib.subresource("log")]
+        << kubelet.serve
+    )
+    return kmock
+
+
+# -- the tour ------------------------------------------------------------------------------------
+
+
+async def notebook_servers(make_backend: Make, kmock: ApiServerEmulator, settings: Settings) -> None:
+    """Everything a user does with servers, and a delete that fails halfway: its leftovers (the
+    policy, the user-server config, the workspace) are adopted by the next create of that name."""
+    backend = await make_backend(settings)
+    gpu = NotebookSpec("alice", "nb1", settings.profile("gpu"))
+    await backend.create_server(gpu)
+    await backend.create_server(NotebookSpec("alice", "nb2", settings.profile("cpu")))
+    await backend.set_stopped("alice", "nb1", True)
+    await backend.set_stopped("alice", "nb1", False)
+    kmock.fail_next("delete", "v1/configmaps", 500, "etcd is down")
+    with pytest.raises(BackendUnavailable):
+        await backend.delete_server("alice", "nb1")
+    await backend.create_server(gpu)
+    for name in ("nb1", "nb2"):
+        await backend.delete_server("alice", name)
+    assert backend.list_servers("alice") == []
+
+
+async def pipeline_runs(make_runs: Make, settings: Settings) -> None:
+    runs = await make_runs(settings)
+    await submit(runs)
+    assert (await runs.cancel("alice", "run-1")).status == "cancelled"
+
+
+async def jobs_of_every_kind(make_jobs: Make, kube: KubeClient, kubelet: Kubelet, settings: Settings) -> None:
+    """Training in every framework, a replica's log, tuning, serving and a canary roll-out; all deleted."""
+    jobs: KubernetesJobBackend = await make_jobs(settings)
+    for framework in FRAMEWORKS:
+        spec = {"name": f"train-{framework}", "framework": framework, "replicas": {"worker": 2}}
+        await jobs.submit("training", training({**spec, "command": ["python", "train.py"]}))
+    pod = await replica_pod(kube, "train-pytorch", "worker", 0, "Running")
+    await wait_until_async(lambda: job_of(jobs, "train-pytorch").replicas[0].pod == pod)
+    kubelet.write(NS, pod, "epoch 1\n")
+    kubelet.terminate(NS, pod)
+    assert [chunk async for chunk in jobs.logs(job_of(jobs, "train-pytorch"), "worker-0")] == ["epoch 1\n"]
+    await jobs.submit("tuning", TuningSpec.from_dict(TUNE, user="alice"))
+    await jobs.submit("serving", ServingSpec.from_dict(SERVE, user="alice"))
+    canary = {**SERVE, "storage_uri": "s3://models/iris-v2", "canary_traffic_percent": 20}
+    await jobs.roll_out(ServingSpec.from_dict(canary, user="alice"))
+    for job in jobs.list("alice"):
+        await jobs.delete("alice", job.name)
+
+
+USER_SERVER = {"role": "user", "default_user": "alice", "namespace": NS}
+
+
+@pytest.fixture
+def tour(
+    kmock: ApiServerEmulator,
+    kube: KubeClient,
+    kubelet: Kubelet,
+    make_backend: Make,
+    make_runs: Make,
+    make_jobs: Make,
+) -> Callable[[str], Awaitable[None]]:
+    """What each role does on a cluster (see cube_jupyter_server.app: the central workbench serves
+    notebook servers, pipelines and jobs; a user server, pipelines and jobs, reading its owner's
+    servers for the GPU ledger)."""
+
+    async def workbench() -> None:
+        for kind in ("Notebook", "StatefulSet"):
+            settings = make_settings(resource_kind=kind, gpu_quota_per_user=2)
+            await notebook_servers(make_backend, kmock, settings)
+        await pipeline_runs(make_runs, make_settings())
+        await jobs_of_every_kind(make_jobs, kube, kubelet, make_settings())
+
+    async def user() -> None:
+        settings = make_settings(USER_SERVER)
+        backend = await make_backend(settings)
+        assert backend.list_servers("alice") == []
+        await pipeline_runs(make_runs, settings)
+        await jobs_of_every_kind(make_jobs, kube, kubelet, settings)
+
+    tours = {"workbench": workbench, "user": user}
+    assert set(tours) == set(rbac.ROLE_CLUSTER_ROLES)
+    return lambda role: tours[role]()
+
+
+@pytest.mark.parametrize("role", sorted(rbac.ROLE_CLUSTER_ROLES))
+async def test_each_role_is_granted_exactly_what_its_code_uses(
+    role: str, tour: Callable[[str], Awaitable[None]], kmock: ApiServerEmulator
+) -> None:
+    await tour(role)
+    recorded = list(kmock.audit)
+    # Only the role's own requests were recorded: none of the tests' controllers and kubelet.
+    assert {request.role for request in recorded} == {role}
+    policy = await asyncio.to_thread(rbac.base_policy)
+    assert rbac.denied(policy, recorded) == []
+    assert rbac.unused(role, policy, recorded) == []
+
+
+# -- the judge itself ----------------------------------------------------------------------------
+
+
+def test_requests_are_read_as_the_api_servers_rbac_reads_them() -> None:
+    def read(method: str, path: str, **query: str) -> tuple[Any, ...]:
+        info = request_info(method, path, query, "workbench")
+        return (info.verb, info.group, info.combined_resource, info.namespace, info.name, info.path)
+
+    assert read("GET", "/api/v1/pods", watch="true") == ("watch", "", "pods", None, "", "")
+    assert read("GET", "/apis/kubeflow.org/v1/namespaces/a/notebooks") == (
+        "list",
+        "kubeflow.org",
+        "notebooks",
+        "a",
+        "",
+        "",
+    )
+    assert read("GET", "/api/v1/namespaces/a/pods/p/log") == ("get", "", "pods/log", "a", "p", "")
+    assert read("PATCH", "/apis/apps/v1/namespaces/a/statefulsets/s") == (
+        "patch",
+        "apps",
+        "statefulsets",
+        "a",
+        "s",
+        "",
+    )
+    assert read("DELETE", "/api/v1/namespaces/a/pods") == ("deletecollection", "", "pods", "a", "", "")
+    assert read("GET", "/api/v1/namespaces/a") == ("get", "", "namespaces", "a", "a", "")
+    assert read("PUT", "/api/v1/namespaces/a/finalize") == ("update", "", "namespaces/finalize", "a", "a", "")
+    assert read("POST", "/api/v1/namespaces") == ("create", "", "namespaces", None, "", "")
+    assert read("GET", "/apis/kubeflow.org/v1/profiles", fieldSelector="metadata.name=p")[:5] == (
+        "list",
+        "kubeflow.org",
+        "profiles",
+        None,
+        "p",
+    )
+    assert read("GET", "/apis/trainer.kubeflow.org/v1alpha1") == (
+        "get",
+        "",
+        "",
+        None,
+        "",
+        "/apis/trainer.kubeflow.org/v1alpha1",
+    )
+
+
+def test_rules_match_as_the_rbac_authorizer_matches_them() -> None:
+    def request(verb: str, resource: str, namespace: str | None = "a", name: str = "") -> ApiRequest:
+        plural, _, subresource = resource.partition("/")
+        return ApiRequest("workbench", verb, "", plural, subresource, namespace, name)
+
+    logs = rbac.Rule(("",), ("pods/log",), ("get",))
+    assert logs.allows(request("get", "pods/log")) and not logs.allows(request("get", "pods"))
+    assert rbac.Rule(("",), ("*/log",), ("get",)).allows(request("get", "pods/log"))
+    assert not rbac.Rule(("",), ("pods",), ("get",)).allows(request("get", "pods/log"))
+    assert not rbac.Rule(("apps",), ("pods",), ("get",)).allows(request("get", "pods"))
+    named = rbac.Rule(("",), ("secrets",), ("get",), resource_names=("s3",))
+    assert named.allows(request("get", "secrets", name="s3")) and not named.allows(
+        request("get", "secrets", name="x")
+    )
+    assert not named.allows(request("list", "secrets"))
+
+    manifests = [
+        {
+            "kind": "ClusterRole",
+            "metadata": {"name": "cube-jupyter"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "*"]}],
+        },
+        {"kind": "ClusterRoleBinding", "roleRef": {"kind": "ClusterRole", "name": "cube-jupyter"}},
+        {
+            "kind": "ClusterRole",
+            "metadata": {"name": "cube-jupyter-user"},
+            "rules": [{"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["list"]}],
+        },
+    ]
+    policy = rbac.Policy.from_manifests(manifests)
+    cluster_wide = request("list", "pods", None)
+    assert rbac.denied(policy, [cluster_wide]) == []
+    user = ApiRequest("user", "list", "", "pods")
+    assert "bound per namespace only" in rbac.denied(policy, [user])[0]
+    assert rbac.denied(policy, [ApiRequest("user", "list", "", "pods", namespace="a")]) == []
+    assert "names no role" in rbac.denied(policy, [ApiRequest(None, "list", "", "pods", namespace="a")])[0]
+    assert rbac.denied(policy, [ApiRequest("user", "get", path="/apis/argoproj.io/v1alpha1")]) == []
+    assert rbac.unused("workbench", policy, [cluster_wide]) == [
+        'cube-jupyter grants `*` (* pods in group ""): name what is used'
+    ]
+    assert rbac.unused("user", policy, [ApiRequest("user", "list", "", "pods", namespace="a")]) == [
+        'cube-jupyter-user grants list events in group "", which nothing used'
+    ]
+    # Writing a binding to a role needs `bind` on it, or every permission the role grants.
+    bind = ApiRequest(
+        "workbench", "bind", "rbac.authorization.k8s.io", "clusterroles", "", "a", "cube-jupyter-user"
+    )
+    assert "not allowed to the workbench role" in rbac.denied(policy, [bind])[0]  # it lacks `list events`
+    manifests[0]["rules"][0]["resources"].append("events")
+    assert rbac.denied(rbac.Policy.from_manifests(manifests), [bind]) == []

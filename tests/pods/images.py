@@ -1,0 +1,184 @@
+"""Container images as venvs: what a pod's `image` would hold, built on this machine from the same
+recipe the image uses, so a rendered container runs against exactly that and nothing else.
+
+- the runtime image (images/runtime/Dockerfile): its wheelhouse built by `cube_jupyter.wheelhouse`
+  from images/runtime/requirements.txt and this checkout's wheel (for this machine's Python only; the
+  image serves 3.11-3.13), the venv installed from that wheelhouse's lock with `--no-deps`, and the
+  wheelhouse kept where the image keeps it (under its prefix);
+- a user's PyTorch image without cube-jupyter (pytorch/pytorch): python, pip and torch.
+
+Venvs are built once and cached under `.venv/cube-image-venvs/` (so `make clean` removes them), named
+by a hash of their recipe. The runtime's cube-jupyter is this checkout's: when the package's sources
+change, its wheel is rebuilt and reinstalled (and replaced in the wheelhouse) without rebuilding the rest.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from cube_jupyter import __version__
+from cube_jupyter.wheelhouse import LOCK
+
+ROOT = Path(__file__).resolve().parents[2]
+CACHE = ROOT / ".venv" / "cube-image-venvs"
+RUNTIME_REQUIREMENTS = ROOT / "images" / "runtime" / "requirements.txt"
+TORCH = "torch==2.13.0"  # the local CPU build; any other spec pulls GBs of CUDA packages
+PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+# What the runtime's wheel is built from: a change in any of these reinstalls cube-jupyter.
+PACKAGE_SOURCES = ("cube_jupyter", "kernels", "server_ext", "pyproject.toml")
+BUILT = ".built"
+SOURCES_STAMP = ".cube-jupyter-sources"
+
+
+@dataclass(frozen=True)
+class ImageVenv:
+    """An image's filesystem, as far as a pod's command can tell: its Python prefix and PATH."""
+
+    prefix: Path
+
+    @property
+    def bin(self) -> Path:
+        return self.prefix / "bin"
+
+    def env(self) -> dict[str, str]:
+        """The image's own env (its Dockerfile's ENV): its bin first on PATH, and no pip config from this
+        machine (an image has none), so pip finds only what a pod's command tells it to."""
+        return {
+            "PATH": f"{self.bin}:/usr/local/bin:/usr/bin:/bin",
+            "PIP_CONFIG_FILE": os.devnull,
+            "LANG": "C.UTF-8",
+        }
+
+
+def _run(*argv: str, **env: str) -> None:
+    subprocess.run(argv, check=True, env={**os.environ, **env}, stdout=subprocess.DEVNULL)
+
+
+def _pip(image: ImageVenv, *args: str) -> None:
+    _run(str(image.bin / "python"), "-m", "pip", *args, "--quiet")
+
+
+def _digest(*parts: str | bytes) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode() if isinstance(part, str) else part)
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """One builder of `path` at a time, across test sessions."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def cached_venv(name: str, recipe: list[str], install: Callable[[Path], None]) -> ImageVenv:
+    """The venv `name` built by `install(prefix)` after `python -m venv`, once per recipe: a venv whose
+    build did not finish is built again."""
+    prefix = CACHE / f"{name}-{_digest(PYTHON, *recipe)}"
+    with _locked(prefix):
+        if not (prefix / BUILT).exists():
+            shutil.rmtree(prefix, ignore_errors=True)
+            _run(sys.executable, "-m", "venv", str(prefix))
+            install(prefix)
+            (prefix / BUILT).touch()
+    return ImageVenv(prefix)
+
+
+def package_sources() -> str:
+    """A digest of what cube-jupyter's wheel is built from."""
+    files = []
+    for name in PACKAGE_SOURCES:
+        path = ROOT / name
+        found = [path] if path.is_file() else sorted(path.rglob("*"))
+        files += [
+            f for f in found if f.is_file() and "__pycache__" not in f.parts and "labextension" not in f.parts
+        ]
+    return _digest(*(part for f in files for part in (str(f.relative_to(ROOT)), f.read_bytes())))
+
+
+def checkout_wheel(dest: Path) -> Path:
+    """This checkout's wheel, as the image build gets it (`pip wheel --no-deps .`); the panels' build
+    hook is off: the runtime needs no frontend."""
+    argv = ["pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", str(ROOT), "-w", str(dest)]
+    _run(sys.executable, "-m", *argv, HATCH_BUILD_NO_HOOKS="true")
+    [wheel] = dest.glob("cube_jupyter-*.whl")
+    return wheel
+
+
+def wheelhouse_of(image: ImageVenv) -> Path:
+    """Where the runtime image keeps its wheelhouse: cube_jupyter.wheelhouse.WHEELHOUSE, under its prefix."""
+    return image.prefix / "share" / "cube-jupyter" / "wheels"
+
+
+def runtime_image() -> ImageVenv:
+    """The runtime image, built as images/runtime/Dockerfile builds it, with this checkout's package."""
+    sources = package_sources()
+    with tempfile.TemporaryDirectory() as scratch:
+
+        def wheel() -> str:  # built only when a venv needs it
+            built = list(Path(scratch).glob("cube_jupyter-*.whl")) or [checkout_wheel(Path(scratch))]
+            return str(built[0])
+
+        def install(prefix: Path) -> None:
+            image = ImageVenv(prefix)
+            wheels = wheelhouse_of(image)
+            _pip(image, "uninstall", "--yes", "setuptools")  # python:3.12's venv has none
+            build = ["--wheel", wheel(), "--requirements", str(RUNTIME_REQUIREMENTS), "--python", PYTHON]
+            _run(sys.executable, "-m", "cube_jupyter.wheelhouse", "build", *build, "--dest", str(wheels))
+            _pip(
+                image,
+                "install",
+                "--no-index",
+                "--no-deps",
+                "--find-links",
+                str(wheels),
+                "-r",
+                str(wheels / LOCK),
+            )
+            (prefix / SOURCES_STAMP).write_text(sources)
+
+        recipe = [
+            RUNTIME_REQUIREMENTS.read_text(),
+            __version__,
+            (ROOT / "cube_jupyter" / "wheelhouse.py").read_text(),
+        ]
+        image = cached_venv("runtime", recipe, install)
+        with _locked(image.prefix):
+            stamp = image.prefix / SOURCES_STAMP
+            if stamp.read_text() != sources:
+                shutil.copy2(wheel(), wheelhouse_of(image))
+                _pip(image, "install", "--no-index", "--no-deps", "--force-reinstall", wheel())
+                stamp.write_text(sources)
+    return image
+
+
+def torch_image() -> ImageVenv:
+    """A user's PyTorch image (pytorch/pytorch): Python, pip and torch, no cube-jupyter."""
+    return cached_venv("torch", [TORCH], lambda prefix: _pip(ImageVenv(prefix), "install", TORCH))
+
+
+def layered_image(name: str, *layers: ImageVenv) -> ImageVenv:
+    """An image built FROM the first layer with the others' packages added (as ghcr.io/cube-jupyter/
+    notebook-gpu is PyTorch's image plus cube-jupyter): a venv whose site-packages lists theirs."""
+    sites = [str(layer.prefix / "lib" / f"python{PYTHON}" / "site-packages") for layer in layers]
+
+    def install(prefix: Path) -> None:
+        (prefix / "lib" / f"python{PYTHON}" / "site-packages" / "layers.pth").write_text(
+            "\n".join(sites) + "\n"
+        )
+
+    return cached_venv(name, sites, install)
