@@ -6,8 +6,11 @@
     cube-jupyter train logs NAME [--replica worker-0] [-f] [--tail N]
     cube-jupyter train delete NAME
 
-`tune` and `serve` take the same actions for tuning and serving specs. `run` runs on the configured
-backend: here, as processes (local), or as operator objects (kubernetes). Exit codes: 0 done (with
+`tune` and `serve` take the same actions for tuning and serving specs. `render` asks no cluster: a
+training job is rendered with the API `CubeJobs.training_api` pins, or with `auto` as a cluster
+serving both gets it (a Trainer v2 TrainJob when its nodes are alike, else the Training Operator's
+kind). `run` runs on the configured backend: here, as processes (local), or as operator objects
+(kubernetes), on the APIs the cluster serves. Exit codes: 0 done (with
 --wait: Succeeded, or Ready for a served model), 1 the job failed or the request was refused, 2 the
 spec or an argument is invalid (the message names the field), 130 interrupted.
 """

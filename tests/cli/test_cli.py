@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cube_jupyter.cli import main
 from cube_jupyter.notebooks.render import STOPPED_ANNOTATION
 from tests.k8s_schemas import validate_object
 
@@ -63,8 +64,18 @@ def test_render_prints_exactly_the_valid_objects(config: Path) -> None:
     again = cube(*render, config=config)
     assert again.stdout == result.stdout  # deterministic, like `helm template`
     assert STOPPED_ANNOTATION not in result.stdout
-    in_profile = cube(*render, "--namespace", "team-a", config=config)  # a Kubeflow Profile's
-    assert {o["metadata"]["namespace"] for o in yaml.safe_load_all(in_profile.stdout)} == {"team-a"}
+
+
+def test_render_into_a_namespace_only_the_cluster_knows(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Kubeflow Profile's namespace (namespace_source 'kubeflow-profile') is given, not templated."""
+    render = ["notebook", "render", "--name", "nb1", "--config", str(config)]
+    assert main([*render, "--namespace", "team-a"]) == 0
+    objects = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert {o["metadata"]["namespace"] for o in objects} == {"team-a"}
+    assert main([*render, "--namespace", "Team_A"]) != 0
+    assert "--namespace 'Team_A' is not a valid DNS-1123 label" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -385,3 +385,14 @@ async def trainer_reports(
     await asyncio.to_thread(
         kube.patch, TRAINER_API, "TrainJob", namespace, name, {"status": status}, subresource="status"
     )
+
+
+def kubeflow_profile(name: str, owner: str) -> dict[str, Any]:
+    """A Profile as a Kubeflow admin (or the dashboard's registration page) creates it: namespace
+    `name` for `owner`."""
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "Profile",
+        "metadata": {"name": name},
+        "spec": {"owner": {"kind": "User", "name": owner}},
+    }

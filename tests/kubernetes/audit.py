@@ -136,6 +136,8 @@ class AuditLog:
     def __init__(self, forward_to: AuditLog | None = None) -> None:
         self._requests: list[ApiRequest] = []
         self._forward_to = forward_to
+        self.source = ""  # who is making requests now (the session's: the running test)
+        self._sources: dict[ApiRequest, str] = {}
 
     def __iter__(self) -> Iterator[ApiRequest]:
         return iter(list(self._requests))
@@ -155,8 +157,13 @@ class AuditLog:
             self._add(bind)
         return info
 
+    def first_source(self, request: ApiRequest) -> str:
+        """The `source` that was current when `request` was first recorded."""
+        return self._sources.get(request, "")
+
     def _add(self, info: ApiRequest) -> None:
         self._requests.append(info)
+        self._sources.setdefault(info, self.source)
         if self._forward_to is not None:
             self._forward_to._add(info)
 

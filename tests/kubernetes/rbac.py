@@ -182,6 +182,8 @@ def denied(policy: Policy, requests: Iterable[ApiRequest]) -> list[str]:
             ] = None
         elif request.role not in policy.roles:
             problems[f"{request.describe()}: role {request.role!r} has no ClusterRole"] = None
+        elif request.verb == "bind" and request.name not in policy.by_name:
+            continue  # a role an admin configured and brings: whether binding it escalates is theirs
         elif not policy.allows(request):
             role = policy.roles[request.role]
             scope = "" if role.cluster_wide or request.namespace else " (it is bound per namespace only)"

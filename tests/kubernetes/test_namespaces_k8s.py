@@ -18,12 +18,13 @@ from cube_jupyter.kube.namespace_objects import render_namespace_objects
 from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 from cube_jupyter.notebooks.spec import NotebookSpec
 from tests.k8s_schemas import validate_object
+from tests.kubernetes.actors import kubeflow_profile, scheduler_warns
 from tests.kubernetes.conftest import make_settings
 from tests.kubernetes.emulator import ApiServerEmulator
 from tests.waiting import wait_until_async
 
 HOME = "kubeflow"  # the workbench's own namespace
-SECRET = "s3-credentials"
+SECRET = "cube-s3-credentials"  # the one Secret name deploy/base/rbac.yaml lets the workbench read
 ACCESS, SECRET_KEY = "AKIA-ONLY-IN-SECRETS", "s3cr3t-only-in-secrets"
 NAMESPACE_RESOURCES = {
     "Namespace": "v1/namespaces",
@@ -166,7 +167,7 @@ async def test_credentials_the_workbench_cannot_copy_say_which_setting(
     await asyncio.to_thread(kube.patch, "v1", "Secret", HOME, SECRET, {"data": {"AWS_ACCESS_KEY_ID": None}})
     with pytest.raises(
         BackendUnavailable,
-        match=r"CubeStorage\.credentials_secret 's3-credentials' in the workbench's namespace",
+        match=r"CubeStorage\.credentials_secret 'cube-s3-credentials' in the workbench's namespace",
     ):
         await backend.create_server(spec(settings))
     await asyncio.to_thread(kube.delete, "v1", "Secret", HOME, SECRET)
@@ -187,15 +188,6 @@ async def test_without_create_namespaces_a_missing_namespace_names_the_setting(
 
 
 # -- Kubeflow Profiles ---------------------------------------------------------------------------------
-
-
-def profile(name: str, owner: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "Profile",
-        "metadata": {"name": name},
-        "spec": {"owner": {"kind": "User", "name": owner}},
-    }
 
 
 def contributor(namespace: str, user: str, role: str) -> dict[str, Any]:
@@ -222,7 +214,7 @@ async def test_a_kubeflow_users_servers_go_to_the_profile_they_own(
 ) -> None:
     kmock.preload(
         [
-            profile("ml-team", "alice@example.com"),
+            kubeflow_profile("ml-team", "alice@example.com"),
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml-team"}},
             contributor("ml-team", "bob@example.com", "edit"),
         ]
@@ -232,6 +224,14 @@ async def test_a_kubeflow_users_servers_go_to_the_profile_they_own(
     server = await backend.create_server(spec(settings, user="alice@example.com"))
     assert (server.namespace, server.url) == ("ml-team", "/notebook/ml-team/nb1/")
     assert backend.get_server("alice@example.com", "nb1") == server
+    # Why it is stuck is cached, though a Profile's namespace matches no template.
+    notebook = kmock.find("kubeflow.org/v1/notebooks", "ml-team", "nb1")
+    assert notebook is not None
+    await scheduler_warns(kube, notebook, "FailedCreate", "exceeded quota: kf-resource-quota")
+    await wait_until_async(
+        lambda: backend.get_server("alice@example.com", "nb1"),
+        until=lambda s: s and s.reason == "FailedCreate: exceeded quota: kf-resource-quota",
+    )
     stopped = await backend.set_stopped("alice@example.com", "nb1", True)
     assert stopped.namespace == "ml-team"
 
@@ -249,7 +249,7 @@ async def test_a_kubeflow_users_servers_go_to_the_profile_they_own(
         await backend.delete_server("bob@example.com", "nb1")
 
     # An admin gives bob a Profile; the workbench learns it from its watch, with no restart.
-    await asyncio.to_thread(kube.create, profile("bob-lab", "bob@example.com"))
+    await asyncio.to_thread(kube.create, kubeflow_profile("bob-lab", "bob@example.com"))
     await wait_until_async(lambda: backend.user_namespaces.lookup("bob@example.com"))
     with pytest.raises(NotFound, match="Kubeflow's profile controller has not made"):
         await backend.create_server(spec(settings, user="bob@example.com"))  # its namespace is not there yet

@@ -3,32 +3,40 @@ makes, and grant nothing it never uses.
 
 Each role (the central workbench; a notebook pod's user server) takes a tour of every Kubernetes code
 path it has, through the real backends, against a fresh emulator that records each request the way
-the API server's RBAC sees it (`audit.py`): notebook servers of both kinds created, stopped, started
-and deleted (the GPU quota made, then brought up to date; a delete that failed halfway, whose
-leftovers the next create adopts), pipeline runs submitted and cancelled, a job of every framework
-and kind submitted, rolled out, logged and deleted. "Nothing unused" is decided by the tour alone,
-whichever tests pytest runs; the requests of every other test are checked for "allowed" at the end
-of the session (`rbac_session.py`).
+the API server's RBAC sees it (`audit.py`). "Nothing unused" is decided by the tour alone, whichever
+tests pytest runs; the requests of every other test (errors, retries, re-lists, rollbacks) are
+checked for "allowed" at the end of the session (`rbac_session.py`). A new request the code makes is
+caught either way: not allowed, or allowed only by a new rule, which the tour must then use.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import kmock as kmock_lib
 import pytest
+import yaml
 
 from cube_jupyter.config import Settings
-from cube_jupyter.errors import BackendUnavailable
+from cube_jupyter.errors import BackendUnavailable, InvalidInput, NotFound, NotServed
+from cube_jupyter.jobs.config import TRAINING_APIS
 from cube_jupyter.jobs.kubernetes.backend import KubernetesJobBackend
 from cube_jupyter.jobs.serving_spec import ServingSpec
 from cube_jupyter.jobs.training_spec import FRAMEWORKS
 from cube_jupyter.jobs.tuning_spec import TuningSpec
 from cube_jupyter.kube.client import KubeClient
+from cube_jupyter.kube.labels import USER_LABEL
+from cube_jupyter.kube.namespace_objects import render_namespace_objects
+from cube_jupyter.kube.resources import resource_type
+from cube_jupyter.notebooks.render import render_notebook_objects
 from cube_jupyter.notebooks.spec import NotebookSpec
+from cube_jupyter.storage.config import CREDENTIAL_KEYS
+from tests.k8s_schemas import shared_dir
 from tests.kubernetes import rbac, test_jobs_k8s, test_workflows
+from tests.kubernetes.actors import kubeflow_profile
 from tests.kubernetes.audit import ApiRequest, request_info
 from tests.kubernetes.conftest import make_settings
 from tests.kubernetes.emulator import ApiServerEmulator
@@ -42,10 +50,11 @@ from tests.kubernetes.test_jobs_k8s import (
     replica_pod,
     training,
 )
+from tests.kubernetes.test_namespaces_k8s import HOME, SECRET, b64, contributor, creating
 from tests.kubernetes.test_workflows import WORKFLOWS, submit
 from tests.waiting import wait_until_async
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(180)
 
 Make = Callable[..., Awaitable[Any]]
 
@@ -57,11 +66,26 @@ make_runs = test_workflows.make_runs
 
 @pytest.fixture
 def kmock(kmock: ApiServerEmulator, kubelet: Kubelet) -> ApiServerEmulator:
-    """A Kubeflow cluster with every operator the workbench drives (Argo Workflows, the Training
-    Operator, Katib, KServe), and a kubelet serving pod logs."""
+    """A Kubeflow cluster with every operator the workbench drives (Argo Workflows, Trainer v2 with its
+    preset runtimes, the Training Operator, Katib, KServe), a kubelet serving pod logs, and the
+    workbench's own namespace holding the artifact store's credentials."""
     kmock.resources[WORKFLOWS] = kmock_lib.ResourceInfo(kind="Workflow", namespaced=True)
     for name, info in JOB_RESOURCES.items():
         kmock.resources[name] = kmock_lib.ResourceInfo(**info)
+    presets = sorted((shared_dir() / "samples" / "trainer-runtimes").glob("*.yaml"))
+    credentials = {key: b64(key.lower()) for key in CREDENTIAL_KEYS}
+    kmock.preload(
+        [
+            *(yaml.safe_load(path.read_text()) for path in presets),
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": HOME}},
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": SECRET, "namespace": HOME},
+                "data": credentials,
+            },
+        ]
+    )
     (
         kmock[kmock_lib.action.FETCH, kmock_lib.resource("v1/pods"), kmock_lib.subresource("log")]
         << kubelet.serve
@@ -73,8 +97,9 @@ def kmock(kmock: ApiServerEmulator, kubelet: Kubelet) -> ApiServerEmulator:
 
 
 async def notebook_servers(make_backend: Make, kmock: ApiServerEmulator, settings: Settings) -> None:
-    """Everything a user does with servers, and a delete that fails halfway: its leftovers (the
-    policy, the user-server config, the workspace) are adopted by the next create of that name."""
+    """Everything a user does with servers; a delete that fails halfway, whose leftovers (the policy,
+    the user-server config, the workspace) the next create of that name adopts; a create that fails
+    halfway, rolled back."""
     backend = await make_backend(settings)
     gpu = NotebookSpec("alice", "nb1", settings.profile("gpu"))
     await backend.create_server(gpu)
@@ -87,7 +112,53 @@ async def notebook_servers(make_backend: Make, kmock: ApiServerEmulator, setting
     await backend.create_server(gpu)
     for name in ("nb1", "nb2"):
         await backend.delete_server("alice", name)
+    # A create refused at its last object: everything it made (the workspace too) is deleted again.
+    spec = NotebookSpec("alice", "nb3", settings.profile("cpu"))
+    last = render_notebook_objects(spec, settings)[-1]
+    plural = resource_type(last["apiVersion"], last["kind"]).plural
+    kmock.fail_next("create", f"{last['apiVersion']}/{plural}", 500, "etcd is down")
+    with pytest.raises(BackendUnavailable):
+        await backend.create_server(spec)
     assert backend.list_servers("alice") == []
+
+
+async def user_namespaces(make_backend: Make, kube: KubeClient) -> None:
+    """`create_namespaces`: a user's namespace made ready; made ready again after each object in it
+    drifted (an older workbench labelled it otherwise), and after its RoleBinding named another role."""
+    settings = creating()
+    backend = await make_backend(settings)
+
+    async def server(name: str) -> None:
+        await backend.create_server(NotebookSpec("carol", name, settings.profile("cpu")))
+
+    await server("nb1")
+    made = render_namespace_objects(settings, "carol", "cube-carol", dict.fromkeys(CREDENTIAL_KEYS, ""))
+    for obj in made:
+        meta, drift = obj["metadata"], {"metadata": {"labels": {USER_LABEL: None}}}
+        await asyncio.to_thread(
+            kube.patch, obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"], drift
+        )
+    await server("nb2")
+    [binding] = [obj for obj in made if obj["kind"] == "RoleBinding"]
+    await asyncio.to_thread(kube.delete_object, binding)
+    await asyncio.to_thread(
+        kube.create, {**binding, "roleRef": {**binding["roleRef"], "name": "an-older-role"}}
+    )
+    await server("nb3")
+
+
+async def kubeflow_profiles(make_backend: Make, kmock: ApiServerEmulator) -> None:
+    """`namespace_source = "kubeflow-profile"`: an owner's server goes to their Profile's namespace;
+    a contributor without one is told where they contribute."""
+    owner, other = "alice@example.com", "bob@example.com"
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml-team"}}
+    kmock.preload([kubeflow_profile("ml-team", owner), namespace, contributor("ml-team", other, "edit")])
+    settings = make_settings(namespace_source="kubeflow-profile")
+    backend = await make_backend(settings)
+    server = await backend.create_server(NotebookSpec(owner, "nb1", settings.profile("cpu")))
+    assert server.namespace == "ml-team"
+    with pytest.raises(NotFound, match="contributor in: ml-team"):
+        await backend.create_server(NotebookSpec(other, "nb1", settings.profile("cpu")))
 
 
 async def pipeline_runs(make_runs: Make, settings: Settings) -> None:
@@ -96,17 +167,25 @@ async def pipeline_runs(make_runs: Make, settings: Settings) -> None:
     assert (await runs.cancel("alice", "run-1")).status == "cancelled"
 
 
-async def jobs_of_every_kind(make_jobs: Make, kube: KubeClient, kubelet: Kubelet, settings: Settings) -> None:
-    """Training in every framework, a replica's log, tuning, serving and a canary roll-out; all deleted."""
-    jobs: KubernetesJobBackend = await make_jobs(settings)
-    for framework in FRAMEWORKS:
-        spec = {"name": f"train-{framework}", "framework": framework, "replicas": {"worker": 2}}
-        await jobs.submit("training", training({**spec, "command": ["python", "train.py"]}))
-    pod = await replica_pod(kube, "train-pytorch", "worker", 0, "Running")
-    await wait_until_async(lambda: job_of(jobs, "train-pytorch").replicas[0].pod == pod)
+async def jobs_of_every_kind(
+    make_jobs: Make, kube: KubeClient, kubelet: Kubelet, workbench: dict[str, Any] | None = None
+) -> None:
+    """Training in every framework on every training API an admin can pin (refused before any
+    request where that API cannot run the framework), a replica's log, tuning, serving and a canary
+    roll-out; then every job deleted."""
+    for api in TRAINING_APIS:
+        jobs: KubernetesJobBackend = await make_jobs(make_settings(workbench, jobs={"training_api": api}))
+        for framework in FRAMEWORKS:
+            spec = {"name": f"{framework}-{api}", "framework": framework, "replicas": {"worker": 2}}
+            with contextlib.suppress(InvalidInput, NotServed):
+                await jobs.submit("training", training({**spec, "command": ["python", "train.py"]}))
+    pod = await replica_pod(kube, "pytorch-training-operator-v1", "worker", 0, "Running")
+    await wait_until_async(lambda: job_of(jobs, "pytorch-training-operator-v1").replicas[0].pod == pod)
     kubelet.write(NS, pod, "epoch 1\n")
     kubelet.terminate(NS, pod)
-    assert [chunk async for chunk in jobs.logs(job_of(jobs, "train-pytorch"), "worker-0")] == ["epoch 1\n"]
+    assert [line async for line in jobs.logs(job_of(jobs, "pytorch-training-operator-v1"), "worker-0")] == [
+        "epoch 1\n"
+    ]
     await jobs.submit("tuning", TuningSpec.from_dict(TUNE, user="alice"))
     await jobs.submit("serving", ServingSpec.from_dict(SERVE, user="alice"))
     canary = {**SERVE, "storage_uri": "s3://models/iris-v2", "canary_traffic_percent": 20}
@@ -127,23 +206,27 @@ def tour(
     make_runs: Make,
     make_jobs: Make,
 ) -> Callable[[str], Awaitable[None]]:
-    """What each role does on a cluster (see cube_jupyter_server.app: the central workbench serves
-    notebook servers, pipelines and jobs; a user server, pipelines and jobs, reading its owner's
-    servers for the GPU ledger)."""
+    """What each role does on a cluster (as cube_jupyter_server.app wires it): the central workbench
+    serves notebook servers, pipelines and jobs; a user server, its owner's pipelines and jobs in its
+    own namespace, reading its owner's servers there for the GPU ledger."""
 
     async def workbench() -> None:
         for kind in ("Notebook", "StatefulSet"):
             settings = make_settings(resource_kind=kind, gpu_quota_per_user=2)
             await notebook_servers(make_backend, kmock, settings)
+        await user_namespaces(make_backend, kube)
+        await kubeflow_profiles(make_backend, kmock)
         await pipeline_runs(make_runs, make_settings())
-        await jobs_of_every_kind(make_jobs, kube, kubelet, make_settings())
+        await jobs_of_every_kind(make_jobs, kube, kubelet)
 
     async def user() -> None:
+        for kind in ("Notebook", "StatefulSet"):
+            assert (await make_backend(make_settings(USER_SERVER, resource_kind=kind))).list_servers(
+                "alice"
+            ) == []
         settings = make_settings(USER_SERVER)
-        backend = await make_backend(settings)
-        assert backend.list_servers("alice") == []
         await pipeline_runs(make_runs, settings)
-        await jobs_of_every_kind(make_jobs, kube, kubelet, settings)
+        await jobs_of_every_kind(make_jobs, kube, kubelet, USER_SERVER)
 
     tours = {"workbench": workbench, "user": user}
     assert set(tours) == set(rbac.ROLE_CLUSTER_ROLES)
@@ -159,8 +242,10 @@ async def test_each_role_is_granted_exactly_what_its_code_uses(
     # Only the role's own requests were recorded: none of the tests' controllers and kubelet.
     assert {request.role for request in recorded} == {role}
     policy = await asyncio.to_thread(rbac.base_policy)
-    assert rbac.denied(policy, recorded) == []
-    assert rbac.unused(role, policy, recorded) == []
+    denied = rbac.denied(policy, recorded)
+    assert not denied, "not allowed:\n" + "\n".join(denied)
+    unused = rbac.unused(role, policy, recorded)
+    assert not unused, "granted, never used:\n" + "\n".join(unused)
 
 
 # -- the judge itself ----------------------------------------------------------------------------

@@ -19,12 +19,14 @@ from cube_jupyter.jobs.kubernetes.backend import KubernetesJobBackend
 from cube_jupyter.jobs.service import JobService
 from cube_jupyter.jobs.training_spec import TrainingSpec
 from cube_jupyter.jobs.tuning_spec import TuningSpec
+from cube_jupyter.jobs.vocabulary import form_vocabulary
 from cube_jupyter.kube.client import KubeClient
 from tests.k8s_schemas import shared_dir, validate_object
 from tests.kubernetes.actors import trainer_creates_nodes, trainer_reports
 from tests.kubernetes.conftest import connect, make_settings
 from tests.kubernetes.emulator import ApiServerEmulator
 from tests.kubernetes.test_jobs_k8s import JOB_RESOURCES, NS, TUNE, Kubelet, condition, pod_phase
+from tests.server.openapi import assert_response_matches
 from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(60)
@@ -223,6 +225,7 @@ async def test_a_kind_whose_operator_is_missing_is_refused_naming_its_crd_and_th
     )
     assert availability["serving"]["via"] == "InferenceService"
     assert availability["training"]["pytorch"]["available"] is False
+    assert_response_matches("/jobs/config", "get", 200, {**form_vocabulary(), "availability": availability})
     with pytest.raises(NotServed):  # a tuning spec is refused before anything is shipped or made
         await jobs.submit("tuning", TuningSpec.from_dict(TUNE, user="alice"))
     assert kmock.requests_of("create", "kubeflow.org/v1beta1/experiments") == []

@@ -8,25 +8,21 @@ import copy
 from typing import Any
 
 import pytest
-from traitlets.config import Config
 
-from cube_jupyter.config import Settings, load_settings
+from cube_jupyter.config import Settings
 from cube_jupyter.errors import ConfigError, InvalidInput
 from cube_jupyter.kube.namespace_objects import render_namespace_objects
 from cube_jupyter.kube.profiles import Contribution, contributions, owned_namespaces
 from cube_jupyter.names import kubeflow_username, namespace_from_template, namespace_pattern, user_slug
+from tests.jobs.helpers import make_config
 from tests.k8s_schemas import validate_object
+from tests.kubernetes.actors import kubeflow_profile as profile
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "QUtJQQ==", "AWS_SECRET_ACCESS_KEY": "czNjcjN0", "OTHER": "eA=="}
 
 
 def settings_with(**sections: dict[str, Any]) -> Settings:
-    config = Config()
-    config.CubeWorkbench.backend = "kubernetes"
-    for section, traits in sections.items():
-        for trait, value in traits.items():
-            setattr(config[section], trait, value)
-    return load_settings(config)
+    return make_config(**sections)[0]
 
 
 # --- templates -------------------------------------------------------------------------------------------
@@ -205,15 +201,6 @@ def test_misspelt_namespace_object_fields_fail_strict_validation(kind: str, bad_
 
 
 # --- Kubeflow's conventions -------------------------------------------------------------------------
-
-
-def profile(name: str, owner: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "Profile",
-        "metadata": {"name": name},
-        "spec": {"owner": {"kind": "User", "name": owner}},
-    }
 
 
 def binding(namespace: str, user: str | None, role: str | None, name: str = "b") -> dict[str, Any]:

@@ -3,7 +3,8 @@
 Kubeflow Trainer v2 (TrainJob), the Training Operator (PyTorchJob, TFJob, XGBoostJob, MPIJob), Katib
 (Experiment, Trial) and KServe (InferenceService) are installed separately; the jobs backend asks
 the cluster which it serves (`Cluster.discover`), follows those, and refuses a job that needs a
-missing one with NotServed naming its CRD, before anything is shipped or created.
+missing one with NotServed naming its CRD, before anything is shipped or created. A tuning job's
+training trials are rendered as the Training Operator's kind (`render.tuning`), so they need it too.
 """
 
 from __future__ import annotations

@@ -2,10 +2,11 @@
 
 Writes go to the API (in a worker thread: the official client blocks); every read — list, get, the
 status and the reason a server is not running — is answered from three informer caches (the servers'
-Notebooks or StatefulSets, their pods, and Warning events about pods and workloads in user
-namespaces), so polling the panel never lists the cluster. A create either leaves all of a server's
-objects behind or none of them. The AuthorizationPolicy is created first and deleted last, after the
-pod is gone: the pod has no token, and without an ALLOW policy Istio would let anyone reach it.
+Notebooks or StatefulSets, and the cluster's pod and Warning event caches, which every feature shares
+and this one indexes by server), so polling the panel never lists the cluster. A create either leaves
+all of a server's objects behind or none of them. The AuthorizationPolicy is created first and deleted
+last, after the pod is gone: the pod has no token, and without an ALLOW policy Istio would let anyone
+reach it.
 """
 
 from __future__ import annotations
@@ -121,7 +122,9 @@ def _event_filter(settings: Settings) -> Callable[[Obj], bool]:
 
 
 class KubernetesNotebookBackend:
-    """`NotebookBackend` on a cluster: Notebook (or StatefulSet + Service), VirtualService, PVC, policy."""
+    """`NotebookBackend` on a cluster: a Notebook (its controller routes it) or a StatefulSet, Service
+    and VirtualService; a workspace PVC and the owner-only policy; in the user's namespace, made
+    ready first when `create_namespaces` says so."""
 
     def __init__(
         self,
