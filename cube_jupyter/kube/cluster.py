@@ -135,4 +135,3 @@ class Cluster:
             for group_version in unknown:
                 self._served[group_version] = frozenset(k for k in found.kinds if k[0] == group_version)
         return ServedApis(frozenset(k for gv in wanted for k in self._served[gv]))
-

@@ -71,12 +71,17 @@ class UserNamespaces:
         owned = self.profiles.owned_by(user)
         return owned[0] if owned else None  # several: the first by name, always the same one
 
-    def prepare(self, user: str) -> str:
-        """The namespace a new server of `user` goes to, made ready when `create_namespaces` says so.
-        Blocking (API calls): run it in a thread."""
+    def require(self, user: str) -> str:
+        """`user`'s namespace; NotFound naming the setting when they own no Profile."""
         namespace = self.lookup(user)
         if namespace is None:
             raise self._no_profile(user)
+        return namespace
+
+    def prepare(self, user: str) -> str:
+        """The namespace a new server of `user` goes to, made ready when `create_namespaces` says so.
+        Blocking (API calls): run it in a thread."""
+        namespace = self.require(user)
         prepare_namespace(self.client, self.settings, user, namespace)
         return namespace
 

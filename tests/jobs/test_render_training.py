@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from cube_jupyter.errors import InvalidInput
+from cube_jupyter.jobs.render.pods import RUNTIME_MOUNT
 from cube_jupyter.jobs.render.training import render_training
 from cube_jupyter.jobs.training_spec import FRAMEWORK_ROLES, TrainingSpec
 from tests.jobs.helpers import make_config
@@ -109,6 +110,7 @@ def test_every_framework_renders_a_valid_job(framework: str) -> None:
             "/etc/train",
             "/keys",
             "/scratch",
+            RUNTIME_MOUNT,  # the image has no cube-jupyter: its init containers install it there
         ]
         assert main["workingDir"] == "/home/jovyan"
         claims = {v["name"]: v for v in pod["volumes"]}

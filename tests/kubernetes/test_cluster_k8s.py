@@ -12,16 +12,19 @@ from typing import Any
 import kmock as kmock_lib
 import pytest
 
+from cube_jupyter.errors import NotFound
 from cube_jupyter.jobs.kubernetes.backend import KubernetesJobBackend
+from cube_jupyter.jobs.serving_spec import ServingSpec
 from cube_jupyter.kube.client import KubeClient
 from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns
-from tests.kubernetes.actors import scheduler_warns
+from tests.kubernetes.actors import kubeflow_profile, scheduler_warns
 from tests.kubernetes.conftest import connect, make_settings
 from tests.kubernetes.emulator import ApiServerEmulator
-from tests.kubernetes.test_jobs_k8s import JOB_RESOURCES, replica_pod
-from tests.kubernetes.test_workflows import WORKFLOWS
+from tests.kubernetes.test_jobs_k8s import JOB_RESOURCES, SERVE, replica_pod
+from tests.kubernetes.test_workflows import STORE, WORKFLOWS
+from tests.pipelines.test_argo import fan_out_fan_in
 from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(60)
@@ -140,3 +143,35 @@ async def test_apis_are_discovered_from_the_discovery_documents_once(
     paths = [str(r.url.path) for r in kmock if str(r.url.path).startswith("/apis") and r.resource is None]
     group_versions = [r for r in kmock if r.resource is not None and r.resource.plural is None]
     assert paths == ["/apis"] and len(group_versions) == 2  # example.com/v1 is not served: not asked
+
+
+async def test_a_kubeflow_users_runs_and_jobs_go_to_the_profile_they_own(
+    kmock: ApiServerEmulator, api_url: str
+) -> None:
+    kmock.preload(
+        [
+            kubeflow_profile("ml-team", "alice@example.com"),
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml-team"}},
+        ]
+    )
+    settings = make_settings(namespace_source="kubeflow-profile")
+    cluster = connect(settings, api_url)
+    runs = ClusterPipelineRuns(settings, cluster, sync_timeout=10)
+    jobs = KubernetesJobBackend(settings, cluster, sync_timeout=10)
+    try:
+        for feature in (runs, jobs):
+            await feature.start()
+        name = await runs.submit(fan_out_fan_in(), "alice@example.com", "run-1", STORE)
+        assert kmock.find(WORKFLOWS, "ml-team", name) is not None
+        assert runs.get("alice@example.com", "run-1").name == name
+        job = await jobs.submit("serving", ServingSpec.from_dict(SERVE, user="alice@example.com"))
+        assert kmock.find("serving.kserve.io/v1beta1/inferenceservices", "ml-team", job.name) is not None
+        assert jobs.get("alice@example.com", job.name) is not None
+
+        # Without a Profile there is nowhere to run: a 404 naming the setting, and nothing created.
+        with pytest.raises(NotFound, match=r"CubeSpawner\.namespace_source is 'kubeflow-profile'"):
+            await runs.submit(fan_out_fan_in(), "bob@example.com", "run-2", STORE)
+        with pytest.raises(NotFound, match="owns no Kubeflow Profile"):
+            await jobs.submit("serving", ServingSpec.from_dict(SERVE, user="bob@example.com"))
+    finally:
+        await cluster.close()

@@ -334,7 +334,12 @@ async def test_every_framework_renders_an_object_the_crds_accept(
         stored = kmock.find(resource, NS, job.name)
         assert stored is not None, resource
         validate_object(stored, strict=True)
-    assert sorted(j.framework or "" for j in jobs.list("alice")) == ["mpi", "tensorflow", "xgboost", "xgboost"]
+    assert sorted(j.framework or "" for j in jobs.list("alice")) == [
+        "mpi",
+        "tensorflow",
+        "xgboost",
+        "xgboost",
+    ]
 
 
 async def test_a_duplicate_name_is_a_conflict_and_a_refused_create_leaves_nothing(

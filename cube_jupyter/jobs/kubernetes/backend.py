@@ -59,7 +59,12 @@ from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.kube.discovery import ServedApis
 from cube_jupyter.kube.informer import Informer, Obj
 from cube_jupyter.kube.labels import SELECTOR
-from cube_jupyter.kube.namespaces import is_missing_namespace, missing_namespace, prepare_namespace
+from cube_jupyter.kube.namespaces import (
+    UserNamespaces,
+    is_missing_namespace,
+    missing_namespace,
+    prepare_namespace,
+)
 
 log = logging.getLogger(__name__)
 
@@ -93,10 +98,12 @@ class KubernetesJobBackend:
         self.trials: Informer | None = None
         # The replica, node, trial and predictor pods: the one pod cache of the cluster.
         self.pods = self.cluster.pods({"owner": index_pod_owner})
+        self.user_namespaces = UserNamespaces(settings, self.cluster)
 
     @property
     def informers(self) -> list[Informer]:
-        return [*self.kinds.values(), *([self.trials] if self.trials is not None else []), self.pods]
+        trials = [self.trials] if self.trials is not None else []
+        return [*self.kinds.values(), *trials, self.pods, *self.user_namespaces.informers]
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -137,8 +144,17 @@ class KubernetesJobBackend:
 
     # -- reads: the informer caches only -----------------------------------------------------------
 
-    def namespace(self, user: str) -> str:
-        return self.config.namespace_for(self.settings, user)
+    def namespace(self, user: str) -> str | None:
+        """CubeJobs.namespace_template's when set, else the user's own (a Kubeflow Profile's, or
+        CubeSpawner.namespace_template's); None when they own no Profile."""
+        if self.config.jobs.namespace_template and not self.settings.user_server:
+            return self.config.namespace_for(self.settings, user)
+        return self.user_namespaces.lookup(user)
+
+    def _target_namespace(self, user: str) -> str:
+        """Where a new job of `user` goes; NotFound naming the setting when nowhere. Blocking (it may
+        ask the API why): run it in a thread."""
+        return self.namespace(user) or self.user_namespaces.require(user)
 
     def list(self, user: str | None) -> list[Job]:
         jobs: builtins.list[Job] = []
@@ -185,7 +201,8 @@ class KubernetesJobBackend:
         before anything is shipped or created."""
         require_served(kind, spec, self.config, self.served)
         spec = await asyncio.to_thread(ship_to_cluster, spec, self.config.storage, self.root_dir)
-        objects = render_spec(kind, spec, self.config, self.settings, self.served)
+        namespace = await asyncio.to_thread(self._target_namespace, spec.user)
+        objects = render_spec(kind, spec, self.config, self.settings, self.served, namespace)
         primary = next(o for o in objects if o["kind"] in self.kinds)
         target = metadata_of(primary)["namespace"]
         await asyncio.to_thread(prepare_namespace, self.client, self.settings, spec.user, target)
@@ -205,12 +222,11 @@ class KubernetesJobBackend:
             raise
         made = next(o for o in created if o["kind"] == primary["kind"])
         informer = self.kinds[made["kind"]]
-        namespace = metadata_of(made).get("namespace")
         if not await asyncio.to_thread(
-            informer.wait_for, lambda: informer.get(namespace, spec.name) is not None, CACHE_WAIT_SECONDS
+            informer.wait_for, lambda: informer.get(target, spec.name) is not None, CACHE_WAIT_SECONDS
         ):
             informer.upsert(made)  # the watch is slow: serve what the API answered until it catches up
-        return self._job(informer.get(namespace, spec.name) or made)
+        return self._job(informer.get(target, spec.name) or made)
 
     async def roll_out(self, spec: Any) -> Job:
         """A new revision of a served model: merge-patch the InferenceService's spec, as `kubectl
@@ -269,7 +285,7 @@ class KubernetesJobBackend:
         self, job: Job, replica: str | None, *, follow: bool = False, tail: int | None = None
     ) -> AsyncIterator[str]:
         pod = self._replica_pod(job.user, job, replica)
-        return _stream_in_thread(lambda: self._open_log(self.namespace(job.user), pod, follow, tail))
+        return _stream_in_thread(lambda: self._open_log(metadata_of(pod)["namespace"], pod, follow, tail))
 
     def _replica_pod(self, user: str, job: Job, replica: str | None) -> Obj:
         chosen = next((r for r in job.replicas if replica in (None, r.name)), None)

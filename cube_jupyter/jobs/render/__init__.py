@@ -36,13 +36,19 @@ JOB_OBJECT_KINDS = frozenset(
 
 
 def render_spec(
-    kind: JobKind, spec: Spec, config: JobSettings, settings: Settings, served: ServedApis | None = None
+    kind: JobKind,
+    spec: Spec,
+    config: JobSettings,
+    settings: Settings,
+    served: ServedApis | None = None,
+    namespace: str | None = None,
 ) -> list[dict[str, Any]]:
     """The Kubernetes objects the kubernetes backend creates for `spec`, in creation order. A training
     job is a TrainJob or the Training Operator's kind, as `training_api` decides from the config and
     what the cluster serves (`served`; None: not known). The job object itself carries the normalized
     spec as an annotation, so the Jobs panel can show what a cluster job was submitted with (and which
-    way a tuning goal points) from the informer cache."""
+    way a tuning goal points) from the informer cache. `namespace` is the user's namespace when the
+    cluster decides it (a Kubeflow Profile's); None: the namespace templates'."""
     if isinstance(spec, TrainingSpec):
         if training_api(spec, config, served) == TRAINER_V2:
             objects = render_trainjob(spec, config, settings)
@@ -53,6 +59,8 @@ def render_spec(
     else:
         objects = render_serving(spec, config, settings)
     for obj in objects:
+        if namespace is not None:
+            obj["metadata"]["namespace"] = namespace
         if obj["kind"] in JOB_OBJECT_KINDS:
             annotations = obj.setdefault("metadata", {}).setdefault("annotations", {})
             annotations[SPEC_ANNOTATION] = json.dumps(spec.to_dict(), sort_keys=True)

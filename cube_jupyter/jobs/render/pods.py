@@ -101,6 +101,8 @@ class ShippedCode:
         self.env: list[dict[str, Any]] = []
         self.volumes: list[dict[str, Any]] = []
         self.mounts: list[dict[str, Any]] = []
+        # The user's own command needs nothing of ours; everything else runs through the entry.
+        self.needs_runtime = code.kind != "command"
         if code.kind == "command":
             self.command = [*(code.command or ()), *code.args]
             return
@@ -266,7 +268,8 @@ def pod_template(container: dict[str, Any], workload: Workload, config: JobSetti
     if mounts or workload.shipped.mounts:
         container["volumeMounts"] = [*mounts, *workload.shipped.mounts]
     spec = pod_spec(container, [*pod_volumes, *workload.shipped.volumes], workload.resources.gpu, config)
-    inject_runtime(spec, container, config.jobs)
+    if workload.shipped.needs_runtime:
+        inject_runtime(spec, container, config.jobs)
     return {
         "metadata": {
             "labels": pod_labels(workload.name, workload.user),

@@ -69,10 +69,12 @@ def compile_workflow(
     user: str | None = None,
     parallel: int | None = None,
     config: PipelineSettings | None = None,
+    namespace: str | None = None,
 ) -> dict[str, Any]:
     """The Workflow running `pipeline` on the cluster.
 
-    `user` places it in the user's namespace and labels it; `run_id` names the run's artifacts in the
+    `user` places it in the user's namespace (`namespace` when the cluster decides it, as a Kubeflow
+    Profile's; else CubeSpawner.namespace_template's) and labels it; `run_id` names the run's artifacts in the
     store (None: the Workflow's own name, for `argo submit`); `store_url` defaults to CubeStorage.url
     and must be S3, the only store pods can reach; `parameters` override the notebook's defaults.
     """
@@ -123,7 +125,7 @@ def compile_workflow(
     workflow = {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": _metadata(pipeline, settings, run_id, user),
+        "metadata": _metadata(pipeline, settings, run_id, user, namespace),
     }
     workflow["spec"] = spec
     size = len(json.dumps(workflow))
@@ -311,7 +313,9 @@ def _store_env(config: PipelineSettings) -> list[dict[str, Any]]:
     return [{"name": "PYTHONUNBUFFERED", "value": "1"}, *pod_store_env(config.storage)]
 
 
-def _metadata(pipeline: Pipeline, settings: Settings, run_id: str | None, user: str | None) -> dict[str, Any]:
+def _metadata(
+    pipeline: Pipeline, settings: Settings, run_id: str | None, user: str | None, namespace: str | None
+) -> dict[str, Any]:
     labels = {MANAGED_BY_LABEL: MANAGED_BY, COMPONENT_LABEL: COMPONENT, PIPELINE_LABEL: pipeline.name}
     annotations = {NOTEBOOK_ANNOTATION: pipeline.path}
     if run_id is not None:
@@ -321,7 +325,7 @@ def _metadata(pipeline: Pipeline, settings: Settings, run_id: str | None, user: 
         "generateName": pipeline.name[: 63 - 1 - GENERATED_SUFFIX].rstrip("-") + "-",
     }
     if user is not None:
-        meta["namespace"] = settings.namespace_for(user)
+        meta["namespace"] = namespace or settings.namespace_for(user)
         labels[USER_LABEL] = user_slug(user)
         annotations[USER_ANNOTATION] = user
     meta["labels"] = labels

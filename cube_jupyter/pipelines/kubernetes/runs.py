@@ -22,7 +22,12 @@ from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.kube.discovery import missing_crd
 from cube_jupyter.kube.informer import Obj
 from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION
-from cube_jupyter.kube.namespaces import is_missing_namespace, missing_namespace, prepare_namespace
+from cube_jupyter.kube.namespaces import (
+    UserNamespaces,
+    is_missing_namespace,
+    missing_namespace,
+    prepare_namespace,
+)
 from cube_jupyter.kube.resources import ResourceType, register_resource_type
 from cube_jupyter.pipelines.config import PipelineSettings
 from cube_jupyter.pipelines.kubernetes.argo import (
@@ -131,6 +136,7 @@ class ClusterPipelineRuns:
         self.workflows = self.cluster.informer(
             API_VERSION, KIND, label_selector=SELECTOR, indexers={"run": _index_run, "user": _index_user}
         )
+        self.user_namespaces = UserNamespaces(settings, self.cluster)
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -143,7 +149,11 @@ class ClusterPipelineRuns:
                 raise NotServed(
                     f"cluster pipeline runs need Argo Workflows: {missing_crd(API_VERSION, KIND)}"
                 )
-            await self.cluster.start([self.workflows], self.sync_timeout, " (is Argo Workflows installed?)")
+            await self.cluster.start(
+                [self.workflows, *self.user_namespaces.informers],
+                self.sync_timeout,
+                " (is Argo Workflows installed?)",
+            )
         except CubeError:
             await self.close()
             raise
@@ -155,7 +165,9 @@ class ClusterPipelineRuns:
     # -- reads: the informer cache only ------------------------------------------------------------
 
     def namespace(self, user: str) -> str:
-        return self.settings.namespace_for(user)
+        """Where `user`'s runs go; NotFound naming the setting when they own no Profile. Blocking (it
+        may ask the API why): run it in a thread."""
+        return self.user_namespaces.require(user)
 
     def get(self, user: str, run_id: str) -> WorkflowRun:
         obj = self._workflow(user, run_id)
@@ -172,10 +184,9 @@ class ClusterPipelineRuns:
         return [workflow_run(obj) for obj in objs if _labels(obj).get(RUN_ID_LABEL)]
 
     def _workflow(self, user: str, run_id: str) -> Obj | None:
+        namespace = self.user_namespaces.lookup(user)
         found = [
-            obj
-            for obj in self.workflows.by_index("run", f"{self.namespace(user)}/{run_id}")
-            if _user_of(obj) == user
+            obj for obj in self.workflows.by_index("run", f"{namespace}/{run_id}") if _user_of(obj) == user
         ]
         return max(
             found, key=lambda o: (o.get("metadata") or {}).get("creationTimestamp") or "", default=None
@@ -198,6 +209,7 @@ class ClusterPipelineRuns:
         One object holds the whole run (the pipeline travels inside it), so a failed create leaves
         nothing behind and there is nothing to roll back.
         """
+        namespace = await asyncio.to_thread(self.namespace, user)
         workflow = compile_workflow(
             pipeline,
             self.settings,
@@ -207,10 +219,10 @@ class ClusterPipelineRuns:
             user=user,
             parallel=parallel,
             config=self.config,
+            namespace=namespace,
         )
         if self._workflow(user, run_id) is not None:
             raise Conflict(f"user {user!r} already has a cluster run {run_id!r}", field="run_id")
-        namespace = workflow["metadata"]["namespace"]
         await asyncio.to_thread(prepare_namespace, self.client, self.settings, user, namespace)
         try:
             created = await asyncio.to_thread(self.client.create, workflow)
