@@ -128,7 +128,15 @@ def _replica_spec(
         container["command"] = command
     if operator.port is not None:
         container["ports"] = [{"name": operator.port_name, "containerPort": operator.port, "protocol": "TCP"}]
-    workload = Workload(
+    template = pod_template(container, role_workload(spec, role, shipped, workspace_claim), config)
+    return {"replicas": role.replicas, "restartPolicy": spec.restart_policy, "template": template}
+
+
+def role_workload(
+    spec: TrainingSpec, role: RoleSpec, shipped: ShippedCode, workspace_claim: str | None = None
+) -> Workload:
+    """What each pod of `role` runs, as a v1 replica or a TrainJob node alike."""
+    return Workload(
         name=spec.name,
         user=spec.user,
         shipped=shipped,
@@ -138,8 +146,6 @@ def _replica_spec(
         workspace=spec.workspace,
         workspace_claim=workspace_claim,
     )
-    template = pod_template(container, workload, config)
-    return {"replicas": role.replicas, "restartPolicy": spec.restart_policy, "template": template}
 
 
 def _command(spec: TrainingSpec, role: RoleSpec, code_command: list[str]) -> list[str] | None:

@@ -24,12 +24,11 @@ from cube_jupyter.errors import InvalidInput
 from cube_jupyter.jobs.config import JobSettings
 from cube_jupyter.jobs.render.pods import (
     ShippedCode,
-    Workload,
-    env_list,
     job_metadata,
     namespace_of,
     pod_template,
 )
+from cube_jupyter.jobs.render.training import role_workload
 from cube_jupyter.jobs.trainer_env import WORKDIR_ENV
 from cube_jupyter.jobs.training_spec import RoleSpec, TrainingSpec
 from cube_jupyter.kube.labels import MANAGED_BY
@@ -152,16 +151,7 @@ def node_template(spec: TrainingSpec, config: JobSettings) -> dict[str, Any]:
         "image": role.image or spec.image or config.image_for(spec.framework),
         "command": list(role.command) if role.command is not None else shipped.command,
     }
-    workload = Workload(
-        name=spec.name,
-        user=spec.user,
-        shipped=shipped,
-        env=env_list(spec.env, role.env),
-        resources=role.resources,
-        volumes=spec.volumes,
-        workspace=spec.workspace,
-    )
-    return pod_template(container, workload, config)
+    return pod_template(container, role_workload(spec, role, shipped), config)
 
 
 def _node_shape(role: RoleSpec) -> tuple[Any, ...]:
