@@ -62,6 +62,8 @@ c.CubeSpawner.gpu_quota_per_user = 2
 #   c.CubeStorage.url = "s3://mlpipeline/cube-jupyter"
 #   c.CubeStorage.endpoint = "http://minio-service.kubeflow:9000"
 #   c.CubeStorage.credentials_secret = "cube-s3-credentials"
+# With CubeSpawner.create_namespaces the workbench copies that Secret from its own namespace into each
+# user namespace; rbac.yaml lets it read only a Secret of this name (another name: change both).
 
 # -- the overlay's settings ---------------------------------------------------------------------------
 # Each overlay adds its own `*.py` file to this ConfigMap (kubeflow.py, standalone.py); every `*.py`
