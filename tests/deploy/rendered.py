@@ -17,6 +17,7 @@ import yaml
 from traitlets.config import Config
 
 from cube_jupyter.config import load_config_file
+from tests.pods.harness import write_config_map
 
 DEPLOY_DIR = Path(__file__).resolve().parents[2] / "deploy"
 OVERLAYS_DIR = DEPLOY_DIR / "overlays"
@@ -67,14 +68,6 @@ def config_map_of(objects: list[Obj], volume: str) -> Obj:
     """The ConfigMap the Deployment's volume `volume` mounts (its generated, hashed name)."""
     volumes = {v["name"]: v for v in pod_template(objects)["spec"]["volumes"]}
     return the(objects, "ConfigMap", volumes[volume]["configMap"]["name"])
-
-
-def write_config_map(config_map: Obj, directory: Path) -> Path:
-    """The ConfigMap's files in `directory`, as the kubelet mounts them."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for key, text in config_map.get("data", {}).items():
-        (directory / key).write_text(text)
-    return directory
 
 
 def load_workbench_config(objects: list[Obj], directory: Path) -> Config:

@@ -3,7 +3,8 @@ rendered, so a test proves the pod would run, not that a hand-written copy of it
 
 What runs is the rendered argv (`command` + `args`), in the container's `workingDir`, with its `env`,
 each container in the venv that stands for its `image` (tests/pods/images.py), init containers first,
-one by one, then the main containers together. The kubelet's part is done as the kubelet does it:
+one by one, then the main containers together (run to completion); or one main container started and
+left running (a server, such as the workbench). The kubelet's part is done as the kubelet does it:
 
 - `env`: `value`s with `$(VAR)` expanded from the variables before them; `secretKeyRef` read from the
   Secrets the test gives the cluster (a missing one fails the pod, like CreateContainerConfigError);
@@ -11,7 +12,8 @@ one by one, then the main containers together. The kubelet's part is done as the
   spec.nodeName, spec.serviceAccountName, status.podIP, status.hostIP); `$(VAR)` in command and args;
 - volumes: an `emptyDir` is a directory of the pod, shared by its containers (init containers
   included); a `persistentVolumeClaim` is a directory of the cluster, shared by every pod naming the
-  claim. Other volume kinds fail loudly: no test needs them yet.
+  claim; a `configMap` is a directory of the pod holding the ConfigMap's keys as files, from the
+  ConfigMaps the test gives the cluster. Other volume kinds fail loudly: no test needs them yet.
 
 The one rule for paths, since nothing here can mount: each mount path (a volumeMount's `mountPath`,
 and a file an operator puts in place, such as an Argo input artifact's `path`) stands for a directory
@@ -21,7 +23,8 @@ else in the argv changes; `readOnly` is not enforced.
 
 The process env is the image's (its PATH first, see ImageVenv.env), HOSTNAME (the pod's name) and
 HOME (a directory of the pod: the container's writable layer), then the container's env, then what an
-operator adds to a container by name (the Training Operator's MASTER_ADDR, RANK, ...).
+operator adds to a container by name (the Training Operator's MASTER_ADDR, RANK, ...; a kubeconfig
+standing in for the service account's in-cluster credentials).
 """
 
 from __future__ import annotations
@@ -34,10 +37,10 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from cube_jupyter.images import image_repository
 from tests.pods.images import ImageVenv
@@ -51,12 +54,14 @@ POD_TIMEOUT = 240.0
 
 @dataclass
 class Cluster:
-    """What pods see outside themselves: images (by repository), Secrets, the claims' storage."""
+    """What pods see outside themselves: images (by repository), Secrets, ConfigMaps, the claims'
+    storage."""
 
     root: Path
     images: Mapping[str, ImageVenv]  # image repository (no tag) → the venv standing for it
     secrets: dict[str, dict[str, str]] = field(default_factory=dict)
     namespace: str = "cube-alice"
+    config_maps: dict[str, dict[str, Any]] = field(default_factory=dict)  # name → the ConfigMap object
 
     def image(self, reference: str) -> ImageVenv:
         repository = image_repository(reference)
@@ -83,6 +88,34 @@ class ContainerRun:
     def log(self) -> str:
         """What `kubectl logs` shows: both streams."""
         return self.stdout + self.stderr
+
+
+@dataclass(frozen=True)
+class ContainerProcess:
+    """A container's process, started; its stdout and stderr are files of the pod."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    stdout: Path
+    stderr: Path
+
+    def streams(self) -> list[str]:
+        """What it has written so far: stdout, stderr."""
+        return [path.read_bytes().decode(errors="replace") for path in (self.stdout, self.stderr)]
+
+    @property
+    def log(self) -> str:
+        """What `kubectl logs` shows so far: both streams."""
+        return "".join(self.streams())
+
+    def wait(self, deadline: float) -> ContainerRun:
+        """Its run, once it exits (its process group killed at `deadline`)."""
+        try:
+            returncode = self.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            returncode = self.process.wait()
+        return ContainerRun(self.name, returncode, *self.streams())
 
 
 @dataclass
@@ -141,6 +174,16 @@ class Pod:
             return path
         if "persistentVolumeClaim" in volume:
             return self.cluster.claim(volume["persistentVolumeClaim"]["claimName"])
+        if "configMap" in volume:
+            source = volume["configMap"]
+            if "items" in source or source["name"] not in self.cluster.config_maps:
+                raise AssertionError(
+                    f"pod {self.name}: volume {volume['name']!r}: the harness mounts a whole ConfigMap "
+                    f"the test gives the cluster, not {source} (it has {sorted(self.cluster.config_maps)})"
+                )
+            return write_config_map(
+                self.cluster.config_maps[source["name"]], self.root / "volumes" / volume["name"]
+            )
         kinds = sorted(set(volume) - {"name"})
         raise AssertionError(f"volume {volume['name']!r}: the harness has no {kinds} volumes")
 
@@ -208,7 +251,7 @@ class Pod:
 
     # -- running ---------------------------------------------------------------------------------
 
-    def _start(self, container: dict[str, Any]) -> tuple[subprocess.Popen[bytes], IO[bytes], IO[bytes]]:
+    def _start(self, container: dict[str, Any], extra_args: Sequence[str] = ()) -> ContainerProcess:
         image = self.cluster.image(container["image"])
         if "command" not in container:
             raise AssertionError(
@@ -224,29 +267,26 @@ class Pod:
         process_env = {**image.env(), "HOSTNAME": self.name, "HOME": str(home), **env}
         logs = self.root / "logs"
         logs.mkdir(exist_ok=True)
-        stdout = open(logs / f"{container['name']}.out", "w+b")  # noqa: SIM115 - closed in _wait
-        stderr = open(logs / f"{container['name']}.err", "w+b")  # noqa: SIM115
-        process = subprocess.Popen(
-            argv, env=process_env, cwd=workdir, stdout=stdout, stderr=stderr, start_new_session=True
-        )
-        return process, stdout, stderr
+        stdout, stderr = logs / f"{container['name']}.out", logs / f"{container['name']}.err"
+        with open(stdout, "wb") as out, open(stderr, "wb") as err:
+            process = subprocess.Popen(
+                [*argv, *extra_args],
+                env=process_env,
+                cwd=workdir,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
+        return ContainerProcess(container["name"], process, stdout, stderr)
 
-    @staticmethod
-    def _wait(
-        name: str, started: tuple[subprocess.Popen[bytes], IO[bytes], IO[bytes]], deadline: float
-    ) -> ContainerRun:
-        process, stdout, stderr = started
-        try:
-            returncode = process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            returncode = process.wait()
-        logs = []
-        for stream in (stdout, stderr):
-            stream.seek(0)
-            logs.append(stream.read().decode(errors="replace"))
-            stream.close()
-        return ContainerRun(name, returncode, *logs)
+    def start_container(self, name: str, *, extra_args: Sequence[str] = ()) -> ContainerProcess:
+        """Start the main container `name` and leave it running (a server: the caller stops it), with
+        `extra_args` after its argv: what only this machine needs, such as a free port to listen on."""
+        if self.spec.get("initContainers"):
+            raise AssertionError(f"pod {self.name} has init containers: run it with start()")
+        [container] = [c for c in self.spec["containers"] if c["name"] == name]
+        return self._start(container, extra_args)
 
     def start(self) -> RunningPod:
         return RunningPod(self)
@@ -267,12 +307,12 @@ class RunningPod:
     def _run(self) -> None:
         try:
             for container in self.pod.spec.get("initContainers", []):
-                result = Pod._wait(container["name"], self.pod._start(container), self._deadline)
+                result = self.pod._start(container).wait(self._deadline)
                 self.run.containers.append(result)
                 if result.returncode != 0:
                     return  # restartPolicy Never: the pod fails at its first failed init container
-            started = [(c["name"], self.pod._start(c)) for c in self.pod.spec["containers"]]
-            self.run.containers += [Pod._wait(name, process, self._deadline) for name, process in started]
+            started = [self.pod._start(c) for c in self.pod.spec["containers"]]
+            self.run.containers += [process.wait(self._deadline) for process in started]
         except BaseException as exc:
             self._error = exc
 
@@ -293,6 +333,14 @@ def expand(text: str, env: Mapping[str, str]) -> str:
         return env.get(match.group(1), match.group(0))
 
     return VAR_REFERENCE.sub(replace, text)
+
+
+def write_config_map(config_map: dict[str, Any], directory: Path) -> Path:
+    """The ConfigMap's keys as files in `directory`, as the kubelet mounts a configMap volume."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for key, text in config_map.get("data", {}).items():
+        (directory / key).write_text(text)
+    return directory
 
 
 def run_pods(pods: list[Pod]) -> list[PodRun]:

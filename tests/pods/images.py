@@ -6,6 +6,7 @@ recipe the image uses, so a rendered container runs against exactly that and not
   image serves 3.11-3.13), the venv installed from that wheelhouse's lock with `--no-deps`, and the
   wheelhouse kept where the image keeps it (under its prefix);
 - a user's PyTorch image without cube-jupyter (pytorch/pytorch): python, pip and torch.
+- the workbench image (images/workbench/Dockerfile): the full package, as this checkout's venv has it.
 
 Venvs are built once and cached under `.venv/cube-image-venvs/` (so `make clean` removes them), named
 by a hash of their recipe. The runtime's cube-jupyter is this checkout's: when the package's sources
@@ -169,6 +170,12 @@ def runtime_image() -> ImageVenv:
 def torch_image() -> ImageVenv:
     """A user's PyTorch image (pytorch/pytorch): Python, pip and torch, no cube-jupyter."""
     return cached_venv("torch", [TORCH], lambda prefix: _pip(ImageVenv(prefix), "install", TORCH))
+
+
+def workbench_image() -> ImageVenv:
+    """The workbench image (images/workbench) installs the full package, as this checkout's venv does:
+    the environment running the tests stands for it."""
+    return ImageVenv(Path(sys.prefix))
 
 
 def layered_image(name: str, *layers: ImageVenv) -> ImageVenv:
