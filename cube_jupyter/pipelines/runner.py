@@ -231,11 +231,14 @@ class _ReadyClient(AsyncKernelClient):
     async def wait_for_ready(self, timeout: float | None = None) -> None:
         limit = timeout or 60.0
         deadline = time.monotonic() + limit
+        # A reply to any request sent here will do: a kernel slower than the 1 s poll (a busy host)
+        # answers each request after the next one went out, so waiting for the latest never ends.
+        sent: set[str] = set()
         while True:
-            msg_id = self.kernel_info()
+            sent.add(self.kernel_info())
             try:
                 reply = await ensure_async(self.shell_channel.get_msg(timeout=1))
-                if reply["parent_header"].get("msg_id") == msg_id:
+                if reply["parent_header"].get("msg_id") in sent:
                     await ensure_async(self.iopub_channel.get_msg(timeout=0.2))  # IOPub is connected
                     self._handle_kernel_info_reply(reply)
                     return

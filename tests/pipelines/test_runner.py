@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -10,6 +11,8 @@ import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from queue import Empty
+from typing import Any
 
 import nbformat
 import numpy as np
@@ -20,7 +23,7 @@ from cube_jupyter.errors import InvalidInput
 from cube_jupyter.pipelines import marshal, runner
 from cube_jupyter.pipelines.dag import build_pipeline, load_notebook
 from cube_jupyter.pipelines.model import Edge, PipelineError
-from cube_jupyter.pipelines.runner import run_step
+from cube_jupyter.pipelines.runner import _ReadyClient, run_step
 from cube_jupyter.storage import ArtifactStore, CubeStorage, open_store
 from tests.pipelines.notebooks import code, markdown, notebook, write
 from tests.pipelines.steps import LINEAR, pipeline, step
@@ -339,3 +342,49 @@ def test_pipeline_json_round_trip_and_malformed_documents() -> None:
     with pytest.raises(PipelineError) as caught:
         pipeline_from_dict({"name": "x"})
     assert caught.value.field == "pipeline"
+
+
+class LaggingKernel(_ReadyClient):
+    """A kernel on a busy host: each kernel_info reply comes only after the next request went out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list[str] = []
+        self.answered = 0
+
+    def kernel_info(self) -> str:  # type: ignore[override]
+        self.requests.append(f"request-{len(self.requests)}")
+        return self.requests[-1]
+
+    @property
+    def shell_channel(self) -> Any:
+        client = self
+
+        class Shell:
+            async def get_msg(self, timeout: float) -> dict[str, Any]:
+                if len(client.requests) < 2:  # the first reply is still on its way
+                    raise Empty
+                client.answered += 1
+                return {"parent_header": {"msg_id": client.requests[-2]}, "content": {}}
+
+        return Shell()
+
+    @property
+    def iopub_channel(self) -> Any:
+        class IOPub:
+            async def get_msg(self, timeout: float) -> dict[str, Any]:
+                return {}
+
+        return IOPub()
+
+    async def _async_is_alive(self) -> bool:
+        return True
+
+    def _handle_kernel_info_reply(self, msg: dict[str, Any]) -> None:
+        pass
+
+
+async def test_a_kernel_answering_after_the_next_request_is_ready() -> None:
+    kernel = LaggingKernel()
+    await asyncio.wait_for(kernel.wait_for_ready(timeout=5), 10)
+    assert kernel.answered == 1  # its first reply, though a newer request was out by then
