@@ -2,12 +2,20 @@
 
 A caller acts on their own servers, runs and jobs; an admin (`CubeWorkbench.admin_users`) may name
 another user, or ask for every user's. Everything else is a 403 naming the field at fault.
+
+Files named by a request (a pipeline's notebook, a job's script or notebook, a served model) are read
+through `readable_file` only, and code runs on this machine only past `require_local_execution`.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path, PurePosixPath
+
 from cube_jupyter.config import Settings
-from cube_jupyter.errors import Forbidden
+from cube_jupyter.errors import Forbidden, InvalidInput, NotFound, quote
+from cube_jupyter.local import files
+from cube_jupyter.names import user_slug
 
 
 def owner(settings: Settings, caller: str, user: str | None, things: str) -> str:
@@ -40,3 +48,116 @@ def require_admin_for_all(settings: Settings, caller: str, what: str) -> None:
 def may_read(settings: Settings, caller: str, user: str) -> bool:
     """Whether `caller` may see a record that belongs to `user`."""
     return caller == user or settings.is_admin(caller)
+
+
+# -- files a request names, and code run on this machine --------------------------------------------
+
+
+def readable_root(settings: Settings, caller: str, root: Path, multi_user: bool, field: str) -> Path:
+    """The directory `caller`'s request paths are relative to.
+
+    The same rule as `CubeAuthorizer`, which keeps Jupyter's contents and files APIs to admins when a
+    trusted header names many users: there only admins read the server root; every other user reads
+    their own area, the workspaces of their notebook servers (local backend; on kubernetes those are
+    volumes in their namespace, so they have none on the workbench's disk). With Jupyter's own auth
+    the token holder owns the server and reads its root.
+    """
+    if not multi_user or settings.is_admin(caller):
+        return root
+    if settings.workbench.backend != "local":
+        raise Forbidden(
+            f"{field}: this workbench is shared by many users; only admins may read files on its disk "
+            "(open the notebook in your own notebook server)",
+            field=field,
+        )
+    return files.user_workspaces(settings.state_dir, user_slug(caller))
+
+
+def file_path(path: object, field: str, *, absolute: bool = False) -> PurePosixPath:
+    """`path` as a file path a request may give, before any disk is looked at: text, relative
+    (`absolute`: or absolute), without '..' or '~'. Each refusal names `field`."""
+    if not isinstance(path, str) or not path.strip():
+        raise InvalidInput(f"{field} must be a file path relative to the Jupyter root", field=field)
+    if any(c == "\x00" or "\ud800" <= c <= "\udfff" for c in path):
+        raise InvalidInput(f"{field} must be text without NUL or lone surrogate characters", field=field)
+    parts = PurePosixPath(path.replace("\\", "/"))
+    if (parts.is_absolute() and not absolute) or ".." in parts.parts or path.startswith("~"):
+        raise InvalidInput(
+            f"{field} {quote(path)} must be relative to the Jupyter root, without '..'", field=field
+        )
+    return parts
+
+
+def readable_file(
+    settings: Settings,
+    caller: str,
+    root: Path,
+    path: object,
+    field: str,
+    *,
+    multi_user: bool,
+    absolute: bool = False,
+) -> Path:
+    """The file `path` names for `caller`: relative to `readable_root` (or, with `absolute`, also an
+    absolute path inside it, as job specs may give), never outside it (not by '..', '~' or a
+    symlink), never in a hidden file or directory (dot-names hold credentials and config: `.ssh`,
+    `.jupyter`, `.aws`), and existing. Each refusal names `field`."""
+    parts = file_path(path, field, absolute=absolute)
+    base = readable_root(settings, caller, root, multi_user, field).resolve()
+    full = (base / parts).resolve()
+    if not full.is_relative_to(base):
+        raise Forbidden(f"{field} {quote(path)} leads outside the files you may read", field=field)
+    if any(part.startswith(".") for part in full.relative_to(base).parts):
+        raise Forbidden(f"{field} {quote(path)} is in a hidden file or directory", field=field)
+    if not os.path.exists(full):  # False, not an error, for a name too long
+        raise NotFound(f"{field} {quote(path)} does not exist", field=field)
+    return full
+
+
+def require_local_execution(settings: Settings, caller: str, multi_user: bool, what: str, field: str) -> None:
+    """Refuse to run `caller`'s code on this machine where that is not theirs to do.
+
+    Behind the trusted header on the kubernetes backend users run in their namespaces, never here;
+    on the local backend, local code runs as the server's OS user and can read whatever the server
+    can, so admins may keep it to themselves (`CubeWorkbench.local_code_execution = "admins"`).
+    """
+    if not multi_user or settings.is_admin(caller):
+        return
+    if settings.workbench.backend != "local":
+        raise Forbidden(
+            f"this workbench is shared by many users: only admins may {what}; "
+            "run it on the cluster, or from your own notebook server",
+            field=field,
+        )
+    if settings.workbench.local_code_execution == "admins":
+        raise Forbidden(
+            f"only admins may {what} on this machine (c.CubeWorkbench.local_code_execution = 'admins'); "
+            "run it from your own notebook server",
+            field=field,
+        )
+
+
+def isolation_statement(settings: Settings) -> str:
+    """What a workbench that many users reach through the trusted header isolates, and what not:
+    logged at startup so an admin knows what they run."""
+    if settings.workbench.backend != "local":
+        return (
+            "many users (trusted header): each reads and runs only their own things through the "
+            "workbench API; their code runs in their namespaces, never on this server (only admins "
+            "run pipelines or read files here)"
+        )
+    isolated = (
+        "many users (trusted header), local backend: the API keeps each user to their own servers, "
+        "runs, jobs and files (the workspaces of their notebook servers). NOT isolated: every "
+        "user's code (notebook servers, pipeline runs, jobs) runs as this server's OS user, so a "
+        "user's kernel can read and change any file this server can, other users' included"
+    )
+    if settings.workbench.local_code_execution == "admins":
+        return isolated + (
+            "; pipeline runs and jobs on this machine are for admins only "
+            "(CubeWorkbench.local_code_execution = 'admins'), notebook servers are not"
+        )
+    return isolated + (
+        "; any user may run pipelines and jobs on this machine "
+        "(CubeWorkbench.local_code_execution = 'everyone'; set 'admins' to refuse them to non-admins)"
+    )

@@ -218,6 +218,14 @@ class CubeWorkbench(CubePrometheus):
 
     _poll_seconds_ok = checked(positive, "poll_seconds")
 
+    local_code_execution = CaselessStrEnum(
+        ["everyone", "admins"],
+        default_value="everyone",
+        help="Who may run code on this machine through the workbench (local pipeline runs, local jobs) "
+        "when a trusted header names many users (local backend): local code runs as the server's OS "
+        "user and can read every file the server can. 'admins': only CubeSpawner.admin_users.",
+    )
+
 
 class CubeSpawner(CubePods, CubeNamespaces):
     """How per-user notebook servers are shaped, named, routed and limited (after KubeSpawner)."""

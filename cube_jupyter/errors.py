@@ -6,6 +6,22 @@ bug and is logged, never shown to the user as a traceback.
 
 from __future__ import annotations
 
+# How much of a user's value an error message repeats: enough to recognise it, never megabytes of it.
+QUOTE_LIMIT = 200
+# The longest field path an error names (a path made of the keys a user sent).
+FIELD_LIMIT = 200
+# The longest message an error carries, whatever it embeds (the last guard against echoing input).
+MESSAGE_LIMIT = 1000
+
+
+def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """`repr(value)`, shortened to its first `limit` characters and the length it had, for messages
+    that name the value a user sent."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
+
 
 class CubeError(Exception):
     """A failure the user can act on: a message, a machine-readable reason and an HTTP status."""
@@ -14,13 +30,15 @@ class CubeError(Exception):
     reason = "BadRequest"
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
+        if len(message) > MESSAGE_LIMIT:
+            message = message[:MESSAGE_LIMIT] + "... (shortened)"
         super().__init__(message)
         self.message = message
-        self.field = field
+        self.field = None if field is None else field[:FIELD_LIMIT]
 
     def to_dict(self) -> dict[str, str]:
         body = {"message": self.message, "reason": self.reason}
-        if self.field:
+        if self.field is not None:  # "" too: the empty key of a JSON object
             body["field"] = self.field
         return body
 
@@ -32,6 +50,13 @@ class InvalidInput(CubeError):
 class NotFound(CubeError):
     status = 404
     reason = "NotFound"
+
+
+class PayloadTooLarge(CubeError):
+    """A request body over the size the server reads."""
+
+    status = 413
+    reason = "PayloadTooLarge"
 
 
 class Conflict(CubeError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from cube_jupyter.errors import InvalidInput
+from cube_jupyter.errors import InvalidInput, quote
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_LABEL_MAX = 63
@@ -26,12 +26,12 @@ def validate_dns_label(value: object, field: str, max_length: int = DNS1123_LABE
         raise InvalidInput(f"{field} is required and must be a string", field=field)
     if len(value) > max_length:
         raise InvalidInput(
-            f"{field} {value!r} is {len(value)} characters long; the limit is {max_length}",
+            f"{field} {quote(value)} is {len(value)} characters long; the limit is {max_length}",
             field=field,
         )
     if not DNS1123_LABEL.match(value):
         raise InvalidInput(
-            f"{field} {value!r} is not a valid DNS-1123 label: use lower-case letters, digits and "
+            f"{field} {quote(value)} is not a valid DNS-1123 label: use lower-case letters, digits and "
             "'-', starting and ending with a letter or digit",
             field=field,
         )
@@ -41,7 +41,7 @@ def validate_dns_label(value: object, field: str, max_length: int = DNS1123_LABE
 def validate_qualified_name(value: object, field: str, *, prefix_required: bool = False) -> str:
     """A label key or extended resource name: `[prefix/]name`, the prefix a DNS subdomain."""
     if not isinstance(value, str) or not value:
-        raise InvalidInput(f"{field} must be a non-empty string, got {value!r}", field=field)
+        raise InvalidInput(f"{field} must be a non-empty string, got {quote(value)}", field=field)
     prefix, slash, name = value.rpartition("/")
     ok = bool(LABEL_NAME.match(name)) and len(name) <= DNS1123_LABEL_MAX
     if slash:
@@ -51,7 +51,7 @@ def validate_qualified_name(value: object, field: str, *, prefix_required: bool 
     if not ok:
         form = "'domain/name'" if prefix_required else "'[domain/]name'"
         raise InvalidInput(
-            f"{field} {value!r} is not a Kubernetes qualified name {form} (name: up to 63 letters, "
+            f"{field} {quote(value)} is not a Kubernetes qualified name {form} (name: up to 63 letters, "
             "digits, '-', '_' or '.', starting and ending with a letter or digit)",
             field=field,
         )
@@ -63,7 +63,7 @@ def validate_label_value(value: object, field: str) -> str:
     if not isinstance(value, str) or (
         value and (len(value) > DNS1123_LABEL_MAX or not LABEL_NAME.match(value))
     ):
-        raise InvalidInput(f"{field} {value!r} is not a valid Kubernetes label value", field=field)
+        raise InvalidInput(f"{field} {quote(value)} is not a valid Kubernetes label value", field=field)
     return value
 
 
@@ -73,7 +73,7 @@ def parse_quantity(value: object, field: str) -> float:
     match = QUANTITY.match(text)
     if not match or isinstance(value, bool):
         raise InvalidInput(
-            f"{field} {value!r} is not a Kubernetes quantity (examples: '500m', '2', '4Gi')",
+            f"{field} {quote(value)} is not a Kubernetes quantity (examples: '500m', '2', '4Gi')",
             field=field,
         )
     number, suffix = float(match.group(1)), match.group(2) or ""
@@ -128,7 +128,7 @@ def namespace_from_template(template: str, username: str, field: str) -> str:
         return validate_dns_label(namespace, "namespace")
     except InvalidInput as exc:
         raise InvalidInput(
-            f"user {username!r} gets no valid namespace from {field} {template!r}: {exc.message}",
+            f"user {quote(username)} gets no valid namespace from {field} {quote(template)}: {exc.message}",
             field="user",
         ) from None
 

@@ -150,7 +150,9 @@ def enter_node() -> None:
         try:
             os.chdir(workdir)
         except OSError as exc:
-            raise InvalidInput(f"{WORKDIR_ENV} {workdir!r} cannot be entered: {exc.strerror}") from None
+            raise InvalidInput(
+                f"{WORKDIR_ENV} {workdir!r} cannot be entered: {exc.strerror}", field=WORKDIR_ENV
+            ) from None
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,9 +15,10 @@ from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
 
-from cube_jupyter.errors import InvalidInput
+from cube_jupyter.errors import InvalidInput, quote
 from cube_jupyter.names import validate_dns_label
 from cube_jupyter.notebooks.spec import ENV_NAME, IMAGE_REFERENCE
+from cube_jupyter.safe_text import check_text
 
 # A job name prefixes the names the operators give Services and pods (`<job>-evaluator-12`, and for
 # Katib `<experiment>-<8 chars>-worker-0`); Services need DNS-1035 labels of at most 63 characters.
@@ -34,7 +35,7 @@ def join(prefix: str, key: str) -> str:
 def mapping(value: object, field: str) -> dict[str, Any]:
     """A dict with string keys, or InvalidInput naming `field`."""
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise InvalidInput(f"{field or 'spec'} must be a mapping, got {value!r}", field=field or None)
+        raise InvalidInput(f"{field} must be a mapping (a JSON object), got {quote(value)}", field=field)
     return dict(value)
 
 
@@ -54,16 +55,18 @@ def job_name(value: object, field: str = "name") -> str:
     """A DNS-1035 label (a letter first) short enough for the names the operators derive from it."""
     name = validate_dns_label(value, field, MAX_JOB_NAME)
     if not name[0].isalpha():
-        raise InvalidInput(f"{field} {name!r} must start with a letter (it also names Services)", field=field)
+        raise InvalidInput(
+            f"{field} {quote(name)} must start with a letter (it also names Services)", field=field
+        )
     if name in RESERVED_JOB_NAMES:
-        raise InvalidInput(f"{field} {name!r} is reserved; choose another name", field=field)
+        raise InvalidInput(f"{field} {quote(name)} is reserved; choose another name", field=field)
     return name
 
 
 def string(value: object, field: str, *, allow_empty: bool = False) -> str:
     if not isinstance(value, str) or (not allow_empty and not value.strip()):
-        raise InvalidInput(f"{field} must be a non-empty string, got {value!r}", field=field)
-    return value
+        raise InvalidInput(f"{field} must be a non-empty string, got {quote(value)}", field=field)
+    return check_text(value, field)
 
 
 def optional_string(value: object, field: str) -> str | None:
@@ -72,14 +75,14 @@ def optional_string(value: object, field: str) -> str | None:
 
 def boolean(value: object, field: str) -> bool:
     if not isinstance(value, bool):
-        raise InvalidInput(f"{field} must be true or false, got {value!r}", field=field)
+        raise InvalidInput(f"{field} must be true or false, got {quote(value)}", field=field)
     return value
 
 
 def integer(value: object, field: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
     """A whole number (not a bool) within [minimum, maximum]."""
     if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidInput(f"{field} must be a whole number, got {value!r}", field=field)
+        raise InvalidInput(f"{field} must be a whole number, got {quote(value)}", field=field)
     if minimum is not None and value < minimum:
         raise InvalidInput(f"{field} must be >= {minimum}, got {value}", field=field)
     if maximum is not None and value > maximum:
@@ -94,7 +97,7 @@ def optional_integer(value: object, field: str, *, minimum: int | None = None) -
 def number(value: object, field: str) -> float:
     """An int or float (not a bool), as a float."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise InvalidInput(f"{field} must be a number, got {value!r}", field=field)
+        raise InvalidInput(f"{field} must be a number, got {quote(value)}", field=field)
     return float(value)
 
 
@@ -105,7 +108,7 @@ def choice(value: object, field: str, choices: Iterable[str], *, fold_case: bool
         for option in options:
             if value == option or (fold_case and value.lower() == option.lower()):
                 return option
-    raise InvalidInput(f"{field} {value!r} is not one of: {', '.join(options)}", field=field)
+    raise InvalidInput(f"{field} {quote(value)} is not one of: {', '.join(options)}", field=field)
 
 
 def image(value: object, field: str) -> str | None:
@@ -114,7 +117,7 @@ def image(value: object, field: str) -> str | None:
         return None
     if not isinstance(value, str) or not IMAGE_REFERENCE.match(value):
         raise InvalidInput(
-            f"{field} {value!r} is not an image reference (e.g. 'docker.io/pytorch/pytorch:2.5.1')",
+            f"{field} {quote(value)} is not an image reference (e.g. 'docker.io/pytorch/pytorch:2.5.1')",
             field=field,
         )
     return value
@@ -127,12 +130,14 @@ def argv(value: object, field: str) -> tuple[str, ...]:
         try:
             words = shlex.split(value)
         except ValueError as exc:
-            raise InvalidInput(f"{field} {value!r} cannot be split into words: {exc}", field=field) from None
+            raise InvalidInput(
+                f"{field} {quote(value)} cannot be split into words: {exc}", field=field
+            ) from None
     elif isinstance(value, (list, tuple)) and all(isinstance(w, (str, int, float)) for w in value):
         words = [str(w) for w in value]
     else:
-        raise InvalidInput(f"{field} must be a list of strings, got {value!r}", field=field)
-    return tuple(words)
+        raise InvalidInput(f"{field} must be a list of strings, got {quote(value)}", field=field)
+    return tuple(check_text(word, f"{field}[{index}]") for index, word in enumerate(words))
 
 
 def env(value: object, field: str, reserved: Iterable[str] = ()) -> dict[str, str]:
@@ -143,29 +148,29 @@ def env(value: object, field: str, reserved: Iterable[str] = ()) -> dict[str, st
     for key, item in raw.items():
         where = join(field, key)
         if not ENV_NAME.match(key):
-            raise InvalidInput(f"{where}: {key!r} is not a valid environment variable name", field=where)
+            raise InvalidInput(f"{where}: {quote(key)} is not a valid environment variable name", field=where)
         if key in reserved_set:
             raise InvalidInput(f"{where}: {key} is set by the workbench or the operator", field=where)
         if isinstance(item, bool) or not isinstance(item, (str, int, float)):
-            raise InvalidInput(f"{where} must be a string, got {item!r}", field=where)
-        result[key] = str(item)
+            raise InvalidInput(f"{where} must be a string, got {quote(item)}", field=where)
+        result[key] = check_text(str(item), where)
     return result
 
 
 def relative_path(value: object, field: str, *, suffix: str | None = None) -> str:
     """A file path without `..` parts (relative to the job's working directory, or absolute)."""
     path = string(value, field)
-    if "\x00" in path or ".." in PurePosixPath(path).parts:
-        raise InvalidInput(f"{field} {path!r} may not contain '..'", field=field)
+    if ".." in PurePosixPath(path).parts:
+        raise InvalidInput(f"{field} {quote(path)} may not contain '..'", field=field)
     if suffix and not path.endswith(suffix):
-        raise InvalidInput(f"{field} {path!r} must end in {suffix}", field=field)
+        raise InvalidInput(f"{field} {quote(path)} must end in {suffix}", field=field)
     return path
 
 
 def absolute_path(value: object, field: str) -> str:
     path = relative_path(value, field)
     if not path.startswith("/"):
-        raise InvalidInput(f"{field} {path!r} must be an absolute path", field=field)
+        raise InvalidInput(f"{field} {quote(path)} must be an absolute path", field=field)
     return path
 
 
@@ -177,7 +182,7 @@ def function_target(value: object, field: str) -> str:
     target = string(value, field)
     if not FUNCTION_TARGET.match(target):
         raise InvalidInput(
-            f"{field} {target!r} must be 'module:function' (e.g. 'train:main', 'mypkg.train:fit')",
+            f"{field} {quote(target)} must be 'module:function' (e.g. 'train:main', 'mypkg.train:fit')",
             field=field,
         )
     return target
@@ -194,7 +199,7 @@ def string_settings(value: object, field: str) -> dict[str, str]:
             result[key] = str(item)
         else:
             raise InvalidInput(
-                f"{join(field, key)} must be a string or number, got {item!r}", field=join(field, key)
+                f"{join(field, key)} must be a string or number, got {quote(item)}", field=join(field, key)
             )
     return result
 
@@ -212,11 +217,11 @@ def package_uri(value: object, field: str) -> str | None:
     parts = urlsplit(uri)
     if parts.scheme not in PACKAGE_SCHEMES:
         raise InvalidInput(
-            f"{field} {uri!r}: scheme {parts.scheme!r} is unsupported (s3://, configmap:// or a path)",
+            f"{field} {quote(uri)}: scheme {parts.scheme!r} is unsupported (s3://, configmap:// or a path)",
             field=field,
         )
     if parts.scheme in ("s3", "configmap") and not parts.netloc:
-        raise InvalidInput(f"{field} {uri!r} names no bucket or ConfigMap", field=field)
+        raise InvalidInput(f"{field} {quote(uri)} names no bucket or ConfigMap", field=field)
     if parts.scheme == "configmap":
         validate_dns_label(parts.netloc, field, 253)
     return uri

@@ -7,8 +7,12 @@ the name and the quota, and calls one backend method. The same rules hold on bot
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from cube_jupyter import access
 from cube_jupyter.config import Settings
@@ -26,6 +30,8 @@ from cube_jupyter.jobs.model import Job, JobKind
 from cube_jupyter.jobs.render import render_job
 from cube_jupyter.jobs.serving_spec import ServingSpec
 from cube_jupyter.jobs.specs import Spec, parse_kind, parse_spec, spec_gpus
+from cube_jupyter.jobs.training_spec import TrainingSpec
+from cube_jupyter.jobs.tuning_spec import TuningSpec
 from cube_jupyter.ledger import GpuLedger
 
 PROTOCOLS = ("v1", "v2")
@@ -39,12 +45,15 @@ class JobService:
         *,
         ledger: GpuLedger | None = None,
         root_dir: str | None = None,
+        multi_user: bool = False,
     ) -> None:
         """`ledger` is the workbench's one GPU ledger (shared with the notebook service); the jobs of
-        this backend are entered in it. Without one, jobs count only against each other."""
+        this backend are entered in it. Without one, jobs count only against each other.
+        `multi_user`: a trusted header names many callers (see `access.readable_file`)."""
         self.settings = settings
         self.backend = backend
         self.root_dir = root_dir  # relative paths in specs are under it, as scripts are for replicas
+        self.multi_user = multi_user
         self.ledger = ledger if ledger is not None else GpuLedger(settings)
         self.ledger.jobs = backend
         self._config: JobSettings | None = None
@@ -134,7 +143,11 @@ class JobService:
     async def submit(self, caller: str, body: object, user: str | None = None) -> Job:
         """`body` is {kind, spec}: validate, check the name and the GPU quota, then start it."""
         owner = self.owner(caller, user)
-        kind, spec = self.parse_request(body, owner)
+        if self.settings.workbench.backend == "local":
+            access.require_local_execution(
+                self.settings, caller, self.multi_user, "run jobs on this machine", "kind"
+            )
+        kind, spec = self.parse_request(body, owner, caller)
         async with self.ledger.locked(owner):
             # Checked before the quota so a duplicate is a 409 even at the limit; the backend's own
             # atomic check (state file, API 409) is what holds across processes.
@@ -157,7 +170,7 @@ class JobService:
         """Forward {inputs, protocol} to a served model's endpoint: {name, protocol, predictions}."""
         from cube_jupyter.jobs.predict import predict
 
-        request = mapping(body, "")
+        request = mapping(body, "body")
         unknown = sorted(set(request) - {"inputs", "protocol"})
         if unknown:
             raise InvalidInput(f"unknown field {unknown[0]!r}; send inputs and protocol", field=unknown[0])
@@ -174,8 +187,9 @@ class JobService:
 
     # -- helpers -----------------------------------------------------------------------------------
 
-    def parse_request(self, body: object, owner: str) -> tuple[JobKind, Spec]:
-        request = mapping(body, "")
+    def parse_request(self, body: object, owner: str, caller: str | None = None) -> tuple[JobKind, Spec]:
+        """{kind, spec} parsed; each local file the spec names is one `caller` (default: `owner`) may read."""
+        request = mapping(body, "body")
         unknown = sorted(set(request) - {"kind", "spec"})
         if unknown:
             raise InvalidInput(
@@ -184,7 +198,44 @@ class JobService:
         kind = parse_kind(request.get("kind"))
         if "spec" not in request:
             raise InvalidInput("spec is required", field="spec")
-        return kind, parse_spec(kind, request["spec"], owner, self.root_dir)
+        reader = caller or owner
+        raw = self._readable_model(reader, request["spec"]) if kind == "serving" else request["spec"]
+        spec = parse_spec(kind, raw, owner, self.root_dir)
+        return kind, self._readable_code(reader, spec)
+
+    def _readable(self, caller: str, path: str, field: str) -> str:
+        root = Path(self.root_dir or os.getcwd())
+        full = access.readable_file(
+            self.settings, caller, root, path, field, multi_user=self.multi_user, absolute=True
+        )
+        return str(full)
+
+    def _readable_code(self, caller: str, spec: Spec) -> Spec:
+        """The spec with the script or notebook it ships from this disk resolved (absolute) among the
+        files `caller` may read; packaged code is not read from here."""
+        if isinstance(spec, TrainingSpec) and spec.code.path is not None and spec.code.package_uri is None:
+            path = self._readable(caller, spec.code.path, spec.code.kind)
+            return replace(spec, code=replace(spec.code, path=path))
+        if (
+            isinstance(spec, TuningSpec)
+            and spec.trial_notebook is not None
+            and spec.trial_package_uri is None
+        ):
+            return replace(spec, trial_notebook=self._readable(caller, spec.trial_notebook, "trial.notebook"))
+        return spec
+
+    def _readable_model(self, caller: str, raw: object) -> object:
+        """A serving spec whose local model path (a path or file:// URL) is resolved among the files
+        `caller` may read, before the parser looks at the disk (which would tell whether any path
+        exists)."""
+        if not isinstance(raw, dict) or not isinstance(raw.get("storage_uri"), str):
+            return raw
+        uri = raw["storage_uri"].strip()
+        parts = urlsplit(uri)
+        if parts.scheme not in ("", "file") or parts.query or parts.fragment:
+            return raw
+        local = parts.path if parts.scheme == "file" else uri
+        return {**raw, "storage_uri": self._readable(caller, local, "storage_uri")}
 
     def render(self, kind: str, raw: object, user: str) -> list[dict[str, Any]]:
         return render_job(self.settings, kind, raw, user, self.config)

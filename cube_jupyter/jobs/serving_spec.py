@@ -98,7 +98,7 @@ class ServingSpec:
     def from_dict(cls, raw: object, user: str, *, base_dir: str | Path | None = None) -> ServingSpec:
         """Parse a user's spec; a relative local `storage_uri` is resolved against `base_dir` (the
         caller's working directory by default) and must exist."""
-        body = f.mapping(raw, "")
+        body = f.mapping(raw, "spec")
         f.reject_unknown(body, SERVING_KEYS, "")
         user = f.string(user, "user")
         name = f.job_name(body.get("name"))

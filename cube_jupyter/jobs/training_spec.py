@@ -278,12 +278,13 @@ class TrainingSpec:
         except InvalidInput as exc:
             if not prefix:
                 raise
-            where = f.join(prefix, exc.field or "")
-            raise InvalidInput(f"{prefix}: {exc.message}", field=where.rstrip(".")) from None
+            # The spec itself ("spec must be a mapping") is the prefix's own value.
+            where = prefix if exc.field in (None, "spec") else f.join(prefix, exc.field)
+            raise InvalidInput(f"{prefix}: {exc.message}", field=where) from None
 
     @classmethod
     def _parse(cls, raw: object, user: str) -> TrainingSpec:
-        body = f.mapping(raw, "")
+        body = f.mapping(raw, "spec")
         f.reject_unknown(body, TRAINING_KEYS, "")
         user = f.string(user, "user")
         name = f.job_name(body.get("name"))

@@ -312,7 +312,7 @@ class TuningSpec:
 
     @classmethod
     def from_dict(cls, raw: object, user: str) -> TuningSpec:
-        body = f.mapping(raw, "")
+        body = f.mapping(raw, "spec")
         f.reject_unknown(body, TUNING_KEYS, "")
         user = f.string(user, "user")
         name = f.job_name(body.get("name"))

@@ -42,8 +42,13 @@ def log_path(state_dir: Path, slug: str, name: str) -> Path:
     return state_dir / "logs" / slug / f"{name}.log"
 
 
+def user_workspaces(state_dir: Path, slug: str) -> Path:
+    """Where one user's servers' workspaces are: what that user may read on a shared host."""
+    return state_dir / "workspaces" / slug
+
+
 def workspace_path(state_dir: Path, slug: str, name: str) -> Path:
-    return state_dir / "workspaces" / slug / name
+    return user_workspaces(state_dir, slug) / name
 
 
 def child_config_dir(state_dir: Path, slug: str, name: str) -> Path:

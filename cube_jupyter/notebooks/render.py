@@ -51,7 +51,16 @@ STATEFULSET_LABEL = "statefulset"  # the selector label Kubeflow's controller us
 USER_CONFIG_DIR = "/etc/cube-jupyter"
 USER_CONFIG_FILE = "jupyter_server_config.json"
 # What a user server decides for itself, from its env and its pod.
-USER_SERVER_OWN = ("role", "default_user", "namespace", "state_dir", "kubernetes_context", "workbench_url")
+# What a user server decides for itself; local_code_execution too: its one user is the one who runs code.
+USER_SERVER_OWN = (
+    "role",
+    "default_user",
+    "namespace",
+    "state_dir",
+    "kubernetes_context",
+    "workbench_url",
+    "local_code_execution",
+)
 GPU_QUOTA_NAME = "cube-gpu-quota"
 
 JUPYTER_PORT = 8888

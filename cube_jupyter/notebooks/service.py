@@ -10,7 +10,7 @@ from typing import Any
 
 from cube_jupyter import access
 from cube_jupyter.config import Settings
-from cube_jupyter.errors import InvalidInput, NotFound, QuotaExceeded
+from cube_jupyter.errors import InvalidInput, NotFound, QuotaExceeded, quote
 from cube_jupyter.ledger import GpuLedger
 from cube_jupyter.notebooks.backend import NotebookBackend, RoutableBackend
 from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec, server_exists, validate_server_name
@@ -53,7 +53,7 @@ class NotebookService:
         owner = self.owner(caller, user)
         server = self.backend.get_server(owner, validate_server_name(name))
         if server is None:
-            raise NotFound(f"user {owner!r} has no server named {name!r}", field="name")
+            raise NotFound(f"user {quote(owner)} has no server named {quote(name)}", field="name")
         return server
 
     async def create(self, caller: str, body: object, user: str | None = None) -> NotebookServer:
@@ -68,7 +68,7 @@ class NotebookService:
             limit = self.settings.spawner.max_servers_per_user
             if limit and len(existing) >= limit:
                 raise QuotaExceeded(
-                    f"user {owner!r} has {len(existing)} servers; the limit is {limit} "
+                    f"user {quote(owner)} has {len(existing)} servers; the limit is {limit} "
                     "(CubeSpawner.max_servers_per_user). Delete one first.",
                     field="name",
                 )
@@ -79,7 +79,7 @@ class NotebookService:
         self, caller: str, name: str, stopped: object, user: str | None = None
     ) -> NotebookServer:
         if not isinstance(stopped, bool):
-            raise InvalidInput(f"stopped must be true or false, got {stopped!r}", field="stopped")
+            raise InvalidInput(f"stopped must be true or false, got {quote(stopped)}", field="stopped")
         server = self.get(caller, name, user)
         async with self.ledger.locked(server.user):
             if not stopped and server.gpus_held == 0:
@@ -106,5 +106,5 @@ def parse_create_request(settings: Settings, owner: str, body: object) -> Notebo
     name = validate_server_name(body.get("name"))
     profile_name = body.get("profile")
     if profile_name is not None and not isinstance(profile_name, str):
-        raise InvalidInput(f"profile must be a string, got {profile_name!r}", field="profile")
+        raise InvalidInput(f"profile must be a string, got {quote(profile_name)}", field="profile")
     return NotebookSpec(user=owner, name=name, profile=settings.profile(profile_name))

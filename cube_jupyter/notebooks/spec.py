@@ -11,7 +11,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from cube_jupyter.errors import Conflict, InvalidInput
+from cube_jupyter.errors import Conflict, InvalidInput, quote
 from cube_jupyter.names import (
     parse_quantity,
     validate_dns_label,
@@ -78,22 +78,24 @@ class Profile:
             raise InvalidInput(f"{where}.image is required", field=f"{where}.image")
         if not IMAGE_REFERENCE.match(image):
             raise InvalidInput(
-                f"{where}.image {image!r} is not an image reference (e.g. 'quay.io/jupyter/base-notebook:"
-                "2025-03-17'; no spaces)",
+                f"{where}.image {quote(image)} is not an image reference "
+                "(e.g. 'quay.io/jupyter/base-notebook:2025-03-17'; no spaces)",
                 field=f"{where}.image",
             )
         cpu = _positive_quantity(raw.get("cpu", "1"), f"{where}.cpu")
         memory = _positive_quantity(raw.get("memory", "2Gi"), f"{where}.memory")
         gpu = raw.get("gpu", 0)
         if not isinstance(gpu, int) or isinstance(gpu, bool) or gpu < 0:
-            raise InvalidInput(f"{where}.gpu must be a whole number >= 0, got {gpu!r}", field=f"{where}.gpu")
+            raise InvalidInput(
+                f"{where}.gpu must be a whole number >= 0, got {quote(gpu)}", field=f"{where}.gpu"
+            )
         gpu_resource = raw.get("gpu_resource", DEFAULT_GPU_RESOURCE)
         try:
             validate_qualified_name(gpu_resource, f"{where}.gpu_resource", prefix_required=True)
         except InvalidInput:
             raise InvalidInput(
                 f"{where}.gpu_resource must be an extended resource name such as "
-                f"'nvidia.com/gpu' or 'tencent.com/vcuda-core', got {gpu_resource!r}",
+                f"'nvidia.com/gpu' or 'tencent.com/vcuda-core', got {quote(gpu_resource)}",
                 field=f"{where}.gpu_resource",
             ) from None
         return cls(
@@ -146,7 +148,7 @@ class NotebookSpec:
 
 def server_exists(user: str, name: str) -> Conflict:
     """The one wording of "this server already exists", whichever layer notices it."""
-    return Conflict(f"user {user!r} already has a server named {name!r}", field="name")
+    return Conflict(f"user {quote(user)} already has a server named {quote(name)}", field="name")
 
 
 class ServerStatus(enum.StrEnum):
@@ -230,25 +232,27 @@ def validate_server_name(value: object) -> str:
     """A DNS-1035 label: Kubeflow names a Service after the server, and Service names need a letter first."""
     name = validate_dns_label(value, "name", MAX_SERVER_NAME)
     if not name[0].isalpha():
-        raise InvalidInput(f"name {name!r} must start with a letter (it also names a Service)", field="name")
+        raise InvalidInput(
+            f"name {quote(name)} must start with a letter (it also names a Service)", field="name"
+        )
     return name
 
 
 def _positive_quantity(value: object, field_name: str) -> str:
     if parse_quantity(value, field_name) <= 0:
-        raise InvalidInput(f"{field_name} must be more than 0, got {value!r}", field=field_name)
+        raise InvalidInput(f"{field_name} must be more than 0, got {quote(value)}", field=field_name)
     return str(value)
 
 
 def _string(value: object, field_name: str) -> str:
     if not isinstance(value, str):
-        raise InvalidInput(f"{field_name} must be a string, got {value!r}", field=field_name)
+        raise InvalidInput(f"{field_name} must be a string, got {quote(value)}", field=field_name)
     return value
 
 
 def _bool(value: object, field_name: str) -> bool:
     if not isinstance(value, bool):
-        raise InvalidInput(f"{field_name} must be true or false, got {value!r}", field=field_name)
+        raise InvalidInput(f"{field_name} must be true or false, got {quote(value)}", field=field_name)
     return value
 
 
@@ -256,7 +260,7 @@ def _string_map(value: object, field_name: str) -> dict[str, str]:
     if not isinstance(value, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
-        raise InvalidInput(f"{field_name} must map strings to strings, got {value!r}", field=field_name)
+        raise InvalidInput(f"{field_name} must map strings to strings, got {quote(value)}", field=field_name)
     return dict(value)
 
 
@@ -273,7 +277,7 @@ def _profile_env(value: object, field_name: str) -> dict[str, str]:
     for key in env:
         if not ENV_NAME.match(key):
             raise InvalidInput(
-                f"{field_name} key {key!r} is not a valid environment variable name",
+                f"{field_name} key {quote(key)} is not a valid environment variable name",
                 field=f"{field_name}.{key}",
             )
     if "NB_PREFIX" in env:
@@ -329,7 +333,7 @@ def _toleration_fields(toleration: dict[str, Any], where: str, effect: object) -
         seconds = toleration["tolerationSeconds"]
         if not isinstance(seconds, int) or isinstance(seconds, bool):
             raise InvalidInput(
-                f"{where}.tolerationSeconds must be a whole number of seconds, got {seconds!r}",
+                f"{where}.tolerationSeconds must be a whole number of seconds, got {quote(seconds)}",
                 field=f"{where}.tolerationSeconds",
             )
         if effect != "NoExecute":

@@ -2,7 +2,9 @@
 
 A step's key hashes everything that decides its outputs: its cells, the pipeline's imports and
 functions, the parameter values, the content hashes of the variables it loads (and, for an
-ordering-only `after:`, the upstream step's own key), the kernel and the artifact format. An entry
+ordering-only `after:`, the upstream step's own key), the kernel and the artifact format, and the
+user who runs it: a hit is only ever one of their own earlier runs, so one user is never handed
+another's outputs or executed notebooks (which show their data), even in a store they share. An entry
 lives in the run's artifact store (`cache/{key}.json`) next to the artifacts it points at, so a hit
 is only taken while those artifacts still exist, and a failed run resumes from the failure by
 running again: every step that succeeded before is a hit.
@@ -64,6 +66,8 @@ def step_cache_key(
     upstream_outputs: Mapping[str, Mapping[str, Mapping[str, Any]]],
     upstream_keys: Mapping[str, str],
     marshal_format: object = None,
+    *,
+    user: str,
 ) -> str:
     """The step's content hash. `upstream_outputs[step][var]["sha256"]` are the hashes of the values an
     upstream step saved; `upstream_keys[step]` its own key, used for ordering-only edges."""
@@ -79,6 +83,7 @@ def step_cache_key(
             inputs[edge.upstream] = {"@step": upstream_keys[edge.upstream]}
     material = {
         "format": CACHE_FORMAT,
+        "user": user,
         "marshal": repr(marshal_format),
         "kernel": pipeline.kernel_name,
         "step": step.name,

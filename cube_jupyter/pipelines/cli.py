@@ -27,7 +27,7 @@ import yaml
 from tqdm import tqdm
 
 from cube_jupyter.config import Settings
-from cube_jupyter.errors import InvalidInput
+from cube_jupyter.errors import CubeError, InvalidInput
 from cube_jupyter.pipelines.history import ACTIVE_RUN, DONE_STEP, RunRecord, StepRecord
 from cube_jupyter.pipelines.model import Pipeline
 from cube_jupyter.pipelines.service import PipelineService
@@ -54,7 +54,12 @@ def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.Argument
     run = action("run", "run the pipeline here: steps in parallel worker processes, cached by content")
     _parameter_option(run)
     run.add_argument("--store", metavar="URL", help="artifact store: a path, file:// or s3://bucket/prefix")
-    run.add_argument("--parallel", type=int, metavar="N", help="steps at once (default: the core count)")
+    run.add_argument(
+        "--parallel",
+        type=int,
+        metavar="N",
+        help="steps at once (default: the core count, at most CubePipelines.max_parallel_per_run)",
+    )
     run.add_argument("--no-cache", action="store_true", help="run every step even if it is unchanged")
     run.add_argument("--output-dir", metavar="DIR", help="write executed step notebooks to DIR/STEP.ipynb")
     run.add_argument("--user", help="whose run it is in the history (default: CubeWorkbench.default_user)")
@@ -107,7 +112,7 @@ def _locate(notebook: str) -> tuple[Path, str]:
     return full.parent, full.name
 
 
-def _invalid(exc: InvalidInput) -> int:
+def _invalid(exc: CubeError) -> int:
     print(f"error: {exc.message}", file=sys.stderr)
     return INVALID
 
@@ -117,7 +122,7 @@ def _graph(args: argparse.Namespace, settings: Settings) -> int:
     service = PipelineService(settings, root)
     try:
         pipeline = service.graph(settings.workbench.default_user, path)
-    except InvalidInput as exc:
+    except CubeError as exc:  # a bad, hidden or missing path
         return _invalid(exc)
     for warning in pipeline.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -130,7 +135,7 @@ def _compile(args: argparse.Namespace, settings: Settings) -> int:
 
     root, path = _locate(args.notebook)
     try:
-        pipeline = PipelineService(settings, root).load(path)
+        pipeline = PipelineService(settings, root).load(settings.workbench.default_user, path)
         workflow = compile_workflow(
             pipeline,
             settings,
@@ -138,7 +143,7 @@ def _compile(args: argparse.Namespace, settings: Settings) -> int:
             store_url=args.store,
             parameters=_parameters(args.parameter),
         )
-    except InvalidInput as exc:
+    except CubeError as exc:
         return _invalid(exc)
     text = yaml.safe_dump(workflow, sort_keys=False, default_flow_style=False)
     if args.output:
@@ -158,14 +163,14 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _run_async(args: argparse.Namespace, settings: Settings) -> int:
     root, path = _locate(args.notebook)
-    parallel = args.parallel or os.cpu_count() or 1
+    parallel = args.parallel or min(os.cpu_count() or 1, settings.pipelines.pipelines.max_parallel_per_run)
     cluster = await _cluster_runs(settings) if args.target == "cluster" else None
     service = PipelineService(settings, root, pool_size=parallel, cluster=cluster)
     user = args.user or settings.workbench.default_user
     try:
         try:
-            pipeline = service.load(path)
-        except InvalidInput as exc:
+            pipeline = service.load(user, path)
+        except CubeError as exc:  # a bad, hidden or missing path
             return _invalid(exc)
         for warning in pipeline.warnings:
             print(f"warning: {warning}", file=sys.stderr)

@@ -1,7 +1,11 @@
-"""How pipeline runs on the cluster are shaped: the `CubePipelines` traitlets admins set.
+"""How pipeline runs are shaped and bounded: the `CubePipelines` traitlets admins set.
 
     c.CubePipelines.default_image = "registry.example.com/ml/step-runner:1.4"
     c.CubePipelines.service_account = "pipeline-runner"
+    c.CubePipelines.max_parallel_per_user = 8
+
+Local runs share one pool of worker processes, each holding a kernel: the `max_*` limits and the idle
+time bound how much of the host's memory they may take, whoever asks.
 
 Where artifacts live (and the Secret holding the store's credentials) is `CubeStorage`'s, shared with
 local runs and jobs; image, resources, GPU placement and service account are `CubeWorkload`'s, shared
@@ -15,9 +19,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from traitlets import CaselessStrEnum, Int, List, Unicode
+from traitlets import CaselessStrEnum, Float, Int, List, Unicode
 
-from cube_jupyter.configurable import CubeWorkload, WorkloadSettings, checked, non_negative, not_empty
+from cube_jupyter.configurable import (
+    CubeWorkload,
+    WorkloadSettings,
+    checked,
+    non_negative,
+    not_empty,
+    positive,
+)
 
 if TYPE_CHECKING:
     pass
@@ -50,7 +61,25 @@ class CubePipelines(CubeWorkload):
         7 * 86400, help="Delete a failed Workflow object this long after it finished; 0: keep it."
     )
 
+    max_parallel_per_run = Int(
+        4, help="Steps of one local run that may run at once; a run asking for more `parallel` is refused."
+    )
+    max_parallel_per_user = Int(
+        8, help="Steps of one user's local runs, all together, that may run at once; more wait their turn."
+    )
+    max_workers = Int(
+        8,
+        help="Worker processes (each with a kernel) local runs of all users share at most; steps wait "
+        "for a free one.",
+    )
+    worker_idle_seconds = Float(
+        300.0, help="A local pipeline worker idle this long exits with its kernel, giving its memory back."
+    )
+
     _runner_command_ok = checked(not_empty, "runner_command")
+    _limits_ok = checked(
+        positive, "max_parallel_per_run", "max_parallel_per_user", "max_workers", "worker_idle_seconds"
+    )
     _seconds_ok = checked(
         non_negative, "retry_backoff_seconds", "ttl_seconds_after_success", "ttl_seconds_after_failure"
     )

@@ -3,8 +3,9 @@
 REST handlers and the CLI call this. Paths are relative to the Jupyter root dir (the server's
 `root_dir`; the CLI's working directory) and never leave it. Runs belong to the user who started
 them: a user sees and cancels only their own, admins everyone's. Local runs share one pool of
-kernel-warm workers; cluster runs (kubernetes backend) are Argo Workflows followed through an
-informer, recorded in the same history.
+kernel-warm workers, bounded by the admin's `CubePipelines.max_*` limits (a run asking for more
+`parallel` than one run may is refused; a user's runs together wait for their turn); cluster runs
+(kubernetes backend) are Argo Workflows followed through an informer, recorded in the same history.
 """
 
 from __future__ import annotations
@@ -12,16 +13,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import secrets
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cube_jupyter import access
 from cube_jupyter.config import Settings
-from cube_jupyter.errors import Conflict, Forbidden, InvalidInput, NotFound
+from cube_jupyter.errors import Conflict, InvalidInput, NotFound
 from cube_jupyter.pipelines.dag import build_pipeline, load_notebook
 from cube_jupyter.pipelines.history import ACTIVE_RUN, RunHistory, RunRecord, StepRecord, now
 from cube_jupyter.pipelines.local.executor import LocalExecutor, Observer, RunHandle, RunOptions
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger(__name__)
 TARGETS = ("local", "cluster")
-MAX_PARALLEL = 64
 CANCEL_WAIT = 30.0  # seconds `cancel` waits for a local run to settle
 
 
@@ -51,12 +50,12 @@ class PipelineService:
         pool: WorkerPool | None = None,
         cluster: ClusterPipelineRuns | None = None,
         pool_size: int | None = None,
-        shared_host: bool = False,
+        multi_user: bool = False,
     ) -> None:
         self.settings = settings
-        # A workbench serving many users (trusted-header identity) must not run their code, nor read
-        # their files, on its own machine: there only admins may; users run on the cluster.
-        self.shared_host = shared_host
+        # A workbench many users reach (trusted-header identity): each reads only their own files
+        # (`access.readable_file`) and runs code here only as `access.require_local_execution` allows.
+        self.multi_user = multi_user
         self.root_dir = Path(root_dir).expanduser().resolve()
         self.storage = storage or settings.storage
         self.history = history or RunHistory.in_state_dir(settings.state_dir)
@@ -65,17 +64,11 @@ class PipelineService:
             LOG.warning("marked %d pipeline run(s) left running by a dead process as failed", len(recovered))
         self._pool = pool
         self._owns_pool = pool is None
-        self.pool_size = pool_size or os.cpu_count() or 1
+        self.limits = settings.pipelines.pipelines
+        self.pool_size = pool_size or self.limits.max_workers
         self.cluster = cluster
         self._runs: dict[str, RunHandle] = {}
-
-    def _require_own_host(self, caller: str, what: str, field: str) -> None:
-        if self.shared_host and not self.settings.is_admin(caller):
-            raise Forbidden(
-                f"this workbench is shared by many users: only admins may {what}; "
-                "run the pipeline on the cluster, or from your own notebook server",
-                field=field,
-            )
+        self._user_slots: dict[str, asyncio.Semaphore] = {}  # each user's steps running at once
 
     def config(self) -> dict[str, Any]:
         targets = ["local", "cluster"] if self.cluster is not None else ["local"]
@@ -83,32 +76,23 @@ class PipelineService:
 
     # -- notebooks ---------------------------------------------------------------------------------
 
-    def resolve(self, path: object) -> Path:
-        """The notebook file for a root-relative `path`; InvalidInput (field "path") if it escapes."""
-        if not isinstance(path, str) or not path.strip():
-            raise InvalidInput("path must be the notebook's path relative to the Jupyter root", field="path")
-        parts = PurePosixPath(path.replace("\\", "/"))
-        if parts.is_absolute() or ".." in parts.parts or path.startswith("~"):
-            raise InvalidInput(
-                f"path {path!r} must be relative to the Jupyter root, without '..'", field="path"
-            )
-        full = (self.root_dir / parts).resolve()
-        if not full.is_relative_to(self.root_dir):
-            raise InvalidInput(f"path {path!r} leads outside the Jupyter root", field="path")
-        return full
+    def resolve(self, caller: str, path: object) -> Path:
+        """The notebook file `path` names among the files `caller` may read (field "path")."""
+        return access.readable_file(
+            self.settings, caller, self.root_dir, path, "path", multi_user=self.multi_user
+        )
 
-    def load(self, path: object) -> Pipeline:
-        full = self.resolve(path)
+    def load(self, caller: str, path: object) -> Pipeline:
+        full = self.resolve(caller, path)
         assert isinstance(path, str)
         return build_pipeline(load_notebook(full), path)
 
     def graph(self, caller: str, path: object) -> Pipeline:
-        self._require_own_host(caller, "read notebooks from the workbench's disk", "path")
-        return self.load(path)
+        return self.load(caller, path)
 
     def graph_of_content(self, caller: str, path: object, notebook: object) -> Pipeline:
         """The pipeline of unsaved notebook content (the Lab panel's view of what is on screen)."""
-        self.resolve(path)
+        access.file_path(path, "path")  # only names the content: nothing is read from the disk
         assert isinstance(path, str)
         if not isinstance(notebook, Mapping):
             raise InvalidInput("notebook must be nbformat JSON (an object)", field="notebook")
@@ -134,9 +118,9 @@ class PipelineService:
         if not isinstance(no_cache, bool):
             raise InvalidInput("no_cache must be true or false", field="no_cache")
         if parallel is not None and (
-            isinstance(parallel, bool) or not isinstance(parallel, int) or not 1 <= parallel <= MAX_PARALLEL
+            isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1
         ):
-            raise InvalidInput(f"parallel must be a whole number from 1 to {MAX_PARALLEL}", field="parallel")
+            raise InvalidInput("parallel must be a whole number of at least 1", field="parallel")
         if store is not None and not isinstance(store, str):
             raise InvalidInput("store must be a URL string (a path, file:// or s3://)", field="store")
         if parameters is None:
@@ -144,8 +128,16 @@ class PipelineService:
         if not isinstance(parameters, Mapping):
             raise InvalidInput("parameters must be an object of name: value", field="parameters")
         if target == "local":
-            self._require_own_host(caller, "run pipelines on the workbench itself", "target")
-        pipeline = self.load(path)
+            access.require_local_execution(
+                self.settings, caller, self.multi_user, "run pipelines on the workbench itself", "target"
+            )
+            if parallel is not None and parallel > self.limits.max_parallel_per_run:
+                raise InvalidInput(
+                    f"parallel {parallel} is over CubePipelines.max_parallel_per_run "
+                    f"({self.limits.max_parallel_per_run})",
+                    field="parallel",
+                )
+        pipeline = self.load(caller, path)
         if not pipeline.steps:
             raise PipelineError(
                 f"{pipeline.path}: the notebook has no steps; tag a cell 'step:NAME'", field="path"
@@ -154,11 +146,16 @@ class PipelineService:
         if target == "cluster":
             return await self._start_cluster(caller, pipeline, values, store, parallel)
         opened = await asyncio.to_thread(open_store, store or None, self.storage)
-        notebook_dir = str(self.resolve(path).parent)
+        notebook_dir = str(self.resolve(caller, path).parent)
         pool = await self._pool_for(pipeline, notebook_dir, opened, parallel)
         record = self._record(caller, pipeline, values, "local", opened.url())
+        user_slots = self._user_slots.setdefault(caller, asyncio.Semaphore(self.limits.max_parallel_per_user))
         options = RunOptions(
-            parallel=parallel or pool.size, no_cache=no_cache, cwd=notebook_dir, storage=self.storage
+            parallel=parallel or min(self.limits.max_parallel_per_run, pool.size),
+            no_cache=no_cache,
+            cwd=notebook_dir,
+            storage=self.storage,
+            user_slots=user_slots,
         )
         handle = LocalExecutor(pool, self.history).start(record, pipeline, opened, options, observer)
         self._runs[record.id] = handle
@@ -170,11 +167,9 @@ class PipelineService:
     ) -> WorkerPool:
         kernel = KernelSpec(pipeline.kernel_name, cwd, tuple(sorted(store.kernel_env().items())))
         if self._pool is None:
-            self._pool = WorkerPool(max(parallel or 0, self.pool_size), warm=kernel)
+            self._pool = WorkerPool(self.pool_size, warm=kernel, idle_seconds=self.limits.worker_idle_seconds)
         self._pool.warm_spec = kernel
-        if parallel and parallel > self._pool.size:
-            await self._pool.grow(parallel)
-        await self._pool.start()
+        await self._pool.start(parallel or self.limits.max_parallel_per_run)
         return self._pool
 
     async def _start_cluster(

@@ -12,7 +12,8 @@ from urllib.parse import unquote, urlsplit
 
 from jupyter_core.paths import jupyter_data_dir
 
-from cube_jupyter.errors import InvalidInput
+from cube_jupyter.errors import InvalidInput, quote
+from cube_jupyter.safe_text import check_text
 from cube_jupyter.storage.base import ArtifactStore, validate_key
 from cube_jupyter.storage.config import CubeStorage
 
@@ -30,7 +31,7 @@ def open_store(url: str | None, storage: CubeStorage | None = None, *, check: bo
     once at open (`check`) so an unreachable endpoint fails here with BackendUnavailable.
     """
     storage = storage or CubeStorage()
-    url = (url or storage.url or "").strip()
+    url = check_text((url or storage.url or "").strip(), "store")
     if not url:
         from cube_jupyter.storage.local import LocalStore
 
@@ -40,20 +41,20 @@ def open_store(url: str | None, storage: CubeStorage | None = None, *, check: bo
         from cube_jupyter.storage.s3 import S3Store
 
         if not parts.netloc or parts.query or parts.fragment:
-            raise InvalidInput(f"store {url!r} must look like s3://bucket/prefix", field="store")
-        s3 = S3Store(parts.netloc, unquote(parts.path), storage)
+            raise InvalidInput(f"store {quote(url)} must look like s3://bucket/prefix", field="store")
+        s3 = S3Store(parts.netloc, check_text(unquote(parts.path), "store"), storage)
         if check:
             s3.check()
         return s3
     if parts.scheme == "file":
         if parts.netloc not in ("", "localhost") or parts.query or parts.fragment:
-            raise InvalidInput(f"store {url!r} must be a local file:///absolute/path", field="store")
-        path = unquote(parts.path)
+            raise InvalidInput(f"store {quote(url)} must be a local file:///absolute/path", field="store")
+        path = check_text(unquote(parts.path), "store")
     elif parts.scheme == "" or (len(parts.scheme) == 1 and os.name == "nt"):
         path = url
     else:
         raise InvalidInput(
-            f"store {url!r}: unsupported scheme {parts.scheme!r}; use a path, file:// or s3://bucket/prefix",
+            f"store {quote(url)}: unsupported scheme {parts.scheme!r}; use a path, file:// or s3://bucket/prefix",
             field="store",
         )
     from cube_jupyter.storage.local import LocalStore

@@ -13,20 +13,34 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from cube_jupyter.errors import BackendUnavailable, NotFound
+from cube_jupyter.errors import BackendUnavailable, InvalidInput, NotFound, quote
 from cube_jupyter.storage.base import validate_key
+
+# Kernel and device filesystems: never artifact stores, and their paths name processes and devices.
+SYSTEM_DIRS = tuple(Path(name) for name in ("/proc", "/sys", "/dev"))
 
 
 class LocalStore:
     """Artifacts as files below `root` (created on open)."""
 
     def __init__(self, root: str | Path) -> None:
+        # Messages name the path as given: resolving `/proc/self/...` would tell the server's PID.
+        given = quote(str(root))
         self.root = Path(root).expanduser().resolve()
+        if any(self.root.is_relative_to(system) for system in SYSTEM_DIRS):
+            raise InvalidInput(
+                f"store {given} is a system directory, not a place for artifacts", field="store"
+            )
         try:
             self.root.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise InvalidInput(
+                f"store {given} is not a directory (it, or a folder above it, is a file)", field="store"
+            ) from None
         except OSError as exc:
             raise BackendUnavailable(
-                f"artifact store {self.url()} cannot be created: {exc.strerror or exc}", field="store"
+                f"artifact store {given} cannot be created: {exc.strerror or type(exc).__name__}",
+                field="store",
             ) from None
 
     def __repr__(self) -> str:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, TypeVar
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.serverapp import ServerApp
 
+from cube_jupyter.access import isolation_statement
 from cube_jupyter.config import CONFIG_CLASSES, Settings, load_settings
 from cube_jupyter.errors import ConfigError, CubeError
 from cube_jupyter.gpu.service import GpuService
@@ -62,7 +63,7 @@ class CubeJupyterApp(ExtensionApp):
         self.ledger_servers = servers
         if settings.user_server:
             ledger = GpuLedger(settings, servers, lock_dir=_lock_dir(settings))
-            shared_host = False
+            multi_user = False
             self.notebook_service: NotebookService | None = None
             self.backend_starter: BackendStarter | None = None
         else:
@@ -70,17 +71,16 @@ class CubeJupyterApp(ExtensionApp):
             if not settings.workbench.workbench_url:  # what the servers it starts link back to
                 settings.workbench.workbench_url = f"{serverapp.base_url}lab"
             ledger = GpuLedger(settings, servers, lock_dir=_lock_dir(settings))
-            # Behind the mesh on a cluster, this server is shared by many users: their code runs in
-            # pods, never here (the local backend is documented as one trust domain).
-            shared_host = (
-                isinstance(serverapp.identity_provider, TrustedHeaderIdentityProvider)
-                and settings.workbench.backend == "kubernetes"
-            )
+            # Behind the trusted header many users reach this server: each reads only their own files
+            # and runs code here only as `access.require_local_execution` allows.
+            multi_user = isinstance(serverapp.identity_provider, TrustedHeaderIdentityProvider)
+            if multi_user:
+                self.log.warning("cube-jupyter: %s", isolation_statement(settings))
             self.notebook_service = NotebookService(settings, servers, ledger)
             self.backend_starter = BackendStarter(servers, self.log)
             self.settings[STARTER_SETTING] = self.backend_starter
         self.pipeline_service = PipelineService(
-            settings, serverapp.root_dir, cluster=_cluster_runs(settings, cluster), shared_host=shared_host
+            settings, serverapp.root_dir, cluster=_cluster_runs(settings, cluster), multi_user=multi_user
         )
         kernels = workbench_kernels(serverapp)
         self.gpu_service = self._or_exit(
@@ -92,6 +92,7 @@ class CubeJupyterApp(ExtensionApp):
                 make_job_backend(settings, serverapp.root_dir, cluster),
                 ledger=ledger,
                 root_dir=serverapp.root_dir,
+                multi_user=multi_user,
             )
         )
         self.settings.update(

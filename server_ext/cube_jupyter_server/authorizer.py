@@ -9,9 +9,10 @@ caller owns the server and may do anything, as with Jupyter's default authorizer
 
     c.ServerApp.authorizer_class = "cube_jupyter_server.authorizer.CubeAuthorizer"
 
-jupyterlab_server's handlers (the `/lab` page, settings, workspaces, listings, translations) never ask
-the Authorizer; `check_unguarded_request` covers their unsafe methods (saving shared settings or
-workspaces) under the resource name `lab`, called by the identity provider on every request.
+jupyterlab_server's handlers (the `/lab` page, settings, workspaces, listings, translations) and
+JupyterLab's extension manager never ask the Authorizer; `check_unguarded_request`, called by the
+identity provider on every request, asks it for them: `read` for safe methods, `write` for the others,
+on the resource `UNGUARDED_RESOURCES` names for the handler's module (`lab` for any other).
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ AUTHORIZER_CLASS = "cube_jupyter_server.authorizer.CubeAuthorizer"
 #   kernelspecs /api/kernelspecs and their logos: the launcher lists them
 #   lab         the /lab page, settings, themes, translations, listings, workspaces (reads only)
 #   csp         /api/security/csp-report: the browser's CSP violation reports, only logged
-# Everything else (contents, files, kernels, sessions, terminals, nbconvert, events, lsp, server) is
-# refused: each runs code, reads or writes files, or shows other users' activity on this server.
+# Everything else (contents, files, kernels, sessions, terminals, nbconvert, events, lsp, server,
+# extensions) is refused: each runs code, reads or writes files, or shows other users' activity on
+# this server (the extension manager lists and installs the server's extensions).
 USER_GRANTS: dict[str, frozenset[str]] = {
     CUBE_RESOURCE: frozenset({"read", "write", "execute"}),
     "api": frozenset({"read"}),
@@ -49,6 +51,9 @@ USER_GRANTS: dict[str, frozenset[str]] = {
     LAB_RESOURCE: frozenset({"read"}),
     "csp": frozenset({"read", "write"}),
 }
+
+# Handlers that never ask the Authorizer, by module, and the resource they are checked as.
+UNGUARDED_RESOURCES = {"jupyterlab.handlers.extension_manager_handler": "extensions"}
 
 
 class CubeAuthorizer(Authorizer):
@@ -79,19 +84,20 @@ def is_admin(settings: dict[str, Any], user: User) -> bool:
 
 
 def check_unguarded_request(handler: web.RequestHandler, user: User) -> None:
-    """Refuse unsafe methods on handlers that never ask the Authorizer (see the module doc).
+    """Ask the Authorizer for handlers that never do (see the module doc).
 
     Called by the trusted-header identity provider, the one hook every Jupyter request passes.
     """
-    method = handler.request.method or "GET"
-    if method in SAFE_METHODS or hasattr(handler, "auth_resource"):
+    if hasattr(handler, "auth_resource"):
         return
+    method = handler.request.method or "GET"
+    resource = UNGUARDED_RESOURCES.get(type(handler).__module__, LAB_RESOURCE)
     authorizer = handler.settings.get("authorizer")
     if not isinstance(authorizer, Authorizer) or not authorizer.is_authorized(
         handler,  # type: ignore[arg-type]
         user,
-        "write",
-        LAB_RESOURCE,
+        "read" if method in SAFE_METHODS else "write",
+        resource,
     ):
         raise web.HTTPError(403, f"{method} {handler.request.path} is for workbench admins only")
 

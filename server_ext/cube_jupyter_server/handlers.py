@@ -17,16 +17,28 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, Forbidden, InvalidInput, NotFound
+from cube_jupyter.errors import (
+    QUOTE_LIMIT,
+    BackendUnavailable,
+    Conflict,
+    CubeError,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+)
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import NotebookServer
+from cube_jupyter.safe_text import check_text
 from cube_jupyter_server.authorizer import CUBE_RESOURCE
+from cube_jupyter_server.json_body import parse_json_body
 from cube_jupyter_server.lifecycle import STARTER_SETTING, BackendStarter
 
 AUTH_RESOURCE = CUBE_RESOURCE
 # The `reason` of an error tornado or Jupyter raised, by status: the CubeError names where one exists.
 REASONS = {
-    error.status: error.reason for error in (InvalidInput, Forbidden, NotFound, Conflict, BackendUnavailable)
+    error.status: error.reason
+    for error in (InvalidInput, Forbidden, NotFound, Conflict, PayloadTooLarge, BackendUnavailable)
 }
 Method = TypeVar("Method", bound=Callable[..., Awaitable[None]])
 
@@ -67,10 +79,18 @@ class CubeAPIHandler(APIHandler):
         return str(name)
 
     def json_body(self) -> Any:
+        return parse_json_body(self.request.body)
+
+    def decode_argument(self, value: bytes, name: str | None = None) -> str:
+        """Path and query parameters as text the API takes: not UTF-8 (tornado's own 400 names no
+        field) or holding a NUL (which tornado would quietly turn into a space) is a 400 naming it."""
+        field = (name or "path")[:QUOTE_LIMIT]
         try:
-            return json.loads(self.request.body or b"null")
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InvalidInput(f"request body is not valid JSON: {exc}", field="body") from None
+            return check_text(value.decode("utf-8"), field)
+        except UnicodeDecodeError:
+            raise ParameterError(field, f"{field} is not UTF-8 text") from None
+        except InvalidInput as exc:
+            raise ParameterError(field, exc.message) from None
 
     def write_json(self, body: Any, status: int = 200) -> None:
         self.set_status(status)
@@ -87,14 +107,26 @@ class CubeAPIHandler(APIHandler):
         self.finish(json.dumps(error_body(status_code, kwargs.get("exc_info"))))
 
 
+class ParameterError(web.HTTPError):
+    """A path or query parameter refused while tornado decodes it, before the handler runs."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(400, "%s", message)
+        self.field = field
+
+
 def error_body(status_code: int, exc_info: Any = None) -> dict[str, str]:
-    """`{"message", "reason"}` for an error tornado or Jupyter raised; never a traceback."""
+    """`{"message", "reason"}` (and `field`, when known) for an error tornado or Jupyter raised;
+    never a traceback."""
     exc = exc_info[1] if exc_info else None
     message = responses.get(status_code, "Unknown HTTP Error")
     if isinstance(exc, web.HTTPError) and exc.log_message:
         message = exc.log_message % exc.args if exc.args else exc.log_message
     reason = REASONS.get(status_code) or responses.get(status_code, "Error").replace(" ", "")
-    return {"message": message, "reason": reason}
+    body = {"message": message, "reason": reason}
+    if isinstance(exc, ParameterError):
+        body["field"] = exc.field
+    return body
 
 
 class ProfilesHandler(CubeAPIHandler):

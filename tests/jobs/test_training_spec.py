@@ -154,6 +154,11 @@ def test_code_kinds() -> None:
         ({"package": "configmap://Bad_Name"}, "package"),
         ({"package": "s3:///no-bucket"}, "package"),
         ({"args": {"a": 1}}, "args"),
+        ({"script": None, "command": ["python", "a\x00b"]}, "command[1]"),
+        ({"script": None, "command": "python '\ud800'"}, "command[1]"),
+        ({"args": ["--x", "\x00"]}, "args[1]"),
+        ({"env": {"A": "x\x00y"}}, "env.A"),
+        ({"script": "tr\x00ain.py"}, "script"),
         ({"env": {"1BAD": "x"}}, "env.1BAD"),
         ({"env": {"RANK": "3"}}, "env.RANK"),
         ({"framework": "tensorflow", "env": {"TF_CONFIG": "{}"}}, "env.TF_CONFIG"),
@@ -210,8 +215,12 @@ def test_unknown_keys_are_named_and_allowed_ones_listed() -> None:
 
 
 def test_spec_must_be_a_mapping_and_user_given() -> None:
-    with pytest.raises(InvalidInput):
+    with pytest.raises(InvalidInput) as caught:
         TrainingSpec.from_dict(["not", "a", "dict"], user="alice")
+    assert caught.value.field == "spec"
+    with pytest.raises(InvalidInput) as caught:
+        TrainingSpec.from_dict("x" * 100_000, user="alice", prefix="trial.training")
+    assert caught.value.field == "trial.training" and len(caught.value.message) < 400
     with pytest.raises(InvalidInput) as caught:
         TrainingSpec.from_dict(raw(), user="")
     assert caught.value.field == "user"

@@ -14,9 +14,9 @@ import nbformat
 import pytest
 from traitlets.config import Config
 
+from cube_jupyter.access import isolation_statement
 from cube_jupyter.config import load_settings
 from cube_jupyter.errors import Conflict, Forbidden, InvalidInput, NotFound
-from cube_jupyter.pipelines.model import PipelineError
 from cube_jupyter.pipelines.service import PipelineService
 from tests.pipelines.notebooks import code, notebook, write
 from tests.waiting import wait_until_async
@@ -46,11 +46,11 @@ class Env:
         return self.loop.run_until_complete(go())
 
 
-def settings_for(root: Path):  # type: ignore[no-untyped-def]
+def settings_for(root: Path, **workbench: str):  # type: ignore[no-untyped-def]
     return load_settings(
         Config(
             {
-                "CubeWorkbench": {"state_dir": str(root / "state"), "default_user": "alice"},
+                "CubeWorkbench": {"state_dir": str(root / "state"), "default_user": "alice", **workbench},
                 "CubeSpawner": {"admin_users": ["boss"]},
                 "CubeStorage": {"url": str(root / "artifacts")},
             }
@@ -78,8 +78,17 @@ def test_graph_and_paths_stay_inside_the_root(env: Env) -> None:
         with pytest.raises(InvalidInput) as caught:
             env.service.graph("alice", bad)
         assert caught.value.field == "path"
-    with pytest.raises(PipelineError, match="does not exist"):
+    with pytest.raises(NotFound, match="does not exist") as missing:
         env.service.graph("alice", "work/missing.ipynb")
+    assert missing.value.field == "path"
+    (env.root / ".secret").mkdir(exist_ok=True)
+    write(PIPELINE, env.root / ".secret" / "calc.ipynb")
+    (env.root / "work" / "escape").unlink(missing_ok=True)
+    (env.root / "work" / "escape").symlink_to(env.root.parent)
+    for refused in (".secret/calc.ipynb", "work/.ipynb_checkpoints/calc.ipynb", "work/escape/x.ipynb"):
+        with pytest.raises(Forbidden) as caught:
+            env.service.graph("alice", refused)
+        assert caught.value.field == "path", refused
     unsaved = json.loads(json.dumps(notebook(code("a = 1", "step:one"), code("print(a)", "step:two"))))
     assert [s.name for s in env.service.graph_of_content("alice", "work/calc.ipynb", unsaved).steps] == [
         "one",
@@ -163,18 +172,51 @@ def test_cancel_through_the_service(env: Env) -> None:
     assert cancelled.status == "cancelled" and cancelled.step("long").status == "cancelled"
 
 
-def test_a_shared_workbench_runs_no_user_code_on_itself(env: Env) -> None:
+def test_a_cluster_workbench_runs_no_user_code_on_itself(env: Env) -> None:
     """Behind the mesh on a cluster, users may not read the workbench's disk nor run code on it."""
-    shared = PipelineService(settings_for(env.root), env.root, pool_size=1, shared_host=True)
-    for attempt in (
-        lambda: shared.graph("alice", "work/calc.ipynb"),
-        lambda: env.loop.run_until_complete(shared.start_run("alice", "work/calc.ipynb", target="local")),
-    ):
-        with pytest.raises(Forbidden) as caught:
-            attempt()
-        assert "only admins" in caught.value.message
+    settings = settings_for(env.root, backend="kubernetes")
+    shared = PipelineService(settings, env.root, pool_size=1, multi_user=True)
+    with pytest.raises(Forbidden, match="only admins") as caught:
+        shared.graph("alice", "work/calc.ipynb")
+    assert caught.value.field == "path"
+    with pytest.raises(Forbidden, match="only admins") as caught:
+        env.loop.run_until_complete(shared.start_run("alice", "work/calc.ipynb", target="local"))
     assert caught.value.field == "target"
     assert [s.name for s in shared.graph("boss", "work/calc.ipynb").steps] == ["make", "show"]
     content = json.loads((env.root / "work" / "calc.ipynb").read_text())
     assert shared.graph_of_content("alice", "work/calc.ipynb", content).steps  # no disk read, no code
     env.loop.run_until_complete(shared.close())
+
+
+def test_on_a_shared_local_host_each_user_reads_only_their_own_files(env: Env) -> None:
+    """Trusted-header mode, local backend: the same rule as the contents API (admins read the server
+    root, everyone else only the workspaces of their own notebook servers); code runs here unless
+    the admin setting keeps it to admins."""
+    settings = settings_for(env.root)
+    shared = PipelineService(settings, env.root, pool_size=1, multi_user=True)
+    alice_area = settings.state_dir / "workspaces" / "alice"
+    (alice_area / "lab").mkdir(parents=True, exist_ok=True)
+    write(PIPELINE, alice_area / "lab" / "mine.ipynb")
+    assert [s.name for s in shared.graph("alice", "lab/mine.ipynb").steps] == ["make", "show"]
+    with pytest.raises(NotFound) as caught:  # the server root is not alice's
+        shared.graph("alice", "work/calc.ipynb")
+    assert caught.value.field == "path"
+    for bobs_try in ("lab/mine.ipynb", "../alice/lab/mine.ipynb", str(alice_area / "lab" / "mine.ipynb")):
+        with pytest.raises((NotFound, InvalidInput)) as refused:
+            shared.graph("bob", bobs_try)
+        assert refused.value.field == "path", bobs_try
+    assert shared.graph("boss", "work/calc.ipynb").steps  # admins read the server root
+
+    admins_only = PipelineService(
+        settings_for(env.root, local_code_execution="admins"), env.root, pool_size=1, multi_user=True
+    )
+    with pytest.raises(Forbidden, match="local_code_execution") as caught:
+        env.loop.run_until_complete(admins_only.start_run("alice", "lab/mine.ipynb"))
+    assert caught.value.field == "target"
+    assert admins_only.graph("alice", "lab/mine.ipynb").steps  # reading her own notebook is no code
+    # What the server logs at startup in this mode: plainly, what is and is not isolated.
+    said = isolation_statement(settings)
+    assert "NOT isolated" in said and "runs as this server's OS user" in said and "'everyone'" in said
+    assert "admins only" in isolation_statement(admins_only.settings)
+    for service in (shared, admins_only):
+        env.loop.run_until_complete(service.close())

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from tornado.httpclient import HTTPClientError, HTTPResponse
+
+from cube_jupyter.local import files
+from cube_jupyter.names import user_slug
 
 HEADER_IDP = "cube_jupyter_server.identity.TrustedHeaderIdentityProvider"
 CUBE_AUTHORIZER = "cube_jupyter_server.authorizer.CubeAuthorizer"
@@ -36,6 +40,19 @@ def cube_config(tmp_path: Any) -> dict[str, Any]:
         "CubeWorkbench": {"state_dir": str(tmp_path / "cube-state"), "poll_seconds": 0.5},
         "CubeSpawner": {"profiles": PROFILES, "admin_users": ["root-admin"], "max_servers_per_user": 2},
     }
+
+
+@pytest.fixture
+def user_files(cube_config: dict[str, Any]) -> Callable[[str], Path]:
+    """A user's own files on this shared server (what the pipelines and jobs APIs let them name):
+    the workspaces of their notebook servers, made on demand."""
+
+    def area(user: str) -> Path:
+        path = files.user_workspaces(Path(cube_config["CubeWorkbench"]["state_dir"]), user_slug(user))
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    return area
 
 
 @pytest.fixture

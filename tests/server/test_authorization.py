@@ -54,6 +54,7 @@ REFUSED: list[tuple[str, str, Any]] = [
     ("PUT", f"lab/api/settings/{THEMES}", DARK_THEME),
     ("PUT", "lab/api/workspaces/planted", {"data": {}, "metadata": {"id": "planted"}}),
     ("POST", "lab/api/extensions", {"cmd": "disable", "extension_name": "cube-jupyter"}),
+    ("GET", "lab/api/extensions", None),  # the extension manager lists the server's extensions
     ("GET", "lsp/status", None),
     ("POST", "api/shutdown", None),
 ]

@@ -4,6 +4,8 @@ both holders."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,9 +39,9 @@ def two_visible_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def test_a_gpu_server_is_refused_while_the_users_jobs_hold_the_quota(
-    api: Any, jp_root_dir: Any
+    api: Any, user_files: Callable[[str], Path]
 ) -> None:
-    (jp_root_dir / "hold.py").write_text(HOLD_SCRIPT)
+    (user_files("alice") / "hold.py").write_text(HOLD_SCRIPT)
     code, job = await api("POST", "jobs", body={"kind": "training", "spec": ONE_GPU_JOB})
     assert code == 201, job
     assert job["gpus"] == 1 and job["finished"] is False
@@ -70,9 +72,9 @@ async def test_a_gpu_server_is_refused_while_the_users_jobs_hold_the_quota(
 
 
 async def test_a_gpu_job_is_refused_while_the_users_server_holds_the_quota(
-    api: Any, jp_root_dir: Any
+    api: Any, user_files: Callable[[str], Path]
 ) -> None:
-    (jp_root_dir / "hold.py").write_text(HOLD_SCRIPT)
+    (user_files("alice") / "hold.py").write_text(HOLD_SCRIPT)
     code, server = await api("POST", "notebooks", body={"name": "g1", "profile": "gpu"})
     assert code == 201, server
     code, error = await api("POST", "jobs", body={"kind": "training", "spec": ONE_GPU_JOB})

@@ -58,9 +58,11 @@ def delete_leftover_jobs(cube_app: Any, jp_asyncio_loop: Any) -> Iterator[None]:
 
 
 @pytest.fixture
-def root(jp_root_dir: Path) -> Path:
-    (jp_root_dir / "train.py").write_text(TRAIN_SCRIPT)
-    return jp_root_dir
+def root(user_files: Any) -> Path:
+    """Alice's own files: on this shared server her job specs name paths among them."""
+    area: Path = user_files("alice")
+    (area / "train.py").write_text(TRAIN_SCRIPT)
+    return area
 
 
 async def call(api: Any, method: str, path: str, spec_path: str, **kwargs: Any) -> tuple[int, Any]:
@@ -169,14 +171,14 @@ async def test_a_failing_replica_fails_the_job_with_its_log_tail(api: Any, root:
         await asyncio.sleep(0.1)
 
 
-async def test_a_served_model_answers_predictions_through_the_api(api: Any, tmp_path: Path) -> None:
+async def test_a_served_model_answers_predictions_through_the_api(api: Any, root: Path) -> None:
     import joblib
     from sklearn.datasets import load_iris
     from sklearn.linear_model import LogisticRegression
 
     features, labels = load_iris(return_X_y=True)
     model = LogisticRegression(max_iter=500).fit(features, labels)
-    model_dir = tmp_path / "iris-model"
+    model_dir = root / "iris-model"
     model_dir.mkdir()
     joblib.dump(model, model_dir / "model.joblib")
 
@@ -228,13 +230,6 @@ async def test_a_served_model_answers_predictions_through_the_api(api: Any, tmp_
         (
             {
                 "kind": "serving",
-                "spec": {"name": "m", "model_format": "sklearn", "storage_uri": "/nope/model"},
-            },
-            "storage_uri",
-        ),
-        (
-            {
-                "kind": "serving",
                 "spec": {
                     "name": "m",
                     "model_format": "sklearn",
@@ -245,7 +240,6 @@ async def test_a_served_model_answers_predictions_through_the_api(api: Any, tmp_
             },
             "min_replicas",
         ),
-        ({"kind": "training", "spec": {**DDP, "script": "missing.py"}}, "script"),
         ({"kind": "baking", "spec": DDP}, "kind"),
         ({"kind": "training"}, "spec"),
         ({"kind": "training", "spec": DDP, "extra": 1}, "extra"),
@@ -258,6 +252,28 @@ async def test_a_bad_request_is_a_400_naming_the_field(api: Any, root: Path, bod
     assert error["field"] == field, error
 
 
+@pytest.mark.parametrize(
+    ("user", "spec", "field", "status"),
+    [
+        ("alice", {"name": "m", "model_format": "sklearn", "storage_uri": "/nope/model"}, "storage_uri", 403),
+        ("alice", {"name": "m", "model_format": "sklearn", "storage_uri": "file:///etc"}, "storage_uri", 403),
+        ("alice", {**DDP, "script": "missing.py"}, "script", 404),
+        ("alice", {**DDP, "script": ".config/train.py"}, "script", 403),
+        ("bob", DDP, "script", 404),  # alice's train.py is not among bob's files
+        ("bob", {**DDP, "script": "../alice/train.py"}, "script", 400),
+    ],
+)
+async def test_a_job_names_only_files_of_its_caller(
+    api: Any, root: Path, user: str, spec: dict[str, Any], field: str, status: int
+) -> None:
+    (root / ".config").mkdir()
+    (root / ".config" / "train.py").write_text(TRAIN_SCRIPT)
+    kind = "serving" if "storage_uri" in spec else "training"
+    answer, error = await call(api, "POST", "jobs", "/jobs", as_user=user, body={"kind": kind, "spec": spec})
+    assert (answer, error["field"]) == (status, field), error
+    assert str(root) not in error["message"]
+
+
 async def test_gpus_over_the_quota_are_refused_naming_resources_gpu(api: Any, root: Path) -> None:
     spec = {**DDP, "name": "big", "replicas": {"worker": {"replicas": 2, "resources": {"gpu": 1}}}}
     status, error = await submit(api, "training", spec)
@@ -266,7 +282,8 @@ async def test_gpus_over_the_quota_are_refused_naming_resources_gpu(api: Any, ro
     assert "gpu_quota_per_user" in error["message"]
 
 
-async def test_names_are_unique_per_user_and_jobs_private(api: Any, root: Path) -> None:
+async def test_names_are_unique_per_user_and_jobs_private(api: Any, root: Path, user_files: Any) -> None:
+    (user_files("bob") / "train.py").write_text(TRAIN_SCRIPT)
     spec = {**DDP, "args": ["20"]}
     assert (await submit(api, "training", spec))[0] == 201
     status, error = await submit(api, "training", spec)

@@ -13,6 +13,7 @@ from typing import Any
 
 import nbformat
 import pytest
+from tornado.httpclient import HTTPClientError
 
 from tests.pipelines.notebooks import FANOUT_ML, code, notebook, write
 from tests.server.openapi import assert_response_matches
@@ -35,10 +36,12 @@ SLOW = notebook(code("import time\ntime.sleep(3600)", "step:sleepy"))
 
 
 @pytest.fixture
-def root(jp_root_dir: Path) -> Path:
-    write(LINEAR, jp_root_dir / "linear.ipynb")
-    shutil.copy(FANOUT_ML, jp_root_dir / "fanout_ml.ipynb")
-    return jp_root_dir
+def root(user_files: Any) -> Path:
+    """Alice's own files: on this shared server her requests name paths among them."""
+    area: Path = user_files("alice")
+    write(LINEAR, area / "linear.ipynb")
+    shutil.copy(FANOUT_ML, area / "fanout_ml.ipynb")
+    return area
 
 
 async def call(api: Any, method: str, path: str, spec_path: str, **kwargs: Any) -> tuple[int, Any]:
@@ -48,15 +51,17 @@ async def call(api: Any, method: str, path: str, spec_path: str, **kwargs: Any) 
     return status, body
 
 
-async def run_now(api: Any, run_id: str) -> dict[str, Any]:
-    status, run = await call(api, "GET", f"pipelines/runs/{run_id}", "/pipelines/runs/{id}")
+async def run_now(api: Any, run_id: str, as_user: str = "alice") -> dict[str, Any]:
+    status, run = await call(api, "GET", f"pipelines/runs/{run_id}", "/pipelines/runs/{id}", as_user=as_user)
     assert status == 200, run
     return dict(run)
 
 
-async def wait_for_end(api: Any, run_id: str, timeout: float = 120.0) -> dict[str, Any]:
+async def wait_for_end(
+    api: Any, run_id: str, timeout: float = 120.0, as_user: str = "alice"
+) -> dict[str, Any]:
     return await wait_until_async(
-        lambda: run_now(api, run_id),
+        lambda: run_now(api, run_id, as_user),
         timeout,
         f"run {run_id} to end",
         until=lambda run: run["status"] in ("succeeded", "failed", "cancelled"),
@@ -122,7 +127,6 @@ async def test_graph_of_unsaved_content_leaves_the_file_alone(api: Any, root: Pa
         ({"path": "../outside.ipynb"}, "path"),
         ({"path": "sub/../../outside.ipynb"}, "path"),
         ({"path": "/etc/passwd"}, "path"),
-        ({"path": "missing.ipynb"}, "path"),
         ({"path": "broken.ipynb"}, "path"),
         ({"path": "cycle.ipynb"}, "steps.second.after"),
         ({"path": "linear.ipynb", "notebook": "not a notebook"}, "notebook"),
@@ -138,6 +142,66 @@ async def test_bad_graph_request_names_the_field(api: Any, root: Path, body: Any
     assert status == 400, error
     assert error["field"] == field, error
     assert error["message"]
+
+
+async def test_each_user_names_only_their_own_notebooks(
+    api: Any, root: Path, user_files: Any, jp_root_dir: Path, jp_fetch: Any
+) -> None:
+    """Bob reaches neither alice's notebooks, nor hidden ones, nor the server root: the rule by which
+    the contents API refuses him the server's files, which admins read."""
+    bobs = user_files("bob")
+    (bobs / ".private").mkdir()
+    write(LINEAR, bobs / ".private" / "linear.ipynb")
+    write(LINEAR, jp_root_dir / "on-the-server.ipynb")
+    (jp_root_dir / ".hidden").mkdir()
+    write(LINEAR, jp_root_dir / ".hidden" / "linear.ipynb")
+    refused = [
+        ("bob", "linear.ipynb", 404),  # alice's name for her notebook means nothing in bob's files
+        ("bob", "../alice/linear.ipynb", 400),
+        ("bob", str(root / "linear.ipynb"), 400),
+        ("bob", ".private/linear.ipynb", 403),  # hidden, even his own
+        ("alice", "on-the-server.ipynb", 404),
+        ("root-admin", ".hidden/linear.ipynb", 403),
+    ]
+    for user, path, expected in refused:
+        for endpoint, spec in (
+            ("pipelines/graph", "/pipelines/graph"),
+            ("pipelines/runs", "/pipelines/runs"),
+        ):
+            status, error = await call(api, "POST", endpoint, spec, as_user=user, body={"path": path})
+            assert (status, error["field"]) == (expected, "path"), (user, path, endpoint, error)
+            assert str(jp_root_dir) not in error["message"]  # no server paths in what users see
+    with pytest.raises(HTTPClientError) as contents:  # the contents API's verdict on the same file
+        await jp_fetch("api", "contents", "on-the-server.ipynb", headers={"kubeflow-userid": "alice"})
+    assert contents.value.code == 403
+    status, graph = await api(
+        "POST", "pipelines/graph", as_user="root-admin", body={"path": "on-the-server.ipynb"}
+    )
+    assert status == 200 and [s["name"] for s in graph["steps"]] == ["make", "use"]
+    _, listing = await api("GET", "pipelines/runs", as_user="root-admin")
+    assert listing["runs"] == []
+
+
+class TestLocalCodeExecutionForAdminsOnly:
+    @pytest.fixture
+    def cube_config(self, cube_config: dict[str, Any]) -> dict[str, Any]:
+        cube_config["CubeWorkbench"]["local_code_execution"] = "admins"
+        return cube_config
+
+    async def test_non_admins_may_not_run_code_on_the_workbench(self, api: Any, root: Path) -> None:
+        status, error = await call(
+            api, "POST", "pipelines/runs", "/pipelines/runs", body={"path": "linear.ipynb"}
+        )
+        assert (status, error["field"]) == (403, "target"), error
+        assert "CubeWorkbench.local_code_execution" in error["message"]
+        job = {"kind": "training", "spec": {"name": "t", "script": "train.py"}}
+        status, error = await api("POST", "jobs", body=job)
+        assert (status, error["field"]) == (403, "kind"), error
+        assert "CubeWorkbench.local_code_execution" in error["message"]
+        status, graph = await api("POST", "pipelines/graph", body={"path": "linear.ipynb"})
+        assert status == 200 and graph["steps"]  # reading her own notebook runs nothing
+        _, listing = await api("GET", "pipelines/runs", as_user="root-admin")
+        assert listing["runs"] == []
 
 
 async def test_cycle_error_names_the_cycle(api: Any, root: Path) -> None:
@@ -189,10 +253,10 @@ async def test_run_a_pipeline_to_the_end(api: Any, root: Path) -> None:
     assert status == 409 and error["field"] == "id"
 
 
-async def test_runs_are_private_to_their_user(api: Any, root: Path) -> None:
+async def test_runs_and_their_cache_are_private_to_their_user(api: Any, root: Path, user_files: Any) -> None:
     status, run = await api("POST", "pipelines/runs", body={"path": "linear.ipynb"})
     assert status == 201
-    await wait_for_end(api, run["id"])
+    first = await wait_for_end(api, run["id"])
     for method, path in (
         ("GET", f"pipelines/runs/{run['id']}"),
         ("DELETE", f"pipelines/runs/{run['id']}"),
@@ -213,6 +277,17 @@ async def test_runs_are_private_to_their_user(api: Any, root: Path) -> None:
     assert status == 404 and error["field"] == "step"
     status, error = await call(api, "GET", "pipelines/runs/no-such-run", "/pipelines/runs/{id}")
     assert status == 404 and error["field"] == "id"
+
+    # Bob's run of the very same notebook (in his own files) runs: alice's cache is not his.
+    write(LINEAR, user_files("bob") / "linear.ipynb")
+    status, bobs = await api("POST", "pipelines/runs", as_user="bob", body={"path": "linear.ipynb"})
+    bobs = await wait_for_end(api, bobs["id"], as_user="bob")
+    assert [s["status"] for s in bobs["steps"]] == ["succeeded", "succeeded"], bobs
+    assert all(bobs["id"] in s["notebook"] for s in bobs["steps"]), bobs  # his own executed notebooks
+    status, again = await api("POST", "pipelines/runs", body={"path": "linear.ipynb"})
+    again = await wait_for_end(api, again["id"])
+    assert [s["status"] for s in again["steps"]] == ["cached", "cached"]  # while alice's cache serves her
+    assert [s["notebook"] for s in again["steps"]] == [s["notebook"] for s in first["steps"]]
 
 
 @pytest.mark.parametrize(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from cube_jupyter.errors import BackendUnavailable, InvalidInput
+from cube_jupyter.errors import InvalidInput
 from cube_jupyter.storage import CubeStorage, default_store_dir, open_store
 from cube_jupyter.storage.local import LocalStore
 
@@ -64,9 +65,31 @@ def test_bad_endpoint_names_the_config_field() -> None:
     assert caught.value.field == "CubeStorage.endpoint"
 
 
-def test_local_store_that_cannot_be_created_is_unavailable(tmp_path: Path) -> None:
+def test_local_store_path_through_a_file_is_a_bad_store(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with pytest.raises(BackendUnavailable) as caught:
+    with pytest.raises(InvalidInput) as caught:
         open_store(str(blocker / "store"))
-    assert (blocker / "store").as_uri() in caught.value.message
+    assert caught.value.field == "store" and caught.value.status == 400
+    assert str(blocker / "store") in caught.value.message
+
+
+@pytest.mark.parametrize("system", ["/dev/null", "/proc/self/store", "file:///sys/x", "/dev/shm/../null"])
+def test_system_directories_are_no_store_and_no_pid_is_told(system: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        open_store(system)
+    assert caught.value.field == "store" and caught.value.status == 400
+    assert str(os.getpid()) not in caught.value.message
+
+
+@pytest.mark.parametrize("bad", ["/tmp/a\x00b", "/tmp/\ud800", "file:///tmp/a%00b", "s3://bucket/a%00b"])
+def test_nul_and_lone_surrogates_in_a_store_name_the_field(bad: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        open_store(bad, CubeStorage(endpoint="http://127.0.0.1:9"))
+    assert caught.value.field == "store"
+
+
+def test_a_long_store_is_quoted_short() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        open_store("gs://" + "x" * 100_000)
+    assert len(caught.value.message) < 400

@@ -1,17 +1,19 @@
 """The local executor: a pipeline's steps on a pool of kernel-warm worker processes.
 
 A step is dispatched the moment its last upstream step has succeeded (or was taken from the cache),
-up to `parallel` at once. Before running, a step's content hash is looked up in the store's cache:
-a hit reuses the earlier outputs and executed notebook, so an unchanged step never runs twice and a
-failed run resumes from the failure when run again. A failed step is retried `retries:N` times;
-when it still fails, the steps below it are skipped while independent branches run to the end, and
-the run fails naming the step. Cancelling kills the running steps' kernels. Every state change is
-written to the run history as it happens, so nothing computed is lost whatever ends the run.
+up to `parallel` at once, and up to what the user's runs together may (`user_slots`). Before
+running, a step's content hash is looked up in the store's cache: a hit reuses the earlier outputs
+and executed notebook, so an unchanged step never runs twice and a failed run resumes from the
+failure when run again. A failed step is retried `retries:N` times; when it still fails, the steps
+below it are skipped while independent branches run to the end, and the run fails naming the step.
+Cancelling kills the running steps' kernels. Every state change is written to the run history as it
+happens, so nothing computed is lost whatever ends the run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -45,6 +47,7 @@ class RunOptions:
     no_cache: bool = False
     cwd: str = "."  # the kernels' working directory: the notebook's folder
     storage: CubeStorage = field(default_factory=CubeStorage)
+    user_slots: asyncio.Semaphore | None = None  # shared by every run of the user: their step limit
 
 
 class LocalExecutor:
@@ -95,6 +98,9 @@ class RunHandle:
         self._tasks: dict[str, StepTask] = {}
         self._done: dict[str, _Done] = {}
         self._slots = asyncio.Semaphore(max(1, options.parallel))
+        self._user_slots: contextlib.AbstractAsyncContextManager[Any] = (
+            options.user_slots or contextlib.nullcontext()
+        )
         self._kernel = KernelSpec(
             pipeline.kernel_name, options.cwd, tuple(sorted(store.kernel_env().items()))
         )
@@ -168,6 +174,7 @@ class RunHandle:
             upstream_outputs,
             {up: self._done[up].cache_key for up in step.after},
             marshal.FORMAT_VERSION,
+            user=self.run.user,
         )
         if not self.options.no_cache:
             entry = await asyncio.to_thread(self.cache.lookup, key)
@@ -191,7 +198,7 @@ class RunHandle:
         for edge in self.pipeline.edges:
             if edge.downstream == name:
                 inputs.update({var: upstream_outputs[edge.upstream][var]["key"] for var in edge.variables})
-        async with self._slots:
+        async with self._slots, self._user_slots:
             return await self._attempts(name, key, inputs)
 
     async def _attempts(self, name: str, key: str, inputs: dict[str, str]) -> str:

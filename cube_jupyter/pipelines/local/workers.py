@@ -10,6 +10,10 @@ writes commands to stdin, the worker answers on its original stdout (anything el
 sent to stderr). Each worker runs in its own session so a terminal's Ctrl-C reaches only the parent,
 which cancels the run itself. A step's timeout and a cancel kill the step's kernel (its process
 group), so the runner sees a dead kernel, stores what the step got done, and returns.
+
+The pool never holds more than `size` workers (an admin's bound on the host's memory); they are
+started as steps need them, and one left idle for `idle_seconds` is released with its kernel, so a
+burst of work does not hold the host's memory for good.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections import deque
 from collections.abc import Callable
@@ -31,12 +36,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import psutil
+
 import cube_jupyter
 from cube_jupyter.local import processes
 
 LOG = logging.getLogger(__name__)
 STDERR_LINES = 40  # kept per worker for the error of a worker that died
 KILL_GRACE = 20.0  # seconds a worker gets to report after its kernel was killed
+RELEASE_GRACE = 5.0  # seconds a released worker gets to shut its kernel down before it is killed
 ASYNC_CLIENT = "jupyter_client.asynchronous.AsyncKernelClient"
 
 
@@ -105,6 +113,8 @@ class _Worker:
         self.result: asyncio.Future[dict[str, Any]] | None = None
         self.stderr: deque[str] = deque(maxlen=STDERR_LINES)
         self.readers: list[asyncio.Task[None]] = []
+        self.idle_since = time.monotonic()
+        self.released = False
 
     def send(self, message: dict[str, Any]) -> None:
         assert self.process.stdin is not None
@@ -116,13 +126,18 @@ class _Worker:
 
 
 class WorkerPool:
-    """`size` worker processes; `run(task)` runs a step on an idle one (warm kernels first)."""
+    """At most `size` worker processes; `run(task)` runs a step on an idle one (warm kernels first),
+    starting a worker when none is idle and the pool has room. With `idle_seconds`, a worker idle
+    that long exits with its kernel."""
 
-    def __init__(self, size: int, warm: KernelSpec | None = None) -> None:
+    def __init__(self, size: int, warm: KernelSpec | None = None, idle_seconds: float | None = None) -> None:
         if size < 1:
             raise ValueError("a worker pool needs at least one worker")
         self.size = size
         self.warm_spec = warm
+        self.idle_seconds = idle_seconds
+        self._reaper: asyncio.Task[None] | None = None
+        self._stopping: set[asyncio.Task[None]] = set()  # releases under way, awaited by `close`
         self._workers: list[_Worker] = []
         self._idle: list[_Worker] = []
         self._idle_changed: asyncio.Condition | None = None
@@ -132,24 +147,53 @@ class WorkerPool:
         self._started = False
         self._start_lock: asyncio.Lock | None = None
 
-    async def start(self) -> None:
-        """Start the workers (idempotent); each starts a kernel for `warm` right away."""
+    async def start(self, workers: int | None = None) -> None:
+        """Have at least `workers` (default: `size`, at most `size`) started; each starts a kernel
+        for `warm` right away, so the first steps need not wait for one."""
         if self._start_lock is None:
             self._start_lock = asyncio.Lock()
             self._idle_changed = asyncio.Condition()
         async with self._start_lock:
-            if self._started:
-                return
-            for _ in range(self.size):
-                await self._spawn()
+            if not self._started and self.idle_seconds is not None:
+                self._reaper = asyncio.create_task(self._release_idle(self.idle_seconds))
             self._started = True
+            while len(self._workers) < min(workers or self.size, self.size) and not self._closing:
+                await self._set_idle(await self._spawn())
 
-    async def grow(self, size: int) -> None:
-        """Add workers up to `size` (a run asking for more parallelism than the pool has)."""
-        await self.start()
-        while self.size < size:
-            self.size += 1
-            await self._spawn()
+    async def _release_idle(self, idle_seconds: float) -> None:
+        """Release workers idle for `idle_seconds`; checked a few times per period."""
+        while not self._closing:
+            await asyncio.sleep(max(idle_seconds / 4, 0.05))
+            assert self._idle_changed is not None
+            async with self._idle_changed:
+                expired = [w for w in self._idle if time.monotonic() - w.idle_since >= idle_seconds]
+                for worker in expired:
+                    self._idle.remove(worker)
+                    self._workers.remove(worker)
+                    worker.released = True
+            for worker in expired:
+                LOG.info("releasing pipeline worker %d, idle for %.0f s", worker.number, idle_seconds)
+                stop = asyncio.create_task(self._stop(worker))
+                self._stopping.add(stop)
+                stop.add_done_callback(self._stopping.discard)
+
+    async def _stop(self, worker: _Worker) -> None:
+        """Ask the worker to exit (it shuts its kernel down), then stop whatever of it is left."""
+        try:
+            family = [psutil.Process(worker.process.pid)]
+            family += family[0].children(recursive=True)  # its kernels, each in a session of its own
+        except psutil.NoSuchProcess:
+            family = []
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            worker.send({"op": "exit"})
+            assert worker.process.stdin is not None
+            worker.process.stdin.close()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(worker.process.wait(), RELEASE_GRACE)
+        for leftover in family:
+            if leftover.is_running():  # the same process still (psutil compares its create time)
+                await processes.stop_tree(leftover, RELEASE_GRACE)
+        await worker.process.wait()
 
     async def _spawn(self) -> _Worker:
         package_root = str(Path(cube_jupyter.__file__).resolve().parents[1])
@@ -175,13 +219,13 @@ class WorkerPool:
         if self.warm_spec is not None:
             worker.send({"op": "warm", "kernel": self.warm_spec.to_dict()})
         self._workers.append(worker)
-        await self._set_idle(worker)
         return worker
 
     async def _set_idle(self, worker: _Worker) -> None:
         assert self._idle_changed is not None
         async with self._idle_changed:
             if worker.alive and worker not in self._idle:
+                worker.idle_since = time.monotonic()
                 self._idle.append(worker)
             self._idle_changed.notify_all()
 
@@ -196,6 +240,8 @@ class WorkerPool:
                     worker = next((w for w in live if w.warm), live[0])
                     self._idle.remove(worker)
                     return worker
+                if len(self._workers) < self.size:
+                    return await self._spawn()  # taken at once: its kernel starts with the step
                 await self._idle_changed.wait()
 
     async def run(self, task: StepTask, on_start: Callable[[StepTask], None] | None = None) -> dict[str, Any]:
@@ -283,6 +329,8 @@ class WorkerPool:
             LOG.debug("worker %d: %s", worker.number, text)
 
     async def _worker_exited(self, worker: _Worker) -> None:
+        if worker.released:
+            return
         if worker in self._workers:
             self._workers.remove(worker)
         if worker in self._idle:
@@ -296,11 +344,16 @@ class WorkerPool:
                 WorkerDied(f"worker process exited with code {worker.process.returncode}:\n{tail}")
             )
         if not self._closing:
-            await self._spawn()  # keep the pool at size
+            await self._set_idle(await self._spawn())  # keep the pool at size
 
     async def close(self) -> None:
         """Stop every worker and its kernels."""
         self._closing = True
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+        await asyncio.gather(*self._stopping, return_exceptions=True)
         if self._idle_changed is not None:
             async with self._idle_changed:
                 self._idle_changed.notify_all()
