@@ -33,6 +33,7 @@ from cube_jupyter.jobs.specs import Spec, parse_kind, parse_spec, spec_gpus
 from cube_jupyter.jobs.training_spec import TrainingSpec
 from cube_jupyter.jobs.tuning_spec import TuningSpec
 from cube_jupyter.ledger import GpuLedger
+from cube_jupyter.storage import open_store
 
 PROTOCOLS = ("v1", "v2")
 
@@ -235,7 +236,20 @@ class JobService:
         if parts.scheme not in ("", "file") or parts.query or parts.fragment:
             return raw
         local = parts.path if parts.scheme == "file" else uri
+        if self._in_local_store(local):
+            return raw  # a model `deploy()` saved to the artifact store, as an s3:// one would be
         return {**raw, "storage_uri": self._readable(caller, local, "storage_uri")}
+
+    def _in_local_store(self, path: str) -> bool:
+        """Whether `path` is inside the configured artifact store, when that is a local directory."""
+        store = open_store(None, self.settings.storage, check=False)
+        root = getattr(store, "root", None)
+        if not isinstance(root, Path):
+            return False
+        try:
+            return Path(os.path.abspath(path)).resolve().is_relative_to(root)
+        except (ValueError, OSError):  # NUL, a lone surrogate: `_readable` says what is wrong
+            return False
 
     def render(self, kind: str, raw: object, user: str) -> list[dict[str, Any]]:
         return render_job(self.settings, kind, raw, user, self.config)
