@@ -123,6 +123,10 @@ def kubelet() -> Kubelet:
 
 @pytest.fixture
 def kmock(kmock: ApiServerEmulator, kubelet: Kubelet) -> ApiServerEmulator:
+    return with_job_operators(kmock, kubelet)
+
+
+def with_job_operators(kmock: ApiServerEmulator, kubelet: Kubelet) -> ApiServerEmulator:
     """The Kubeflow cluster of the shared fixture with the Training Operator, Katib and KServe CRDs,
     and a kubelet serving pod logs."""
     for name, info in JOB_RESOURCES.items():
@@ -136,6 +140,11 @@ def kmock(kmock: ApiServerEmulator, kubelet: Kubelet) -> ApiServerEmulator:
 
 @pytest.fixture
 def make_jobs(api_url: str, loop: asyncio.AbstractEventLoop) -> Iterator[Callable[..., Any]]:
+    yield from job_backends(api_url, loop)
+
+
+def job_backends(api_url: str, loop: asyncio.AbstractEventLoop) -> Iterator[Callable[..., Any]]:
+    """A fixture's body: start job backends against the emulator; all are closed at teardown."""
     started: list[KubernetesJobBackend] = []
 
     async def make(settings: Settings | None = None) -> KubernetesJobBackend:
@@ -148,6 +157,7 @@ def make_jobs(api_url: str, loop: asyncio.AbstractEventLoop) -> Iterator[Callabl
     yield make
     for backend in started:
         loop.run_until_complete(backend.close())
+        loop.run_until_complete(backend.cluster.close())
         loop.run_until_complete(backend.cluster.close())
 
 

@@ -10,7 +10,6 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import kmock as kmock_lib
 import pytest
 import yaml
 
@@ -23,9 +22,17 @@ from cube_jupyter.jobs.vocabulary import form_vocabulary
 from cube_jupyter.kube.client import KubeClient
 from tests.k8s_schemas import shared_dir, validate_object
 from tests.kubernetes.actors import trainer_creates_nodes, trainer_reports
-from tests.kubernetes.conftest import connect, make_settings
+from tests.kubernetes.conftest import make_settings
 from tests.kubernetes.emulator import ApiServerEmulator
-from tests.kubernetes.test_jobs_k8s import JOB_RESOURCES, NS, TUNE, Kubelet, condition, pod_phase
+from tests.kubernetes.test_jobs_k8s import (
+    NS,
+    TUNE,
+    Kubelet,
+    condition,
+    job_backends,
+    pod_phase,
+    with_job_operators,
+)
 from tests.server.openapi import assert_response_matches
 from tests.waiting import wait_until_async
 
@@ -50,33 +57,24 @@ def kubelet() -> Kubelet:
 def kmock(kmock: ApiServerEmulator, kubelet: Kubelet) -> ApiServerEmulator:
     """The shared Kubeflow cluster (Trainer v2 included) with the Training Operator, Katib and KServe,
     Trainer's preset ClusterTrainingRuntimes, and a kubelet serving pod logs."""
-    for name, info in JOB_RESOURCES.items():
-        kmock.resources[name] = kmock_lib.ResourceInfo(**info)
     presets = sorted((shared_dir() / "samples" / "trainer-runtimes").glob("*.yaml"))
     kmock.preload([yaml.safe_load(path.read_text()) for path in presets])
-    (
-        kmock[kmock_lib.action.FETCH, kmock_lib.resource("v1/pods"), kmock_lib.subresource("log")]
-        << kubelet.serve
-    )
-    return kmock
+    return with_job_operators(kmock, kubelet)
 
 
 @pytest.fixture
 def make_jobs(api_url: str, loop: asyncio.AbstractEventLoop) -> Iterator[Callable[..., Any]]:
-    started: list[KubernetesJobBackend] = []
+    """test_jobs_k8s's job backends, with `CubeJobs` settings as keywords and an S3 store."""
+    backends = job_backends(api_url, loop)
+    start = next(backends)
 
     async def make(**jobs: Any) -> KubernetesJobBackend:
         storage = {"url": "s3://ml-artifacts/jobs", "credentials_secret": "minio-creds"}
-        settings = make_settings(jobs=jobs, storage=storage)
-        backend = KubernetesJobBackend(settings, connect(settings, api_url), sync_timeout=10.0)
-        started.append(backend)
-        await backend.start()
+        backend: KubernetesJobBackend = await start(make_settings(jobs=jobs, storage=storage))
         return backend
 
     yield make
-    for backend in started:
-        loop.run_until_complete(backend.close())
-        loop.run_until_complete(backend.cluster.close())
+    next(backends, None)  # job_backends' teardown: every backend closed
 
 
 def spec(raw: dict[str, Any] = DDP) -> TrainingSpec:
