@@ -145,9 +145,10 @@ class PipelineService:
         values = validate_parameters(pipeline, dict(parameters))
         if target == "cluster":
             return await self._start_cluster(caller, pipeline, values, store, parallel)
-        opened = await asyncio.to_thread(open_store, store or None, self.storage)
+        # Reached by the run, not here: a slow or broken store fails the run, never the request.
+        opened = await asyncio.to_thread(open_store, store or None, self.storage, check=False)
         notebook_dir = str(self.resolve(caller, path).parent)
-        pool = await self._pool_for(pipeline, notebook_dir, opened, parallel)
+        pool = self._pool_for(pipeline, notebook_dir, opened)
         record = self._record(caller, pipeline, values, "local", opened.url())
         user_slots = self._user_slots.setdefault(caller, asyncio.Semaphore(self.limits.max_parallel_per_user))
         options = RunOptions(
@@ -162,14 +163,12 @@ class PipelineService:
         handle.task.add_done_callback(lambda _t: self._runs.pop(record.id, None))
         return record
 
-    async def _pool_for(
-        self, pipeline: Pipeline, cwd: str, store: ArtifactStore, parallel: int | None
-    ) -> WorkerPool:
+    def _pool_for(self, pipeline: Pipeline, cwd: str, store: ArtifactStore) -> WorkerPool:
+        """The shared pool, its next kernels warmed for this run (the run starts its workers)."""
         kernel = KernelSpec(pipeline.kernel_name, cwd, tuple(sorted(store.kernel_env().items())))
         if self._pool is None:
             self._pool = WorkerPool(self.pool_size, warm=kernel, idle_seconds=self.limits.worker_idle_seconds)
         self._pool.warm_spec = kernel
-        await self._pool.start(parallel or self.limits.max_parallel_per_run)
         return self._pool
 
     async def _start_cluster(

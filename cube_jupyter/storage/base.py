@@ -37,6 +37,10 @@ class ArtifactStore(Protocol):
 
     def get_file(self, key: str, path: str | Path) -> None: ...
 
+    def check(self) -> None:
+        """Fail now, with a message naming the fault, if the store cannot be used."""
+        ...
+
     def kernel_env(self) -> dict[str, str]:
         """Env vars another process (a step's kernel) needs to reopen this store from `url()`."""
         ...

@@ -49,9 +49,15 @@ class CubeStorage(CubeConfigurable):
         help="Kubernetes Secret (in the run's namespace) whose keys AWS_ACCESS_KEY_ID and "
         "AWS_SECRET_ACCESS_KEY step pods get as env vars; credentials are never inlined in a Workflow.",
     )
-    connect_timeout = Float(5.0, help="Seconds to wait for a connection to the S3 endpoint.")
-    read_timeout = Float(60.0, help="Seconds to wait for each read from the S3 endpoint.")
-    retries = Int(2, help="Retries of a failed S3 request (connection errors and 5xx) before giving up.")
+    connect_timeout = Float(3.0, help="Seconds to wait for a connection to the S3 endpoint.")
+    read_timeout = Float(
+        10.0,
+        help="Seconds to wait for the S3 endpoint to answer a request; a store silent that long is "
+        "reported as timed out (not asked again).",
+    )
+    retries = Int(
+        2, help="Retries of a failed S3 request (refused or dropped connections, 5xx) before giving up."
+    )
 
     _credentials_secret_ok = checked(optional(dns_name), "credentials_secret")
     _timeouts_ok = checked(positive, "connect_timeout", "read_timeout")

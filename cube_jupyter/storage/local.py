@@ -108,5 +108,11 @@ class LocalStore:
     def url(self, key: str = "") -> str:
         return (self._path(key) if key else self.root).as_uri()
 
+    def check(self) -> None:
+        if not (self.root.is_dir() and os.access(self.root, os.W_OK | os.X_OK)):
+            raise BackendUnavailable(
+                f"artifact store {quote(str(self.root))} is not a writable directory any more", field="store"
+            )
+
     def kernel_env(self) -> dict[str, str]:
         return {}

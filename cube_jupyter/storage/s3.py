@@ -2,7 +2,9 @@
 
 The SDK's default HTTP pool waits five minutes and retries five times; a pipeline run that cannot
 reach its store should say so in seconds, so the pool here has short timeouts and few retries
-(`CubeStorage.connect_timeout`, `read_timeout`, `retries`).
+(`CubeStorage.connect_timeout`, `read_timeout`, `retries`). A store that accepts connections and
+never answers is not asked again: retrying a silence multiplies the wait. Each fault is told apart
+(refused, timed out, HTTP status, bad credentials, missing bucket) and names the setting to fix.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from urllib.parse import urlsplit
 import certifi
 import urllib3
 from minio import Minio
-from minio.error import MinioException, S3Error
+from minio.error import MinioException, S3Error, ServerError
 
 from cube_jupyter.errors import BackendUnavailable, InvalidInput, NotFound
 from cube_jupyter.storage.base import validate_key
@@ -78,13 +80,17 @@ class S3Store:
         self._access_key = storage.access_key or _first_env(ACCESS_KEY_VARS)
         self._secret_key = storage.secret_key or _first_env(SECRET_KEY_VARS)
         self._session_token = os.environ.get("AWS_SESSION_TOKEN") or None
+        self._storage = storage
         pool = urllib3.PoolManager(
             timeout=urllib3.Timeout(connect=storage.connect_timeout, read=storage.read_timeout),
             maxsize=10,
             cert_reqs="CERT_REQUIRED",
             ca_certs=os.environ.get("SSL_CERT_FILE") or certifi.where(),
             retries=urllib3.Retry(
-                total=storage.retries, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504]
+                total=storage.retries,
+                read=0,
+                backoff_factor=0.2,
+                status_forcelist=[500, 502, 503, 504],
             ),
         )
         self._client = Minio(
@@ -134,7 +140,8 @@ class S3Store:
                 raise NotFound(f"artifact {key!r} not found in store {self.url()}", field="key") from None
             if exc.code == "NoSuchBucket":
                 raise NotFound(
-                    f"artifact store {self.url()}: bucket {self.bucket!r} does not exist at {self._where()}",
+                    f"artifact store {self.url()}: bucket {self.bucket!r} does not exist at {self._where()}; "
+                    "create it, or name another bucket in the store URL (CubeStorage.url)",
                     field="store",
                 ) from None
             if exc.code in _DENIED:
@@ -149,9 +156,39 @@ class S3Store:
             ) from None
         except (MinioException, urllib3.exceptions.HTTPError, OSError) as exc:
             raise BackendUnavailable(
-                f"artifact store {self.url()} is unreachable at {self._where()}: {type(exc).__name__}",
-                field="store",
+                f"artifact store {self.url()} at {self._where()} {self._fault(exc)}", field="store"
             ) from None
+
+    def _fault(self, exc: BaseException) -> str:
+        """What went wrong on the wire, and the setting that fixes it (the end of a sentence)."""
+        reason = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason else exc
+        endpoint = "check CubeStorage.endpoint (or MINIO_ENDPOINT)"
+        if isinstance(reason, urllib3.exceptions.ReadTimeoutError | TimeoutError):
+            return (
+                f"accepted the connection but did not answer within {self._storage.read_timeout:g} s; "
+                f"{endpoint}, or raise CubeStorage.read_timeout"
+            )
+        if isinstance(reason, urllib3.exceptions.NameResolutionError):
+            return f"is unknown: its host name does not resolve; {endpoint}"
+        if isinstance(reason, urllib3.exceptions.SSLError):
+            return (
+                "failed the TLS handshake; for a plain-HTTP endpoint write http:// in CubeStorage.endpoint, "
+                "for a private CA set SSL_CERT_FILE"
+            )
+        # urllib3 makes NewConnectionError a ConnectTimeoutError: ask for the former first.
+        if isinstance(reason, urllib3.exceptions.NewConnectionError | ConnectionRefusedError):
+            return f"refused the connection (nothing listens there); {endpoint}"
+        if isinstance(reason, urllib3.exceptions.ConnectTimeoutError):
+            return (
+                f"did not accept a connection within {self._storage.connect_timeout:g} s; {endpoint}, "
+                "or raise CubeStorage.connect_timeout"
+            )
+        if isinstance(reason, urllib3.exceptions.ResponseError):
+            status = re.search(r"\b([1-5]\d\d)\b", str(reason))
+            return f"answered HTTP {status.group(1) if status else 'errors'}; {endpoint} is an S3 service"
+        if isinstance(reason, ServerError):
+            return f"answered HTTP {reason.status_code}; {endpoint} is an S3 service"
+        return f"is unreachable ({type(reason).__name__}); {endpoint}"
 
     def put(self, key: str, data: bytes) -> None:
         with self._on_object(key) as name:

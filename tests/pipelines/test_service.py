@@ -19,6 +19,7 @@ from cube_jupyter.config import load_settings
 from cube_jupyter.errors import Conflict, Forbidden, InvalidInput, NotFound
 from cube_jupyter.pipelines.service import PipelineService
 from tests.pipelines.notebooks import code, notebook, write
+from tests.storage.s3server import FaultyEndpoint
 from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(180)
@@ -220,3 +221,29 @@ def test_on_a_shared_local_host_each_user_reads_only_their_own_files(env: Env) -
     assert "admins only" in isolation_statement(admins_only.settings)
     for service in (shared, admins_only):
         env.loop.run_until_complete(service.close())
+
+
+def test_a_silent_store_fails_the_run_not_the_request(env: Env) -> None:
+    """The run request answers before the store is reached; the store's fault is the run's error."""
+    with FaultyEndpoint(reply=None) as silent:
+        settings = load_settings(
+            Config(
+                {
+                    "CubeWorkbench": {"state_dir": str(env.root / "state"), "default_user": "alice"},
+                    "CubeStorage": {"endpoint": f"http://127.0.0.1:{silent.port}", "read_timeout": 0.5},
+                }
+            )
+        )
+        service = PipelineService(settings, env.root, pool_size=1)
+
+        async def go():  # type: ignore[no-untyped-def]
+            started = await service.start_run("alice", "work/calc.ipynb", store="s3://artifacts/runs")
+            assert started.status == "queued" and started.store == "s3://artifacts/runs"
+            return await service.wait("alice", started.id)
+
+        run = env.loop.run_until_complete(go())
+        env.loop.run_until_complete(service.close())
+    assert run.status == "failed"
+    assert run.error is not None and "did not answer within 0.5 s" in run.error
+    assert "CubeStorage.read_timeout" in run.error
+    assert {step.status for step in run.steps} == {"skipped"}  # nothing ran against a store it cannot reach

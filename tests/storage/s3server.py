@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,3 +45,39 @@ def s3_server() -> Iterator[S3Server]:
         yield S3Server(f"http://{host}:{port}")
     finally:
         server.stop()
+
+
+class FaultyEndpoint(threading.Thread):
+    """A TCP endpoint on loopback that counts connections and answers each with `reply` (None: never
+    answers, holding the connection open)."""
+
+    def __init__(self, reply: bytes | None) -> None:
+        super().__init__(daemon=True)
+        self.reply = reply
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.connections = 0
+        self.held: list[socket.socket] = []
+
+    def run(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            if self.reply is None:
+                self.held.append(conn)
+                continue
+            conn.recv(65536)
+            conn.sendall(self.reply)
+            conn.close()
+
+    def __enter__(self) -> FaultyEndpoint:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.listener.close()
+        for conn in self.held:
+            conn.close()

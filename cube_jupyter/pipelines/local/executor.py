@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from cube_jupyter.errors import CubeError
 from cube_jupyter.pipelines import marshal
 from cube_jupyter.pipelines.cache import CacheEntry, StepCache, step_cache_key
 from cube_jupyter.pipelines.history import RunHistory, RunRecord, StepRecord, now
@@ -123,6 +124,11 @@ class RunHandle:
     async def drive(self) -> RunRecord:
         self.history.update_run(self.run.id, status="running", started=now())
         try:
+            await asyncio.to_thread(self.store.check)
+        except CubeError as exc:  # the store is reached here, so the request that started us answered
+            return self._finish(exc.message)
+        try:
+            await self.pool.start(self.options.parallel)
             await self._schedule()
         except Exception as exc:  # a bug here must still settle the run, never leave it "running"
             LOG.exception("pipeline run %s failed in the executor", self.run.id)
@@ -295,14 +301,15 @@ class RunHandle:
             except Exception:  # a progress display must never break a run
                 LOG.exception("pipeline run observer failed")
 
-    def _finish(self, internal_error: str | None) -> RunRecord:
+    def _finish(self, run_error: str | None) -> RunRecord:
+        """Settle the run from its steps; `run_error` is a failure of the run itself, not a step's."""
         failed = [s for s in self.steps.values() if s.status == "failed"]
         if self.cancelled:
             status, error = "cancelled", "cancelled by the user"
-        elif internal_error or failed:
+        elif run_error or failed:
             status = "failed"
             messages = [str((s.error or {}).get("message") or f"step {s.name!r} failed") for s in failed]
-            error = "; ".join([*messages, *([internal_error] if internal_error else [])])
+            error = "; ".join([*messages, *([run_error] if run_error else [])])
         else:
             status, error = "succeeded", None
         self.history.finish_steps(self.run.id, "cancelled" if self.cancelled else "skipped")
