@@ -3,11 +3,14 @@
     cube-jupyter pipeline graph NOTEBOOK
     cube-jupyter pipeline run NOTEBOOK [-p NAME VALUE]... [--store URL] [--parallel N] [--no-cache]
                                        [--output-dir DIR]
+    cube-jupyter pipeline resume [RUN_ID] [--output-dir DIR]
     cube-jupyter pipeline compile NOTEBOOK --target argo [-o FILE]
 
 `run` exits 0 when every step succeeded (or was cached), 1 when a step failed, 2 when the pipeline
 or an argument is invalid, 130 when cancelled with Ctrl-C (running kernels are killed, the run is
-recorded as cancelled, everything finished so far stays in the store and the cache).
+recorded as cancelled, everything finished so far stays in the store and the cache). `resume` runs a
+failed, cancelled or interrupted run again from where it stopped (default: the user's newest such
+run), with the same exit codes.
 """
 
 from __future__ import annotations
@@ -28,8 +31,8 @@ from tqdm import tqdm
 
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import CubeError, InvalidInput
-from cube_jupyter.pipelines.history import ACTIVE_RUN, DONE_STEP, RunRecord, StepRecord
-from cube_jupyter.pipelines.model import Pipeline
+from cube_jupyter.pipelines.history import ACTIVE_RUN, COMPLETED_STEP, DONE_STEP, RunRecord, StepRecord
+from cube_jupyter.pipelines.model import Pipeline, pipeline_from_dict
 from cube_jupyter.pipelines.service import PipelineService
 
 if TYPE_CHECKING:
@@ -70,6 +73,17 @@ def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.Argument
         help="where steps run: worker processes here, or an Argo Workflow (kubernetes backend)",
     )
     run.set_defaults(run=_run)
+
+    resume = actions.add_parser(
+        "resume", help="run a failed, cancelled or interrupted run on from where it stopped"
+    )
+    resume.add_argument(
+        "run_id", nargs="?", metavar="RUN_ID", help="the run (default: your newest resumable one)"
+    )
+    resume.add_argument("--output-dir", metavar="DIR", help="write executed step notebooks to DIR/STEP.ipynb")
+    resume.add_argument("--user", help="whose run it is (default: CubeWorkbench.default_user)")
+    resume.add_argument("--config", metavar="FILE", help="a jupyter_server_config.py with c.Cube* settings")
+    resume.set_defaults(run=_resume)
 
     compile_ = action("compile", "print the pipeline as an Argo Workflow (YAML)")
     compile_.add_argument("--target", choices=["argo"], required=True, help="what to compile to")
@@ -190,21 +204,71 @@ async def _run_async(args: argparse.Namespace, settings: Settings) -> int:
         except InvalidInput as exc:
             display.close()
             return _invalid(exc)
-        interrupted = _cancel_on_ctrl_c(service, user, run.id)
-        try:
-            if args.target == "cluster":
-                run = await _follow_cluster_run(service, user, run.id, display)
-            else:
-                run = await service.wait(user, run.id)
-        finally:
-            asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
-            display.close()
-        elapsed = time.perf_counter() - started
+        return await _follow(service, user, run, display, started, args)
     finally:
         await service.close()
         if cluster is not None:
             await cluster.close()
-    _print_summary(run, elapsed)
+
+
+def _resume(args: argparse.Namespace, settings: Settings) -> int:
+    return asyncio.run(_resume_async(args, settings))
+
+
+async def _resume_async(args: argparse.Namespace, settings: Settings) -> int:
+    # A resume runs from the spec the run recorded (its pipeline, its folder): no root of its own.
+    service = PipelineService(settings, Path.cwd())
+    user = args.user or settings.workbench.default_user
+    args.target = "local"
+    try:
+        run_id = args.run_id or _newest_resumable(service, user)
+        if run_id is None:
+            print(
+                f"error: user {user!r} has no failed, cancelled or interrupted run to resume", file=sys.stderr
+            )
+            return INVALID
+        display: StepDisplay | None = None
+        try:
+            spec = service.history.spec(service.get_run(user, run_id).id)
+            display = StepDisplay(pipeline_from_dict(spec["pipeline"]), sys.stderr) if spec else None
+            started = time.perf_counter()
+            run = await service.resume_run(user, run_id, observer=display.update if display else None)
+        except CubeError as exc:
+            if display:
+                display.close()
+            return _invalid(exc)
+        kept = [step.name for step in run.steps if step.status in COMPLETED_STEP]
+        print(f"resuming run {run.id}: kept {', '.join(kept) or 'no step'}", file=sys.stderr)
+        return await _follow(service, user, run, display, started, args)
+    finally:
+        await service.close()
+
+
+def _newest_resumable(service: PipelineService, user: str) -> str | None:
+    return next((run.id for run in service.history.list(user) if run.resumable), None)
+
+
+async def _follow(
+    service: PipelineService,
+    user: str,
+    run: RunRecord,
+    display: StepDisplay | None,
+    started: float,
+    args: argparse.Namespace,
+) -> int:
+    """Follow a started run to its end (Ctrl-C cancels it), print the summary; the exit code."""
+    interrupted = _cancel_on_ctrl_c(service, user, run.id)
+    try:
+        if args.target == "cluster":
+            assert display is not None
+            run = await _follow_cluster_run(service, user, run.id, display)
+        else:
+            run = await service.wait(user, run.id)
+    finally:
+        asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
+        if display:
+            display.close()
+    _print_summary(run, time.perf_counter() - started)
     if args.output_dir:
         _write_notebooks(service, user, run, Path(args.output_dir))
     if interrupted.is_set() or run.status == "cancelled":

@@ -3,8 +3,10 @@ cache hits and executed-notebook keys, so runs survive a server restart.
 
 The server and the CLI may write the same file, so every call is its own short transaction on a fresh
 connection (WAL, busy timeout), as in the local backend's state store. A run records the process
-driving it (pid + start time); `recover()` marks a run whose driver is gone as failed, so nothing is
-left "running" forever.
+driving it (pid + start time); `recover()` marks a run whose driver is gone as interrupted (failed),
+so nothing is left "running" forever. A local run also keeps the pipeline it runs and how (`spec`),
+so `claim_for_resume` can hand an interrupted or failed run to a new driver: its completed steps
+kept, the others pending again.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ SCHEMA = (
         error TEXT,
         external TEXT,
         driver_pid INTEGER,
-        driver_started REAL
+        driver_started REAL,
+        spec TEXT
     )
     """,
     "CREATE INDEX IF NOT EXISTS runs_by_user ON runs (user, created)",
@@ -85,6 +88,15 @@ STEP_FIELDS = (
     "metrics",
 )
 RUN_FIELDS = ("status", "started", "finished", "error", "external")
+COMPLETED_STEP = ("succeeded", "cached")
+RESUMABLE_RUN = ("failed", "cancelled")
+# Columns added after the first release, created on open in an older file.
+LATER_COLUMNS = {"runs": {"spec": "TEXT"}}
+# A run as read: every column but the (large) spec, of which only whether it is there.
+SELECT_RUNS = (
+    "SELECT id, user, path, pipeline, status, target, parameters, store, created, started, finished,"
+    " error, external, spec IS NOT NULL AS has_spec FROM runs"
+)
 
 
 @dataclass(frozen=True)
@@ -135,6 +147,7 @@ class RunRecord:
     error: str | None = None
     external: str | None = None  # the cluster object running it (Argo Workflow name), if any
     steps: tuple[StepRecord, ...] = ()
+    resumable: bool = False  # a local run, failed or cancelled, with steps left to run
 
     def step(self, name: str) -> StepRecord:
         for step in self.steps:
@@ -168,6 +181,7 @@ class RunRecord:
             "finished": self.finished,
             "error": self.error,
             "metrics": self.metrics,
+            "resumable": self.resumable,
             "steps": [step.to_dict() for step in self.steps],
         }
 
@@ -191,20 +205,28 @@ class RunHistory:
         with self._transaction() as db:
             for statement in SCHEMA:
                 db.execute(statement)
+            for table, columns in LATER_COLUMNS.items():
+                have = {row["name"] for row in db.execute(f"PRAGMA table_info({table})")}
+                for name, kind in columns.items():
+                    if name not in have:
+                        db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
 
     @classmethod
     def in_state_dir(cls, state_dir: Path) -> RunHistory:
         return cls(state_dir / "pipelines.sqlite")
 
-    def create(self, run: RunRecord, step_names: Sequence[str]) -> RunRecord:
-        """Insert a run (driven by this process) with its steps pending; Conflict on a reused id."""
+    def create(
+        self, run: RunRecord, step_names: Sequence[str], spec: dict[str, Any] | None = None
+    ) -> RunRecord:
+        """Insert a run (driven by this process) with its steps pending; Conflict on a reused id.
+        `spec` is what a resume needs to run it again (a local run's pipeline and options)."""
         driver = psutil.Process(os.getpid())
         try:
             with self._transaction() as db:
                 db.execute(
                     "INSERT INTO runs (id, user, path, pipeline, status, target, parameters, store, created,"
-                    " started, finished, error, external, driver_pid, driver_started)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " started, finished, error, external, driver_pid, driver_started, spec)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         run.id,
                         run.user,
@@ -221,6 +243,7 @@ class RunHistory:
                         run.external,
                         driver.pid,
                         driver.create_time(),
+                        json.dumps(spec) if spec is not None else None,
                     ),
                 )
                 db.executemany(
@@ -233,15 +256,50 @@ class RunHistory:
 
     def get(self, run_id: str) -> RunRecord:
         with self._transaction(write=False) as db:
-            row = db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+            row = db.execute(f"{SELECT_RUNS} WHERE id = ?", (run_id,)).fetchone()
             if row is None:
                 raise NotFound(f"no pipeline run with id {run_id!r}", field="id")
             steps = db.execute("SELECT * FROM steps WHERE run_id = ? ORDER BY position", (run_id,)).fetchall()
         return _run_from_row(row, steps)
 
+    def spec(self, run_id: str) -> dict[str, Any] | None:
+        """What `create` kept to run it again (None for a cluster run or a run from before it)."""
+        with self._transaction(write=False) as db:
+            row = db.execute("SELECT spec FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no pipeline run with id {run_id!r}", field="id")
+        return json.loads(row["spec"]) if row["spec"] else None
+
+    def claim_for_resume(self, run_id: str) -> RunRecord:
+        """Make this process the driver of a failed or cancelled run, its unfinished steps pending
+        again (completed ones keep their outputs); Conflict if the run is not resumable (any more:
+        two resumes of one run, one wins)."""
+        driver = psutil.Process(os.getpid())
+        with self._transaction() as db:
+            claimed = db.execute(
+                "UPDATE runs SET status = 'queued', finished = NULL, error = NULL, driver_pid = ?,"
+                " driver_started = ? WHERE id = ? AND target = 'local' AND spec IS NOT NULL"
+                f" AND status IN {RESUMABLE_RUN}",
+                (driver.pid, driver.create_time(), run_id),
+            ).rowcount
+            if claimed:
+                db.execute(
+                    "UPDATE steps SET status = 'pending', started = NULL, finished = NULL, duration = NULL,"
+                    " attempts = 0, cache_hit = 0, cache_key = NULL, error = NULL, notebook = NULL,"
+                    " outputs = '{}', metrics = '{}'"
+                    f" WHERE run_id = ? AND status NOT IN {COMPLETED_STEP}",
+                    (run_id,),
+                )
+        run = self.get(run_id)
+        if not claimed:
+            raise Conflict(
+                f"run {run_id!r} is {run.status}: only a failed or cancelled local run resumes", field="id"
+            )
+        return run
+
     def list(self, user: str | None = None, limit: int = 200) -> list[RunRecord]:
         """Newest first; `user=None` lists everyone's."""
-        query, args = "SELECT * FROM runs", []
+        query, args = SELECT_RUNS, []
         if user is not None:
             query += " WHERE user = ?"
             args.append(user)
@@ -299,7 +357,10 @@ class RunHistory:
             ).fetchall()
         dead = [row for row in rows if not _alive(row["driver_pid"], row["driver_started"])]
         for row in dead:
-            message = f"the process running it (pid {row['driver_pid']}) exited before the run finished"
+            message = (
+                f"interrupted: the process running it (pid {row['driver_pid']}) exited before the run "
+                "finished; resume the run to rerun what did not finish"
+            )
             with self._transaction() as db:
                 db.execute(
                     "UPDATE steps SET status = CASE status WHEN 'running' THEN 'failed' ELSE 'skipped' END,"
@@ -352,11 +413,18 @@ def _columns(row: sqlite3.Row, record: type[Any]) -> dict[str, Any]:
 
 
 def _run_from_row(row: sqlite3.Row, steps: Sequence[sqlite3.Row]) -> RunRecord:
+    step_records = tuple(_step_from_row(step) for step in steps)
+    resumable = (
+        row["has_spec"]
+        and row["status"] in RESUMABLE_RUN
+        and any(step.status not in COMPLETED_STEP for step in step_records)
+    )
     return RunRecord(
         **{
             **_columns(row, RunRecord),
             "parameters": json.loads(row["parameters"]),
-            "steps": tuple(_step_from_row(step) for step in steps),
+            "steps": step_records,
+            "resumable": resumable,
         }
     )
 

@@ -26,7 +26,7 @@ from cube_jupyter.pipelines.dag import build_pipeline, load_notebook
 from cube_jupyter.pipelines.history import ACTIVE_RUN, RunHistory, RunRecord, StepRecord, now
 from cube_jupyter.pipelines.local.executor import LocalExecutor, Observer, RunHandle, RunOptions
 from cube_jupyter.pipelines.local.workers import KernelSpec, WorkerPool
-from cube_jupyter.pipelines.model import Pipeline, PipelineError
+from cube_jupyter.pipelines.model import Pipeline, PipelineError, pipeline_from_dict
 from cube_jupyter.pipelines.runner import validate_parameters
 from cube_jupyter.pipelines.tags import vocabulary as tag_vocabulary
 from cube_jupyter.storage import ArtifactStore, CubeStorage, open_store
@@ -61,7 +61,12 @@ class PipelineService:
         self.history = history or RunHistory.in_state_dir(settings.state_dir)
         recovered = self.history.recover()
         if recovered:
-            LOG.warning("marked %d pipeline run(s) left running by a dead process as failed", len(recovered))
+            LOG.warning(
+                "%d pipeline run(s) were interrupted (the process running them exited); they can be "
+                "resumed: %s",
+                len(recovered),
+                ", ".join(recovered),
+            )
         self._pool = pool
         self._owns_pool = pool is None
         self.limits = settings.pipelines.pipelines
@@ -149,16 +154,66 @@ class PipelineService:
         opened = await asyncio.to_thread(open_store, store or None, self.storage, check=False)
         notebook_dir = str(self.resolve(caller, path).parent)
         pool = self._pool_for(pipeline, notebook_dir, opened)
-        record = self._record(caller, pipeline, values, "local", opened.url())
-        user_slots = self._user_slots.setdefault(caller, asyncio.Semaphore(self.limits.max_parallel_per_user))
+        parallel = parallel or min(self.limits.max_parallel_per_run, pool.size)
+        spec = {
+            "pipeline": pipeline.to_dict(),
+            "parallel": parallel,
+            "no_cache": no_cache,
+            "cwd": notebook_dir,
+        }
+        record = self._record(caller, pipeline, values, "local", opened.url(), spec=spec)
+        return self._drive(record, pipeline, opened, spec, observer)
+
+    async def resume_run(self, caller: str, run_id: object, *, observer: Observer | None = None) -> RunRecord:
+        """Run a failed, cancelled or interrupted local run again from where it stopped: the same
+        pipeline, parameters and store; completed steps kept (their outputs are in the store), the
+        rest run. The run becomes this process's to drive."""
+        run = self.get_run(caller, run_id)
+        if run.target != "local":
+            raise Conflict(
+                f"run {run.id!r} is an Argo Workflow: it goes on whatever happens to the workbench; "
+                "retry it with Argo",
+                field="id",
+            )
+        access.require_local_execution(
+            self.settings, caller, self.multi_user, "resume pipeline runs here", "id"
+        )
+        spec = self.history.spec(run.id)
+        if spec is None or not run.resumable:
+            raise Conflict(
+                f"run {run.id!r} is {run.status}"
+                + ("" if spec else " and was recorded before runs could resume")
+                + "; only a failed or cancelled local run with steps left resumes",
+                field="id",
+            )
+        pipeline = pipeline_from_dict(spec["pipeline"])
+        opened = await asyncio.to_thread(open_store, run.store, self.storage, check=False)
+        record = self.history.claim_for_resume(run.id)
+        LOG.info("resuming pipeline run %s for %s", run.id, caller)
+        self._pool_for(pipeline, spec["cwd"], opened)
+        return self._drive(record, pipeline, opened, spec, observer)
+
+    def _drive(
+        self,
+        record: RunRecord,
+        pipeline: Pipeline,
+        store: ArtifactStore,
+        spec: Mapping[str, Any],
+        observer: Observer | None,
+    ) -> RunRecord:
+        """Start driving a local run (recorded, its pool warmed) in the background."""
+        assert self._pool is not None
+        user_slots = self._user_slots.setdefault(
+            record.user, asyncio.Semaphore(self.limits.max_parallel_per_user)
+        )
         options = RunOptions(
-            parallel=parallel or min(self.limits.max_parallel_per_run, pool.size),
-            no_cache=no_cache,
-            cwd=notebook_dir,
+            parallel=spec["parallel"],
+            no_cache=spec["no_cache"],
+            cwd=spec["cwd"],
             storage=self.storage,
             user_slots=user_slots,
         )
-        handle = LocalExecutor(pool, self.history).start(record, pipeline, opened, options, observer)
+        handle = LocalExecutor(self._pool, self.history).start(record, pipeline, store, options, observer)
         self._runs[record.id] = handle
         handle.task.add_done_callback(lambda _t: self._runs.pop(record.id, None))
         return record
@@ -195,6 +250,7 @@ class PipelineService:
         store_url: str,
         run_id: str | None = None,
         external: str | None = None,
+        spec: dict[str, Any] | None = None,
     ) -> RunRecord:
         """Add a new run, its steps pending, to the history."""
         run = RunRecord(
@@ -209,7 +265,7 @@ class PipelineService:
             created=now(),
             external=external,
         )
-        return self.history.create(run, [step.name for step in pipeline.steps])
+        return self.history.create(run, [step.name for step in pipeline.steps], spec)
 
     def list_runs(self, caller: str) -> list[RunRecord]:
         """The caller's runs, newest first; an admin's lists everyone's."""

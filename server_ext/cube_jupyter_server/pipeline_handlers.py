@@ -4,6 +4,7 @@
     POST        /cube/api/v1/pipelines/graph                  {path} or {path, notebook}: steps, edges
     GET|POST    /cube/api/v1/pipelines/runs                   the caller's runs | start one
     GET|DELETE  /cube/api/v1/pipelines/runs/{id}              one run with its steps | cancel it
+    POST        /cube/api/v1/pipelines/runs/{id}/resume       run a failed or interrupted run on
     GET         /cube/api/v1/pipelines/runs/{id}/steps/{step}/notebook   the executed step notebook
 
 `graph` takes the notebook's unsaved content as `notebook` (nbformat JSON) so the Lab panel can show
@@ -94,6 +95,17 @@ class RunHandler(PipelineAPIHandler):
         self.write_json(run.to_dict())
 
 
+class ResumeHandler(PipelineAPIHandler):
+    @cube_endpoint
+    async def post(self, run_id: str) -> None:
+        if self.json_body() not in (None, {}):
+            raise InvalidInput(
+                "a resume takes no options (it runs as the run started): send no body", field="body"
+            )
+        run = await self.pipelines.resume_run(self.caller, run_id)
+        self.write_json(run.to_dict())
+
+
 class StepNotebookHandler(PipelineAPIHandler):
     @cube_endpoint
     async def get(self, run_id: str, step: str) -> None:
@@ -109,5 +121,6 @@ PIPELINE_HANDLERS: list[tuple[str, type[web.RequestHandler]]] = [
     (rf"{PIPELINES}/graph", GraphHandler),
     (rf"{PIPELINES}/runs", RunsHandler),
     (rf"{PIPELINES}/runs/(?P<run_id>[^/]+)", RunHandler),
+    (rf"{PIPELINES}/runs/(?P<run_id>[^/]+)/resume", ResumeHandler),
     (rf"{PIPELINES}/runs/(?P<run_id>[^/]+)/steps/(?P<step>[^/]+)/notebook", StepNotebookHandler),
 ]

@@ -13,6 +13,7 @@ BENCHMARKS = [
     "bench_training",
     "bench_gpu_monitor",
     "bench_gpu_api",
+    "bench_reliability",
 ]
 
 

@@ -17,7 +17,7 @@ from playwright.sync_api import Locator, Page, expect
 from tests.browser.lab import ARTIFACTS, Lab, LapTimer
 from tests.browser.test_notebook_servers_panel import dark_theme, open_lab
 from tests.browser.test_notebook_servers_panel import shot as shot_panel
-from tests.pipelines.notebooks import FANOUT_ML
+from tests.pipelines.notebooks import FANOUT_ML, code, notebook, write
 
 NOTEBOOK = "churn.ipynb"
 PANEL = "#cube-pipeline"
@@ -159,4 +159,31 @@ def test_tag_run_and_open_a_step_notebook(lab: Lab, page: Page) -> None:
     panel.locator(f'[data-testid="cube-history-row"][data-run="{run_id}"]').click()
     expect(run).to_have_attribute("data-run", str(run_id))
     expect(steps.first).to_have_attribute("data-status", "succeeded")
+
+    # A run that failed on its last step resumes in one click: the first step is kept, not rerun.
+    fixed = lab.root / "work" / "fixed"
+    flaky = notebook(
+        code("x = 20", "step:make"),
+        code(f"import os\nassert os.path.exists({str(fixed)!r}), 'the input is missing'", "step:use"),
+    )
+    write(flaky, lab.root / "work" / "flaky.ipynb")
+    open_file = "(p) => { window.jupyterapp.commands.execute('docmanager:open', {path: p}); }"
+    page.evaluate(open_file, "flaky.ipynb")
+    expect(panel.get_by_test_id("cube-pipeline-path")).to_have_text("flaky.ipynb")
+    panel.get_by_test_id("cube-run-start").click()
+    expect(run).to_have_attribute("data-status", "failed", timeout=60_000)
+    expect(run.get_by_test_id("cube-run-error")).to_contain_text("the input is missing")
+    made = run.locator('[data-testid="cube-run-step"][data-step="make"]')
+    expect(made).to_have_attribute("data-status", "succeeded")
+    made_at = made.get_attribute("data-started")
+    assert made_at
+    fixed.touch()
+    run.get_by_test_id("cube-run-resume").click()
+    expect(run).to_have_attribute("data-status", "succeeded", timeout=60_000)
+    expect(run.get_by_test_id("cube-run-resume")).to_have_count(0)
+    expect(made).to_have_attribute("data-status", "succeeded")
+    expect(made).to_have_attribute("data-started", made_at)  # kept, not run again
+    expect(panel.get_by_test_id("cube-history-row")).to_have_count(1)  # the same run, resumed
+    lap("resume a failed run")
+    shot(page, "17-pipeline-resumed")
     print(f"pipeline panel timings (s): {lap.timings}")

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import psutil
 import pytest
 import yaml
 
@@ -168,3 +169,53 @@ def test_metrics_are_printed_in_katibs_stdout_format(folder: Path) -> None:
     assert "score=12" in lines and "noise=0.5" in lines
     run = RunHistory.in_state_dir(folder / "state").list("alice")[0]
     assert run.to_dict()["metrics"] == {"score": 12, "noise": 0.5}
+
+
+def test_a_run_killed_with_its_driver_resumes_keeping_its_finished_steps(folder: Path) -> None:
+    """kill -9 of the process driving a run (a CLI here, a workbench alike): its worker and kernel stop
+    with it, the run reads as interrupted and resumable, and `resume` reruns only what did not finish,
+    with the first step's output read back from the store."""
+    ran_first, kernel_pid, go_on = folder / "ran-first", folder / "second-kernel", folder / "go-on"
+    write(
+        notebook(
+            code("import os, time", "imports"),
+            code(f"open({str(ran_first)!r}, 'a').write('x')\nbase = 20", "step:first"),
+            code(
+                f"if not os.path.exists({str(go_on)!r}):\n"
+                f"    open({str(kernel_pid)!r}, 'w').write(str(os.getpid()))\n"
+                "    time.sleep(3600)\n"
+                "total = base + 1",
+                "step:second",
+            ),
+            code("print('answer', total * 2)", "step:third"),
+        ),
+        folder / "long.ipynb",
+    )
+    argv = [sys.executable, "-m", "cube_jupyter.cli", "pipeline", "run", "long.ipynb", "--no-cache"]
+    argv += ["--config", str(folder / "jupyter_server_config.py")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    driver = subprocess.Popen(argv, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_until(kernel_pid.exists, 90, "the second step to run its cell", interval=0.1)
+    kernel = psutil.Process(int(kernel_pid.read_text()))
+    driver.kill()
+    driver.wait(30)
+    wait_until(lambda: not kernel.is_running(), 30, "the orphaned step's kernel to stop")
+
+    history = RunHistory.in_state_dir(folder / "state")
+    assert history.recover()  # what a workbench or CLI starting next does
+    (interrupted,) = history.list("alice")
+    assert interrupted.status == "failed" and interrupted.resumable
+    assert interrupted.error is not None and interrupted.error.startswith("interrupted:")
+    steps = {s.name: s for s in interrupted.steps}
+    assert [steps[n].status for n in ("first", "second", "third")] == ["succeeded", "failed", "skipped"]
+
+    go_on.touch()
+    result = cube(folder, "resume")
+    assert result.returncode == 0, result.stderr
+    assert f"resuming run {interrupted.id}: kept first" in result.stderr
+    assert ran_first.read_text() == "x"  # the first step did not run again
+    resumed = history.get(interrupted.id)
+    assert resumed.status == "succeeded" and not resumed.resumable
+    assert resumed.step("first") == steps["first"]  # the same record: outputs, notebook, timings
+    assert resumed.step("second").attempts == 1 and resumed.step("third").status == "succeeded"
+    assert "answer 42" in (folder / "artifacts" / resumed.step("third").notebook).read_text()  # type: ignore[operator]

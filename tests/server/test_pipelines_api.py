@@ -336,6 +336,38 @@ async def test_cancel_a_running_pipeline(api: Any, root: Path) -> None:
     assert cancelled["steps"][0]["status"] == "cancelled"
 
 
+async def test_resume_a_failed_run_from_its_failed_step(api: Any, root: Path) -> None:
+    """Like Argo's retry: the failed step and those below it run again, the completed one is kept."""
+    fixed = root / "fixed"
+    write(
+        notebook(
+            code("x = 20", "step:make"),
+            code(f"import os\nassert os.path.exists({str(fixed)!r}), 'not yet'\ny = x + 1", "step:use"),
+        ),
+        root / "flaky.ipynb",
+    )
+    status, run = await api("POST", "pipelines/runs", body={"path": "flaky.ipynb", "no_cache": True})
+    failed = await wait_for_end(api, run["id"])
+    assert failed["status"] == "failed" and failed["resumable"], failed
+    resume, spec = f"pipelines/runs/{run['id']}/resume", "/pipelines/runs/{id}/resume"
+    status, error = await call(api, "POST", resume, spec, as_user="bob")
+    assert status == 404 and error["field"] == "id"
+    status, error = await call(api, "POST", resume, spec, body={"parallel": 4})
+    assert status == 400 and error["field"] == "body"
+
+    fixed.touch()
+    status, resumed = await call(api, "POST", resume, spec)
+    assert status == 200 and resumed["id"] == run["id"] and resumed["status"] == "queued", resumed
+    done = await wait_for_end(api, run["id"])
+    assert done["status"] == "succeeded" and not done["resumable"], done
+    assert done["steps"][0] == failed["steps"][0]  # kept as it was
+    assert done["steps"][1]["status"] == "succeeded" and done["steps"][1]["attempts"] == 1
+    status, error = await call(api, "POST", resume, spec)
+    assert status == 409 and error["field"] == "id" and "is succeeded" in error["message"]
+    _, listing = await api("GET", "pipelines/runs")
+    assert [r["id"] for r in listing["runs"]] == [run["id"]]  # the same run, not a new one
+
+
 async def test_pipeline_api_needs_identity_and_xsrf(api: Any, root: Path) -> None:
     for method, path in (("GET", "pipelines/runs"), ("POST", "pipelines/graph"), ("GET", "pipelines/config")):
         status, _ = await api(

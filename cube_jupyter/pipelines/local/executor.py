@@ -22,7 +22,7 @@ from typing import Any
 from cube_jupyter.errors import CubeError
 from cube_jupyter.pipelines import marshal
 from cube_jupyter.pipelines.cache import CacheEntry, StepCache, step_cache_key
-from cube_jupyter.pipelines.history import RunHistory, RunRecord, StepRecord, now
+from cube_jupyter.pipelines.history import COMPLETED_STEP, RunHistory, RunRecord, StepRecord, now
 from cube_jupyter.pipelines.local.workers import KernelSpec, StepTask, WorkerDied, WorkerPool
 from cube_jupyter.pipelines.model import Pipeline
 from cube_jupyter.pipelines.runner import INTERRUPT_GRACE
@@ -94,10 +94,16 @@ class RunHandle:
         self.history = executor.history
         self.cache = StepCache(store)
         self.observer = observer
-        self.steps: dict[str, StepRecord] = {s.name: StepRecord(name=s.name) for s in pipeline.steps}
+        # A resumed run's completed steps stay as they are: downstream steps read their outputs.
+        completed = {s.name: s for s in run.steps if s.status in COMPLETED_STEP and s.cache_key}
+        self.steps: dict[str, StepRecord] = {
+            s.name: completed.get(s.name) or StepRecord(name=s.name) for s in pipeline.steps
+        }
         self.cancelled = False
         self._tasks: dict[str, StepTask] = {}
-        self._done: dict[str, _Done] = {}
+        self._done: dict[str, _Done] = {
+            name: _Done(step.outputs, step.cache_key or "") for name, step in completed.items()
+        }
         self._slots = asyncio.Semaphore(max(1, options.parallel))
         self._user_slots: contextlib.AbstractAsyncContextManager[Any] = (
             options.user_slots or contextlib.nullcontext()
@@ -128,7 +134,9 @@ class RunHandle:
         except CubeError as exc:  # the store is reached here, so the request that started us answered
             return self._finish(exc.message)
         try:
-            await self.pool.start(self.options.parallel)
+            # As many workers (and warm kernels) as steps can start at once; more come as steps need them.
+            first = sum(1 for step in self.pipeline.steps if not step.after and step.name not in self._done)
+            await self.pool.start(max(1, min(self.options.parallel, first)))
             await self._schedule()
         except Exception as exc:  # a bug here must still settle the run, never leave it "running"
             LOG.exception("pipeline run %s failed in the executor", self.run.id)
@@ -137,7 +145,7 @@ class RunHandle:
 
     async def _schedule(self) -> None:
         running: dict[asyncio.Task[str], str] = {}
-        state = {name: "pending" for name in self.steps}
+        state = {name: step.status if name in self._done else "pending" for name, step in self.steps.items()}
         while True:
             if not self.cancelled:
                 self._skip_below_failures(state)

@@ -248,7 +248,7 @@ class WorkerPool:
         """Run one step attempt; the runner's result dict. A timeout, `kill` or cancelling the caller
         ends it early by killing its kernel (`task.killed` says why); the worker is reused once it
         has reported."""
-        await self.start()
+        await self.start(1)  # more workers start as steps need them (`_acquire`), up to `size`
         worker = await self._acquire()
         task.id = task.id or f"t{next(self._task_ids)}"
         attempt = asyncio.create_task(self._attempt(worker, task, on_start))
@@ -517,7 +517,22 @@ def worker_main(stdin: IO[str], protocol: IO[str]) -> None:
         keeper.close()
 
 
+def _exit_when_orphaned(parent: int, interval: float = 0.5) -> None:
+    """Watch for the parent's death (a workbench killed with -9): then stop this worker's kernels and
+    exit, so a step it was running is not still writing while a resume of its run reruns it."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval)
+        for kernel in psutil.Process().children():  # each kernel leads a session of its own
+            processes.stop_tree_sync(kernel, 1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
+
+
 def main() -> None:
+    _exit_when_orphaned(os.getppid())
     protocol = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # prints from papermill, kernels or user code must not corrupt the protocol
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)

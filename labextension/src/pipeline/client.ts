@@ -55,6 +55,11 @@ export class PipelineClient {
     return this.cube.request<IRun>(runPath(id), { method: 'DELETE' });
   }
 
+  /** Run a failed or interrupted run on from where it stopped (completed steps kept). */
+  resumeRun(id: string): Promise<IRun> {
+    return this.cube.request<IRun>(`${runPath(id)}/resume`, { method: 'POST' });
+  }
+
   /** The executed notebook of one step of a run (nbformat JSON). */
   stepNotebook(id: string, step: string): Promise<Record<string, unknown>> {
     return this.cube.request<Record<string, unknown>>(

@@ -301,6 +301,22 @@ export class PipelineModel extends PolledModel {
     this.stateChanged.emit();
   }
 
+  /** Ask the server to resume the selected run, then follow it again. */
+  async resumeRun(): Promise<void> {
+    const run = this.selectedRun;
+    if (!run) {
+      return;
+    }
+    this._actionError = null;
+    try {
+      this._upsert(await this.client.resumeRun(run.id));
+      this._watchSelectedRun();
+    } catch (error) {
+      this._actionError = errorMessage(error);
+    }
+    this.stateChanged.emit();
+  }
+
   /** Show an error about the selected run (e.g. a step notebook failed to open). */
   setActionError(message: string | null): void {
     this._actionError = message;

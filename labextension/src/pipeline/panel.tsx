@@ -216,6 +216,7 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
               ended={isEnded(run)}
               error={model.actionError}
               onCancel={() => void model.cancelRun()}
+              onResume={() => void model.resumeRun()}
               onOpenStep={step => void this._open(run, step)}
             />
           </section>

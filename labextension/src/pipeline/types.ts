@@ -107,6 +107,8 @@ export interface IRun {
   finished: string | null;
   error: unknown;
   metrics: Record<string, unknown>;
+  /** A failed, cancelled or interrupted local run with steps left: it can resume. */
+  resumable: boolean;
   steps: IRunStep[];
 }
 

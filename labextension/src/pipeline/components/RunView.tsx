@@ -1,6 +1,7 @@
 /**
  * One run: its status, its steps with state, duration and cache hits, the error that
- * failed it, and Cancel while it runs. A step with an executed notebook opens it.
+ * failed it, Cancel while it runs and Resume when it stopped with steps left (a failure,
+ * a cancel, a workbench restart). A step with an executed notebook opens it.
  */
 import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
@@ -16,6 +17,7 @@ export interface IRunViewProps {
   ended: boolean;
   error: string | null;
   onCancel: () => void;
+  onResume: () => void;
   onOpenStep: (step: IRunStep) => void;
 }
 
@@ -65,6 +67,7 @@ export function RunView(props: IRunViewProps): JSX.Element {
               data-testid="cube-run-step"
               data-step={step.name}
               data-status={step.status}
+              data-started={step.started ?? ''}
             >
               <button
                 type="button"
@@ -109,6 +112,20 @@ export function RunView(props: IRunViewProps): JSX.Element {
             onClick={props.onCancel}
           >
             Cancel run
+          </Button>
+        </div>
+      )}
+      {props.ended && run.resumable && (
+        <div className="cube-RunView-actions">
+          <Button
+            small
+            minimal
+            className="cube-Button"
+            data-testid="cube-run-resume"
+            title="Run the steps that did not finish; finished steps are kept"
+            onClick={props.onResume}
+          >
+            Resume run
           </Button>
         </div>
       )}
