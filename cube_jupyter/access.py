@@ -4,13 +4,15 @@ A caller acts on their own servers, runs and jobs; an admin (`CubeWorkbench.admi
 another user, or ask for every user's. Everything else is a 403 naming the field at fault.
 
 Files named by a request (a pipeline's notebook, a job's script or notebook, a served model) are read
-through `readable_file` only, and code runs on this machine only past `require_local_execution`.
+through `readable_file` only, a local artifact store it names is written through `local_store` only,
+and code runs on this machine only past `require_local_execution`.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path, PurePosixPath
+from urllib.parse import unquote, urlsplit
 
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import Forbidden, InvalidInput, NotFound, quote
@@ -112,6 +114,23 @@ def readable_file(
     if not os.path.exists(full):  # False, not an error, for a name too long
         raise NotFound(f"{field} {quote(path)} does not exist", field=field)
     return full
+
+
+def local_store(settings: Settings, caller: str, root: Path, store: str, multi_user: bool, field: str) -> str:
+    """The artifact store a request names, where a caller may write: an s3:// URL as it is (the
+    credentials decide); a local directory anywhere for admins and single-user servers, else only
+    among the caller's own files (`readable_root`), never in a hidden directory. It need not exist."""
+    parts = urlsplit(store)
+    if parts.scheme not in ("", "file") or not multi_user or settings.is_admin(caller):
+        return store
+    path = file_path(unquote(parts.path) if parts.scheme == "file" else store, field, absolute=True)
+    base = readable_root(settings, caller, root, multi_user, field).resolve()
+    full = (base / path).resolve()
+    if not full.is_relative_to(base):
+        raise Forbidden(f"{field} {quote(store)} leads outside the files you may write", field=field)
+    if any(part.startswith(".") for part in full.relative_to(base).parts):
+        raise Forbidden(f"{field} {quote(store)} is in a hidden directory", field=field)
+    return str(full)
 
 
 def require_local_execution(settings: Settings, caller: str, multi_user: bool, what: str, field: str) -> None:

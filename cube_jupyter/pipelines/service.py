@@ -150,6 +150,8 @@ class PipelineService:
         values = validate_parameters(pipeline, dict(parameters))
         if target == "cluster":
             return await self._start_cluster(caller, pipeline, values, store, parallel)
+        if store:
+            store = access.local_store(self.settings, caller, self.root_dir, store, self.multi_user, "store")
         # Reached by the run, not here: a slow or broken store fails the run, never the request.
         opened = await asyncio.to_thread(open_store, store or None, self.storage, check=False)
         notebook_dir = str(self.resolve(caller, path).parent)

@@ -207,6 +207,16 @@ def test_on_a_shared_local_host_each_user_reads_only_their_own_files(env: Env) -
             shared.graph("bob", bobs_try)
         assert refused.value.field == "path", bobs_try
     assert shared.graph("boss", "work/calc.ipynb").steps  # admins read the server root
+    # A local store a run names is written among the caller's own files only.
+    bob_area = settings.state_dir / "workspaces" / "bob"
+    for elsewhere in (str(env.root / "elsewhere"), f"file://{bob_area}/store", "lab/.hidden", "../bob/x"):
+        with pytest.raises((Forbidden, InvalidInput)) as refused:
+            env.loop.run_until_complete(shared.start_run("alice", "lab/mine.ipynb", store=elsewhere))
+        assert refused.value.field == "store", elsewhere
+    assert not (env.root / "elsewhere").exists() and not bob_area.exists()
+    started = env.loop.run_until_complete(shared.start_run("alice", "lab/mine.ipynb", store="lab/artifacts"))
+    assert started.store == (alice_area / "lab" / "artifacts").resolve().as_uri()
+    assert env.loop.run_until_complete(shared.wait("alice", started.id)).status == "succeeded"
 
     admins_only = PipelineService(
         settings_for(env.root, local_code_execution="admins"), env.root, pool_size=1, multi_user=True
