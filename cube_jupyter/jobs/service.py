@@ -20,6 +20,7 @@ from cube_jupyter.errors import (
     BackendUnavailable,
     Conflict,
     CubeError,
+    Forbidden,
     InvalidInput,
     NotFound,
 )
@@ -214,16 +215,30 @@ class JobService:
     def _readable_code(self, caller: str, spec: Spec) -> Spec:
         """The spec with the script or notebook it ships from this disk resolved (absolute) among the
         files `caller` may read; packaged code is not read from here."""
-        if isinstance(spec, TrainingSpec) and spec.code.path is not None and spec.code.package_uri is None:
-            path = self._readable(caller, spec.code.path, spec.code.kind)
-            return replace(spec, code=replace(spec.code, path=path))
-        if (
-            isinstance(spec, TuningSpec)
-            and spec.trial_notebook is not None
-            and spec.trial_package_uri is None
-        ):
-            return replace(spec, trial_notebook=self._readable(caller, spec.trial_notebook, "trial.notebook"))
+        if isinstance(spec, TrainingSpec) and spec.code.package_uri is None:
+            if spec.code.kind == "function":
+                self._require_server_modules(caller)
+            if spec.code.path is not None:
+                path = self._readable(caller, spec.code.path, spec.code.kind)
+                return replace(spec, code=replace(spec.code, path=path))
+        if isinstance(spec, TuningSpec):
+            trial = spec.trial_training
+            if trial is not None and trial.code.kind == "function" and trial.code.package_uri is None:
+                self._require_server_modules(caller)
+            if spec.trial_notebook is not None and spec.trial_package_uri is None:
+                notebook = self._readable(caller, spec.trial_notebook, "trial.notebook")
+                return replace(spec, trial_notebook=notebook)
         return spec
+
+    def _require_server_modules(self, caller: str) -> None:
+        """A `module:function` target is imported from the server root, which on a shared workbench
+        is the admins' (`access.readable_root`): others ship a script or notebook of their own."""
+        if self.multi_user and not self.settings.is_admin(caller):
+            raise Forbidden(
+                "function: a 'module:function' target is shipped from the workbench's own files, which "
+                "only admins read here; submit a script or notebook from your files instead",
+                field="function",
+            )
 
     def _readable_model(self, caller: str, raw: object) -> object:
         """A serving spec whose local model path (a path or file:// URL) is resolved among the files

@@ -261,6 +261,13 @@ async def test_a_bad_request_is_a_400_naming_the_field(api: Any, root: Path, bod
         ("alice", {**DDP, "script": ".config/train.py"}, "script", 403),
         ("bob", DDP, "script", 404),  # alice's train.py is not among bob's files
         ("bob", {**DDP, "script": "../alice/train.py"}, "script", 400),
+        # A `module:function` target is imported from the server root: the admins' on a shared server.
+        (
+            "alice",
+            {**{k: v for k, v in DDP.items() if k != "script"}, "function": "train:main"},
+            "function",
+            403,
+        ),
     ],
 )
 async def test_a_job_names_only_files_of_its_caller(
