@@ -104,13 +104,8 @@ def readable_file(
     absolute path inside it, as job specs may give), never outside it (not by '..', '~' or a
     symlink), never in a hidden file or directory (dot-names hold credentials and config: `.ssh`,
     `.jupyter`, `.aws`), and existing. Each refusal names `field`."""
-    parts = file_path(path, field, absolute=absolute)
-    base = readable_root(settings, caller, root, multi_user, field).resolve()
-    full = (base / parts).resolve()
-    if not full.is_relative_to(base):
-        raise Forbidden(f"{field} {quote(path)} leads outside the files you may read", field=field)
-    if any(part.startswith(".") for part in full.relative_to(base).parts):
-        raise Forbidden(f"{field} {quote(path)} is in a hidden file or directory", field=field)
+    given = file_path(path, field, absolute=absolute)
+    full = _among_own_files(readable_root(settings, caller, root, multi_user, field), given, path, field)
     if not os.path.exists(full):  # False, not an error, for a name too long
         raise NotFound(f"{field} {quote(path)} does not exist", field=field)
     return full
@@ -123,14 +118,22 @@ def local_store(settings: Settings, caller: str, root: Path, store: str, multi_u
     parts = urlsplit(store)
     if parts.scheme not in ("", "file") or not multi_user or settings.is_admin(caller):
         return store
-    path = file_path(unquote(parts.path) if parts.scheme == "file" else store, field, absolute=True)
-    base = readable_root(settings, caller, root, multi_user, field).resolve()
-    full = (base / path).resolve()
+    given = file_path(unquote(parts.path) if parts.scheme == "file" else store, field, absolute=True)
+    return str(
+        _among_own_files(readable_root(settings, caller, root, multi_user, field), given, store, field)
+    )
+
+
+def _among_own_files(base: Path, given: PurePosixPath, as_sent: object, field: str) -> Path:
+    """`given` resolved below `base`: never outside it (not by '..', '~' or a symlink) and never in a
+    hidden file or directory (dot-names hold credentials and config: `.ssh`, `.jupyter`, `.aws`)."""
+    base = base.resolve()
+    full = (base / given).resolve()
     if not full.is_relative_to(base):
-        raise Forbidden(f"{field} {quote(store)} leads outside the files you may write", field=field)
+        raise Forbidden(f"{field} {quote(as_sent)} leads outside your own files", field=field)
     if any(part.startswith(".") for part in full.relative_to(base).parts):
-        raise Forbidden(f"{field} {quote(store)} is in a hidden directory", field=field)
-    return str(full)
+        raise Forbidden(f"{field} {quote(as_sent)} is in a hidden file or directory", field=field)
+    return full
 
 
 def require_local_execution(settings: Settings, caller: str, multi_user: bool, what: str, field: str) -> None:
