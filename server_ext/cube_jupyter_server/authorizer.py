@@ -9,10 +9,13 @@ caller owns the server and may do anything, as with Jupyter's default authorizer
 
     c.ServerApp.authorizer_class = "cube_jupyter_server.authorizer.CubeAuthorizer"
 
-jupyterlab_server's handlers (the `/lab` page, settings, workspaces, listings, translations) and
-JupyterLab's extension manager never ask the Authorizer; `check_unguarded_request`, called by the
-identity provider on every request, asks it for them: `read` for safe methods, `write` for the others,
-on the resource `UNGUARDED_RESOURCES` names for the handler's module (`lab` for any other).
+jupyterlab_server's handlers (the `/lab` page, settings, workspaces, listings, translations),
+JupyterLab's extension manager and `/metrics` never ask the Authorizer; `check_unguarded_request`,
+called by the identity provider on every request, asks it for them: `read` for safe methods, `write`
+for the others, on `lab` unless `RESOURCE_OVERRIDES` names another resource for the handler.
+
+README.md's table "What non-admins reach" lists the routes this leaves to non-admins;
+tests/server/test_route_inventory.py tries every route the server registers against it.
 """
 
 from __future__ import annotations
@@ -35,14 +38,15 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 AUTHORIZER_CLASS = "cube_jupyter_server.authorizer.CubeAuthorizer"
 
 # What a non-admin may do beyond `cube`, each needed by the JupyterLab page to start:
-#   api         /api/status, /api/me, /api/spec.yaml
+#   api         /api, /api/status, /api/me, /api/spec.yaml
 #   config      /api/config/{section} (frontend config sections); PATCH would change them for all
 #   kernelspecs /api/kernelspecs and their logos: the launcher lists them
-#   lab         the /lab page, settings, themes, translations, listings, workspaces (reads only)
+#   lab         the /lab page and what it reads (settings, themes, translations, listings, licenses,
+#               workspaces, plugins, build status, news), the landing and logout pages; reads only
 #   csp         /api/security/csp-report: the browser's CSP violation reports, only logged
 # Everything else (contents, files, kernels, sessions, terminals, nbconvert, events, lsp, server,
-# extensions) is refused: each runs code, reads or writes files, or shows other users' activity on
-# this server (the extension manager lists and installs the server's extensions).
+# extensions, metrics) is refused: each runs code, reads or writes files, or shows other users'
+# activity on this server.
 USER_GRANTS: dict[str, frozenset[str]] = {
     CUBE_RESOURCE: frozenset({"read", "write", "execute"}),
     "api": frozenset({"read"}),
@@ -52,8 +56,16 @@ USER_GRANTS: dict[str, frozenset[str]] = {
     "csp": frozenset({"read", "write"}),
 }
 
-# Handlers that never ask the Authorizer, by module, and the resource they are checked as.
-UNGUARDED_RESOURCES = {"jupyterlab.handlers.extension_manager_handler": "extensions"}
+# Handlers checked as another resource than the one they ask for (`lab` for those that never ask), by
+# class: under the granted name each would show a non-admin this server's files or activity.
+#   resolvePath asks for `api` but says whether a path exists under the server root
+#   the extension manager lists and installs the server's extensions
+#   /metrics counts every user's requests, kernels and terminals on this server
+RESOURCE_OVERRIDES = {
+    "jupyter_server.services.api.handlers.PathResolverHandler": "contents",
+    "jupyterlab.handlers.extension_manager_handler.ExtensionHandler": "extensions",
+    "jupyter_server.base.handlers.PrometheusMetricsHandler": "metrics",
+}
 
 
 class CubeAuthorizer(Authorizer):
@@ -66,6 +78,8 @@ class CubeAuthorizer(Authorizer):
             return True  # Jupyter's own auth: whoever holds the token owns the server
         if is_admin(handler.settings, user):
             return True
+        handler_name = f"{type(handler).__module__}.{type(handler).__qualname__}"
+        resource = RESOURCE_OVERRIDES.get(handler_name, resource)
         allowed = action in USER_GRANTS.get(resource, frozenset())
         if not allowed:
             self.log.warning(
@@ -91,13 +105,12 @@ def check_unguarded_request(handler: web.RequestHandler, user: User) -> None:
     if hasattr(handler, "auth_resource"):
         return
     method = handler.request.method or "GET"
-    resource = UNGUARDED_RESOURCES.get(type(handler).__module__, LAB_RESOURCE)
     authorizer = handler.settings.get("authorizer")
     if not isinstance(authorizer, Authorizer) or not authorizer.is_authorized(
         handler,  # type: ignore[arg-type]
         user,
         "read" if method in SAFE_METHODS else "write",
-        resource,
+        LAB_RESOURCE,
     ):
         raise web.HTTPError(403, f"{method} {handler.request.path} is for workbench admins only")
 

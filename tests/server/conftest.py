@@ -2,7 +2,8 @@
 
 Callers are named by the trusted identity header (`kubeflow-userid`), as behind Istio, with the
 workbench's Authorizer, so tests can act as several users; `anonymous_fetch` and `xsrf` tests cover
-Jupyter's own auth paths.
+Jupyter's own auth paths. Tests marked `jupyterlab` get JupyterLab and its language-server proxy
+loaded too, as in production.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from cube_jupyter.names import user_slug
 
 HEADER_IDP = "cube_jupyter_server.identity.TrustedHeaderIdentityProvider"
 CUBE_AUTHORIZER = "cube_jupyter_server.authorizer.CubeAuthorizer"
+# What JupyterLab's frontend sends with unsafe methods: the _xsrf cookie echoed in a header.
+XSRF = {"Cookie": "_xsrf=test-xsrf-token", "X-XSRFToken": "test-xsrf-token"}
 PROFILES = [
     {
         "name": "small",
@@ -56,10 +59,13 @@ def user_files(cube_config: dict[str, Any]) -> Callable[[str], Path]:
 
 
 @pytest.fixture
-def jp_server_config(cube_config: dict[str, Any]) -> dict[str, Any]:
+def jp_server_config(cube_config: dict[str, Any], request: pytest.FixtureRequest) -> dict[str, Any]:
+    extensions = {"cube_jupyter_server": True}
+    if request.node.get_closest_marker("jupyterlab"):
+        extensions.update({"jupyterlab": True, "jupyter_lsp": True})
     return {
         "ServerApp": {
-            "jpserver_extensions": {"cube_jupyter_server": True},
+            "jpserver_extensions": extensions,
             "identity_provider_class": HEADER_IDP,
             "authorizer_class": CUBE_AUTHORIZER,
         },
@@ -89,8 +95,7 @@ def api(cube_app: Any, jp_fetch: Fetch) -> Callable[..., Awaitable[tuple[int, An
     ) -> tuple[int, Any]:
         headers = {"kubeflow-userid": as_user} if as_user else {}
         if xsrf and method not in ("GET", "HEAD"):
-            # What JupyterLab's frontend sends: the _xsrf cookie echoed in a header.
-            headers.update({"Cookie": "_xsrf=test-xsrf-token", "X-XSRFToken": "test-xsrf-token"})
+            headers.update(XSRF)
         kwargs: dict[str, Any] = {"method": method, "headers": headers, "params": params}
         if body is not None:
             kwargs["body"] = body if isinstance(body, str) else json.dumps(body)

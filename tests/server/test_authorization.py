@@ -14,11 +14,10 @@ import pytest
 from tornado.httpclient import HTTPClientError
 from tornado.httputil import HTTPHeaders
 
-from tests.server.conftest import Fetch
+from tests.server.conftest import XSRF, Fetch
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.jupyterlab]
 ADMIN = "root-admin"
-XSRF = {"Cookie": "_xsrf=test-xsrf-token", "X-XSRFToken": "test-xsrf-token"}
 THEMES = "@jupyterlab/apputils-extension:themes"
 FILE_MODEL = {"type": "file", "format": "text", "content": "x"}
 DARK_THEME = {"raw": '{"theme": "JupyterLab Dark"}'}
@@ -58,13 +57,6 @@ REFUSED: list[tuple[str, str, Any]] = [
     ("GET", "lsp/status", None),
     ("POST", "api/shutdown", None),
 ]
-
-
-@pytest.fixture
-def jp_server_config(jp_server_config: dict[str, Any]) -> dict[str, Any]:
-    """The conftest's server with JupyterLab and its language-server proxy loaded, as in production."""
-    jp_server_config["ServerApp"]["jpserver_extensions"].update({"jupyterlab": True, "jupyter_lsp": True})
-    return jp_server_config
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ from cube_jupyter.local import gpus
 from tests.gpu import nvml_replay
 from tests.gpu.prometheus_server import dcgm_prometheus, prometheus_url  # noqa: F401  (fixtures)
 from tests.kubernetes.conftest import make_emulator
-from tests.server.conftest import Fetch
+from tests.server.conftest import XSRF, Fetch
 from tests.server.openapi import assert_response_matches
 from tests.waiting import wait_until_async
 
@@ -40,7 +40,6 @@ RECORDING = Path(__file__).resolve().parents[1] / "data" / "nvml" / "a100x2-proc
 GPU0 = "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52"
 GPU1 = "GPU-1b2c3d4e-0000-1111-2222-333344445555"
 MIB = 1024 * 1024
-XSRF = {"Cookie": "_xsrf=test-xsrf-token", "X-XSRFToken": "test-xsrf-token"}
 
 
 def _free_port() -> int:
