@@ -140,6 +140,14 @@ def test_runs_are_per_user_and_survive_a_restart(env: Env) -> None:
         env.loop.run_until_complete(env.service.cancel("alice", run.id))
 
     restarted = PipelineService(settings_for(env.root), env.root)
+    cached = env.loop.run_until_complete(
+        restarted.start_run("alice", "work/calc.ipynb", {"rate": 2, "label": "tuned"})
+    )
+    cached = env.loop.run_until_complete(restarted.wait("alice", cached.id))
+    assert [s.status for s in cached.steps] == ["cached", "cached"]
+    assert (
+        restarted._pool is not None and restarted._pool.worker_count == 0
+    )  # nothing to execute, nothing started
     again = restarted.get_run("alice", run.id)
     assert again.to_dict() == run.to_dict()
     body = again.to_dict()

@@ -134,10 +134,7 @@ class RunHandle:
         except CubeError as exc:  # the store is reached here, so the request that started us answered
             return self._finish(exc.message)
         try:
-            # As many workers (and warm kernels) as steps can start at once; more come as steps need them.
-            first = sum(1 for step in self.pipeline.steps if not step.after and step.name not in self._done)
-            await self.pool.start(max(1, min(self.options.parallel, first)))
-            await self._schedule()
+            await self._schedule()  # workers start as steps need them: a cached re-run starts none
         except Exception as exc:  # a bug here must still settle the run, never leave it "running"
             LOG.exception("pipeline run %s failed in the executor", self.run.id)
             return self._finish(f"internal error in the executor: {type(exc).__name__}: {exc}")

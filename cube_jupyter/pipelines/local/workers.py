@@ -147,6 +147,11 @@ class WorkerPool:
         self._started = False
         self._start_lock: asyncio.Lock | None = None
 
+    @property
+    def worker_count(self) -> int:
+        """How many worker processes the pool holds now."""
+        return len(self._workers)
+
     async def start(self, workers: int | None = None) -> None:
         """Have at least `workers` (default: `size`, at most `size`) started; each starts a kernel
         for `warm` right away, so the first steps need not wait for one."""
