@@ -90,7 +90,13 @@ def notebook_text(store: ArtifactStore, key: str | None) -> str:
 DIAMOND = (
     code("import time", "imports"),
     code("n = 4", "parameters"),
-    code("xs = list(range(n))", "step:load"),
+    # The kernel's own connection file: its traffic goes over Unix sockets, not TCP ports.
+    code(
+        "import json, ipykernel.connect\n"
+        "print('transport', json.load(open(ipykernel.connect.get_connection_file()))['transport'])\n"
+        "xs = list(range(n))",
+        "step:load",
+    ),
     code("time.sleep(1)\nleft = sum(xs)", "step:left"),
     code("time.sleep(1)\nright = max(xs)", "step:right"),
     code("print('total', left + right)", "step:join"),
@@ -104,6 +110,7 @@ def test_branches_run_in_parallel_and_an_unchanged_run_is_all_cached(env: Env) -
     steps = {s.name: s for s in run.steps}
     assert all(s.status == "succeeded" and s.attempts == 1 and not s.cache_hit for s in run.steps)
     assert "total 14" in notebook_text(env.store, steps["join"].notebook)  # 0+1+2+3+4 and 4
+    assert "transport ipc" in notebook_text(env.store, steps["load"].notebook)
     left, right = steps["left"], steps["right"]
     assert left.started and right.started and left.finished and right.finished
     assert max(left.started, right.started) < min(left.finished, right.finished), "branches overlapped"

@@ -24,6 +24,8 @@ import itertools
 import json
 import logging
 import os
+import secrets
+import shutil
 import signal
 import sys
 import threading
@@ -324,6 +326,7 @@ class WorkerPool:
             elif kind == "result" and worker.result is not None and not worker.result.done():
                 worker.result.set_result(event["result"])
         await worker.process.wait()
+        shutil.rmtree(socket_dir(worker.process.pid), ignore_errors=True)  # left by a killed worker
         await self._worker_exited(worker)
 
     async def _read_stderr(self, worker: _Worker) -> None:
@@ -434,9 +437,29 @@ class _KernelKeeper:
 
         # An async client: nbclient polls a blocking one in its event loop and would never notice the
         # kernel dying (a cancel or a timeout would hang the step); the manager stays sync for the runner.
-        km = KernelManager(kernel_name=spec.name, client_class=ASYNC_CLIENT)
+        km = KernelManager(kernel_name=spec.name, client_class=ASYNC_CLIENT, **_kernel_transport())
         km.start_kernel(cwd=spec.cwd, env={**os.environ, **dict(spec.env)})
         return km
+
+
+def socket_dir(worker_pid: int) -> Path:
+    """Where a worker's kernels put their Unix sockets: in Jupyter's private runtime dir, one folder
+    per worker, removed when it exits (by the worker, or by the pool when it was killed)."""
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    return Path(jupyter_runtime_dir()) / f"cube-worker-{worker_pid}"
+
+
+def _kernel_transport() -> dict[str, str]:
+    """Kernel traffic over Unix sockets where there are any: no TCP port on the host, no "running
+    over TCP without encryption" warning from each kernel. The socket paths are absolute: the kernel
+    resolves them in the step's folder, this worker in its own, and a relative path (jupyter_client's
+    default) would name two different files."""
+    if os.name != "posix":
+        return {}
+    sockets = socket_dir(os.getpid())
+    sockets.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return {"transport": "ipc", "ip": str(sockets / f"k{secrets.token_hex(4)}")}
 
 
 def _shutdown(km: Any) -> None:
@@ -520,6 +543,7 @@ def worker_main(stdin: IO[str], protocol: IO[str]) -> None:
                 break
     finally:
         keeper.close()
+        shutil.rmtree(socket_dir(os.getpid()), ignore_errors=True)
 
 
 def _exit_when_orphaned(parent: int, interval: float = 0.5) -> None:
@@ -531,6 +555,7 @@ def _exit_when_orphaned(parent: int, interval: float = 0.5) -> None:
             time.sleep(interval)
         for kernel in psutil.Process().children():  # each kernel leads a session of its own
             processes.stop_tree_sync(kernel, 1.0)
+        shutil.rmtree(socket_dir(os.getpid()), ignore_errors=True)
         os._exit(1)
 
     threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
