@@ -135,8 +135,14 @@ async def main() -> None:
                 http_user = await time_http(url, "user000", HTTP_ROUNDS, SERVERS // USERS)
                 http_admin = await time_http(url + "?all=1", ADMIN, HTTP_ROUNDS, SERVERS)
             finally:
+                # Waited off the event loop: the emulator it may still talk to while it shuts down
+                # runs on this loop (a blocking wait here left it unanswered until the wait timed out).
                 server.terminate()
-                server.wait(15)
+                try:
+                    await asyncio.to_thread(server.wait, 30)
+                except subprocess.TimeoutExpired:
+                    server.kill()
+                    server.wait()
     baseline = "API list of workloads + pods per request (baseline)"
     print_table(
         f"Notebook listing, {cached} servers of {USERS} users in the informer cache "
