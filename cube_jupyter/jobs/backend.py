@@ -22,10 +22,10 @@ class JobBackend(Protocol):
 
     async def start(self) -> None:
         """Begin background work: informers (kubernetes); supervising replicas (local), where jobs whose
-        supervisor is gone are marked Failed."""
+        supervisor is gone are re-attached."""
 
     async def close(self) -> None:
-        """Stop background work."""
+        """Stop background work; jobs keep running."""
 
     async def submit(self, kind: JobKind, spec: Any) -> Job:
         """Start the job; Conflict if the user has a job of that name. On failure nothing is left."""

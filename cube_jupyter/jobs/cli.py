@@ -125,7 +125,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     except InvalidInput as exc:
         return _invalid(exc)
 
-    async def run(service: JobService) -> int:
+    async def submit_and_follow(service: JobService) -> int:
         user = _user(args, settings)
         try:
             job = await service.submit(user, {"kind": args.kind, "spec": raw})
@@ -133,8 +133,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             return _invalid(exc)
         print(f"{job.kind} job {job.name} submitted ({job.backend} backend)", file=sys.stderr)
         if not args.wait and job.backend == "local" and job.kind == "training":
-            # Local replicas are supervised by the process that started them: leaving now would
-            # orphan them (the next supervisor fails the job), so this command follows it instead.
+            # Local replicas are supervised by the process that started them: this command follows
+            # its job (restarts, deadline, clean-up) to the end, and Ctrl-C stops it.
             print("local training runs under this command: following it to the end", file=sys.stderr)
             args.wait = True
         if not args.wait:
@@ -144,7 +144,23 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         _print_outcome(job)
         return 0 if job.phase in ("Succeeded", "Ready") else 1
 
+    async def run(service: JobService) -> int:
+        try:
+            return await submit_and_follow(service)
+        except asyncio.CancelledError:  # Ctrl-C
+            await _stop_local_training(service)
+            raise
+
     return with_job_service(settings, run)
+
+
+async def _stop_local_training(service: JobService) -> None:
+    """A local training job runs under the `train run` that started it: interrupted, it fails and its
+    replicas stop (SupervisorStopped). Cluster jobs, and a workbench's jobs, go on."""
+    from cube_jupyter.jobs.local.backend import LocalJobBackend
+
+    if isinstance(service.backend, LocalJobBackend):
+        await service.backend.training.abandon()
 
 
 def _list(args: argparse.Namespace, settings: Settings) -> int:

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
-from collections.abc import AsyncIterator, Hashable
+from collections.abc import AsyncIterator, Hashable, Iterator
 from pathlib import Path
 
 from cube_jupyter.local import files
@@ -61,3 +61,24 @@ async def file_lock(path: Path) -> AsyncIterator[None]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def try_file_lock(path: Path) -> Iterator[bool]:
+    """The lock of `file_lock` if nobody holds it, without waiting: yields whether it is held (False
+    too when `path`'s directory is gone; it is never created, so a deleted job stays deleted)."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, files.PRIVATE_FILE)
+    except FileNotFoundError:
+        fd = -1
+    try:
+        held = fd >= 0
+        if held:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                held = False
+        yield held
+    finally:
+        if fd >= 0:
+            os.close(fd)  # and with it the lock

@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TypeAlias
 
 import psutil
 
@@ -26,6 +28,8 @@ from cube_jupyter.local import files
 
 LOOPBACK = "127.0.0.1"
 LOG_SEPARATOR = "==== cube-jupyter: starting "
+# A process group's leader: our child, or a process found again (one a previous supervisor started).
+Leader: TypeAlias = subprocess.Popen[bytes] | psutil.Process
 
 
 def free_port(host: str = LOOPBACK) -> int:
@@ -116,11 +120,37 @@ def exited(proc: subprocess.Popen[bytes]) -> bool:
 
 
 def finished(proc: psutil.Process) -> bool:
-    """True once a process that is not our child has exited (a zombie has)."""
+    """True once a process that is not our child has exited (a zombie has, and so has one whose pid
+    now names another process)."""
     try:
-        return proc.status() == psutil.STATUS_ZOMBIE
+        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return True
+
+
+def leader_exited(leader: Leader) -> bool:
+    """Whether a process group's leader has exited: our child (`exited`) or another's (`finished`)."""
+    return exited(leader) if isinstance(leader, subprocess.Popen) else finished(leader)
+
+
+def holds_pid(leader: Leader) -> bool:
+    """Whether the leader's pid (and so its group id) is still its own: our child until we reap it,
+    another's while it runs or is a zombie. Only then may its group be signalled."""
+    return isinstance(leader, subprocess.Popen) or leader.is_running()
+
+
+def unrunnable(program: str, cwd: Path, search_path: str) -> str | None:
+    """Why `program` (argv[0]) cannot be started in `cwd` with PATH `search_path`; None when it can.
+    A name with a '/' is a path (relative to `cwd`); a bare name is looked up on the PATH."""
+    try:
+        if "/" not in program:
+            return None if shutil.which(program, path=search_path) else "not found on the PATH"
+        path = cwd / program
+        if not path.exists():
+            return "no such file"
+        return None if path.is_file() and os.access(path, os.X_OK) else "not an executable file"
+    except (ValueError, OSError) as exc:  # a NUL in the name, a name too long
+        return str(exc)
 
 
 # -- stop ------------------------------------------------------------------------------------------
@@ -132,20 +162,22 @@ def kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def stop_groups(leaders: Sequence[subprocess.Popen[bytes] | psutil.Process], grace: float) -> None:
+def stop_groups(leaders: Sequence[Leader], grace: float) -> None:
     """SIGTERM each leader's process group, wait up to `grace` s for all of them together, then
     SIGKILL every group (what a leader started goes with it: data loaders, ranks). Our own children
     are reaped by the caller, after the kill, so their group id cannot be reused meanwhile."""
+    leaders = [leader for leader in leaders if holds_pid(leader)]
     for leader in leaders:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(leader.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     for leader in leaders:
         while time.monotonic() < deadline:
-            if exited(leader) if isinstance(leader, subprocess.Popen) else finished(leader):
+            if leader_exited(leader):
                 break
             time.sleep(0.02)
-        kill_group(leader.pid)
+        if holds_pid(leader):
+            kill_group(leader.pid)
 
 
 def stop_tree_sync(proc: psutil.Process | int, grace: float) -> None:

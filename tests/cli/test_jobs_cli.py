@@ -3,16 +3,20 @@ a folder holding the spec files and the training script, on the local backend.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 
 from tests.k8s_schemas import validate_object
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(240)
 CONFIG = """
@@ -40,13 +44,15 @@ TUNE = {
     "trial": {"training": {"framework": "pytorch", "replicas": {"worker": 1}, "script": "train.py"}},
 }
 SERVE = {"name": "iris", "model_format": "sklearn", "storage_uri": "s3://models/iris", "max_replicas": 3}
+CONFIG_FILE = "jupyter_server_config.py"
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
 # Nodes alike: without a cluster to ask, `render` shows the TrainJob a cluster with Trainer v2 gets.
 NODES = {"name": "nodes", "framework": "pytorch", "replicas": {"worker": 2}, "script": "train.py"}
 
 
 @pytest.fixture
 def folder(tmp_path: Path) -> Path:
-    (tmp_path / "jupyter_server_config.py").write_text(
+    (tmp_path / CONFIG_FILE).write_text(
         CONFIG.format(state=str(tmp_path / "state"), store=str(tmp_path / "artifacts"))
     )
     (tmp_path / "train.py").write_text(TRAIN_SCRIPT)
@@ -55,11 +61,13 @@ def folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def cube_argv(folder: Path, command: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", "cube_jupyter.cli", command, *args, "--config", str(folder / CONFIG_FILE)]
+
+
 def cube(folder: Path, command: str, *args: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "cube_jupyter.cli", command, *args]
-    argv += ["--config", str(folder / "jupyter_server_config.py")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env, cwd=folder, check=False)
+    argv = cube_argv(folder, command, *args)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=180, env=ENV, cwd=folder, check=False)
 
 
 @pytest.mark.parametrize(
@@ -144,3 +152,42 @@ def test_a_failed_job_exits_1_with_its_reason(folder: Path) -> None:
     result = cube(folder, "train", "run", "ddp.yaml", "--wait")
     assert result.returncode == 1, result.stderr
     assert "ddp: Failed" in result.stdout and "no data found" in result.stderr
+
+
+def test_ctrl_c_stops_the_local_job_train_run_follows(folder: Path) -> None:
+    """A local job runs under the `train run` that started it (README): Ctrl-C fails it and stops its
+    replicas, where a workbench's close leaves its jobs running."""
+    from cube_jupyter.errors import NotFound
+    from cube_jupyter.jobs.local.training import LocalTrainingRunner
+
+    (folder / "train.py").write_text("import time\nprint('training', flush=True)\ntime.sleep(120)\n")
+    run = subprocess.Popen(
+        cube_argv(folder, "train", "run", "ddp.yaml"), stderr=subprocess.PIPE, text=True, env=ENV, cwd=folder
+    )
+    records = LocalTrainingRunner(folder / "state")
+    try:
+        job = wait_until(
+            lambda: records.get("alice", "ddp"),
+            120,
+            "the job to run",
+            until=lambda j: j and j.phase == "Running",
+        )
+        run.send_signal(signal.SIGINT)
+        _, stderr = run.communicate(timeout=120)
+        assert run.returncode == 130, stderr
+        stopped = records.get("alice", "ddp")
+        assert stopped is not None and stopped.phase == "Failed", stderr
+        assert stopped.conditions[-1].reason == "SupervisorStopped"
+        assert all(gone(replica.pid) for replica in job.replicas)
+    finally:
+        run.kill()
+        run.wait()
+        with contextlib.suppress(NotFound):
+            records.delete("alice", "ddp")  # whatever is left of it
+
+
+def gone(pid: int | None) -> bool:
+    try:
+        return pid is None or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True

@@ -4,18 +4,23 @@ replica, with the env the operator would set (planned, and judged by the operato
 
 `LocalTrainingRunner` is the synchronous core: `start(spec)` ships the code (when it is not shipped
 yet), records the job and starts every replica as `python -m cube_jupyter.jobs.entry ...` (or the
-spec's command) in its own process group, in the job's work directory, with stdout and stderr in a
-per-replica log. `refresh` is the operator's reconcile loop: it reaps replicas, restarts failed ones
-while the restart policy and backoff limit allow, marks the job Succeeded or Failed (the failed
-replica's name, exit code and log tail in the message), stops the others by `clean_pod_policy`
-(SIGTERM to the process group, SIGKILL after a grace period), enforces `active_deadline_seconds`,
-and deletes finished jobs after `ttl_seconds_after_finished`.
+spec's command, checked first: one that cannot run here is bad input) in its own process group, in
+the job's work directory, with stdout and stderr in a per-replica log. Each replica runs under a
+monitor (`cube_jupyter.local.monitor`, conmon's role for a container) that leads its process group
+and writes the replica's exit code to a file next to its log. `refresh` is the operator's reconcile
+loop: it reaps replicas, restarts failed ones while the restart policy and backoff limit allow, marks
+the job Succeeded or Failed (the failed replica's name, exit code and log tail in the message), stops
+the others by `clean_pod_policy` (SIGTERM to the process group, SIGKILL after a grace period),
+enforces `active_deadline_seconds`, and deletes finished jobs after `ttl_seconds_after_finished`.
 
-The process that starts a job supervises it (`owner` in the record). A job whose owner died while
-it ran — the workbench restarted — is marked Failed ("the workbench restarted while it ran") and its
-leftover replicas are killed: their exit codes cannot be known by a process that is not their parent,
-so re-attaching would report guesses. `AsyncLocalTraining` is the small facade the server uses: it
-runs `refresh_all` in a thread every `poll` seconds and never blocks the event loop.
+The process that starts a job supervises it (`owner` in the record). Replicas outlive it, as notebook
+servers do: the workbench's close leaves them running, and when a job's owner has died the next
+supervisor re-attaches the job (`refresh_all`, at start and on every pass): live replicas are
+supervised from there on, and those that ended meanwhile are judged by the exit code their monitor
+recorded (unknown, and so failed, only when the monitor itself was killed); the operator's rules then
+apply as usual. Only an interrupted `train run` stops its own job (`abandon`). `AsyncLocalTraining`
+is the small facade the server uses: it runs `refresh_all` in a thread every `poll` seconds and never
+blocks the event loop.
 
 Not enforced locally: the image (the workbench's Python runs the code), CPU and memory (recorded),
 volumes and the workspace PVC (the work directory stands in). GPUs are handed out by
@@ -45,7 +50,7 @@ from cube_jupyter.jobs.local import training_plan as plan
 from cube_jupyter.jobs.local.training_state import JobRecord, ReplicaRecord
 from cube_jupyter.jobs.model import Job, wait_until_finished
 from cube_jupyter.jobs.training_spec import TrainingSpec
-from cube_jupyter.local import files, gpus, processes
+from cube_jupyter.local import files, gpus, locks, monitor, processes
 from cube_jupyter.local.records import RecordStore
 from cube_jupyter.storage import ArtifactStore, open_store
 
@@ -54,6 +59,7 @@ log = logging.getLogger(__name__)
 TAIL_LINES = 20
 # How long the other replicas may take to exit on their own once the job has succeeded.
 SUCCESS_SETTLE_SECONDS = 5.0
+ADOPT_LOCK = "supervisor.lock"
 
 
 class LocalTrainingRunner:
@@ -76,7 +82,8 @@ class LocalTrainingRunner:
         self.mpirun = (shutil.which("mpirun") or "") if mpirun is None else mpirun
         self.stop_grace_seconds = stop_grace_seconds
         self.owner = processes.this_process_id()
-        self._procs: dict[tuple[str, str, str], subprocess.Popen[bytes]] = {}
+        self._procs: dict[tuple[str, str, str], processes.Leader] = {}  # replicas' monitors
+        self._started: set[tuple[str, str]] = set()  # the jobs this runner started (`abandon`)
         self._lock = threading.RLock()
 
     @property
@@ -118,6 +125,7 @@ class LocalTrainingRunner:
             try:
                 files.private_dir(Path(record.work_dir))
                 files.private_dir(Path(record.log_dir))
+                self._check_commands(record)
                 if spec.framework == "mpi":
                     self._write_hostfile(spec, Path(record.work_dir))
                 plan.mark_created(record, time.time())
@@ -130,6 +138,7 @@ class LocalTrainingRunner:
                 self._kill_all(record)
                 self.records.remove(record.user, record.name)
                 raise
+            self._started.add((record.user, record.name))
             return plan.job_view(record)
 
     def _write_hostfile(self, spec: TrainingSpec, work_dir: Path) -> None:
@@ -138,6 +147,10 @@ class LocalTrainingRunner:
 
     def _log_path(self, record: JobRecord, replica: ReplicaRecord) -> Path:
         return Path(record.log_dir) / plan.log_name(replica)
+
+    def _exit_path(self, record: JobRecord, replica: ReplicaRecord) -> Path:
+        """Where the replica's monitor records its exit code."""
+        return Path(record.log_dir) / f"{replica.name}.exit"
 
     def _save(self, record: JobRecord) -> bool:
         """Write the record as its supervisor; False when the job was deleted meanwhile."""
@@ -152,21 +165,37 @@ class LocalTrainingRunner:
         records = [JobRecord.from_json(text) for text in self.records.list(user)]
         return sorted(records, key=lambda r: (r.created, r.name))
 
-    def _spawn(self, record: JobRecord, replica: ReplicaRecord) -> None:
+    @staticmethod
+    def _env(replica: ReplicaRecord) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in plan.DROPPED_ENV}
         env.update(replica.env)
+        return env
+
+    def _check_commands(self, record: JobRecord) -> None:
+        """Every replica's command can be started here (InvalidInput naming `command` otherwise),
+        before any starts: once under its monitor, a failed exec is only an exit code (127, 126)."""
+        for replica in record.replicas:
+            if replica.virtual:
+                continue
+            program = replica.argv[0]
+            path = self._env(replica).get("PATH", os.defpath)
+            why = processes.unrunnable(program, Path(record.work_dir), path)
+            if why is not None:
+                raise InvalidInput(
+                    f"command {program!r} of replica {replica.name} cannot be run on this machine: {why}",
+                    field="command",
+                )
+
+    def _spawn(self, record: JobRecord, replica: ReplicaRecord) -> None:
+        exit_path = self._exit_path(record, replica)
+        exit_path.unlink(missing_ok=True)  # a previous attempt's
         header = f"{record.name} {replica.name} (attempt {replica.restarts + 1})"
+        argv = monitor.command(exit_path, replica.argv)
         try:
             proc = processes.spawn(
-                replica.argv, env, Path(record.work_dir), self._log_path(record, replica), header
+                argv, self._env(replica), Path(record.work_dir), self._log_path(record, replica), header
             )
         except OSError as exc:
-            if exc.filename == replica.argv[0]:  # the spec's command is what cannot run, not the backend
-                raise InvalidInput(
-                    f"command {replica.argv[0]!r} of replica {replica.name} cannot be run on this "
-                    f"machine: {exc.strerror or exc}",
-                    field="command",
-                ) from None
             raise BackendUnavailable(
                 f"replica {replica.name} of {record.name!r} could not be started: {exc.strerror or exc}",
                 field="command",
@@ -193,7 +222,8 @@ class LocalTrainingRunner:
             return plan.job_view(self._reconcile_owned(record))
 
     def refresh_all(self) -> None:
-        """Reconcile every job: ours, orphans of a dead owner, and finished ones past their TTL."""
+        """Reconcile every job: ours, those of a dead owner (re-attached), and finished ones past
+        their TTL."""
         with self._lock:
             for record in self._all():
                 try:
@@ -205,34 +235,56 @@ class LocalTrainingRunner:
 
     def _reconcile_owned(self, record: JobRecord) -> JobRecord:
         if record.owner != self.owner:
-            if processes.owner_alive(record.owner):
-                return record  # another live process (the server, a CLI run) supervises it
-            if record.completed is None or self._has_live_replicas(record):
-                self._orphaned(record)
-            return record
+            if processes.owner_alive(record.owner) or not plan.needs_supervisor(record):
+                return record  # another live process (the server, a CLI run) supervises it, or none must
+            return self._adopt(record)
+        self._reconcile_and_save(record)
+        return record
+
+    def _reconcile_and_save(self, record: JobRecord) -> None:
         before = record.to_json()
         self._reconcile(record)
         if record.to_json() != before and not self._save(record):
             self._kill_all(record)  # deleted meanwhile (another process): leave nothing running
             self._forget(record.user, record.name)
-        return record
+
+    def _adopt(self, record: JobRecord) -> JobRecord:
+        """Re-attach a job whose supervisor died (the workbench restarted while it ran): its live
+        replicas are supervised from here on, those that ended meanwhile are reaped from their exit
+        files, and the operator's rules go on. Of two processes starting at once, one adopts it."""
+        with locks.try_file_lock(self.records.directory(record.user, record.name) / ADOPT_LOCK) as held:
+            current = self._load(record.user, record.name) if held else None
+            if current is None or current.owner != record.owner:
+                return current or record  # deleted, or being (or just) adopted by another process
+            for replica in current.replicas:
+                if replica.virtual or replica.state not in ("Pending", "Running"):
+                    continue
+                leader = processes.live_process(replica.pid, replica.started)
+                if leader is not None:
+                    self._procs[(current.user, current.name, replica.name)] = leader
+                else:
+                    self._reap(current, replica)  # it ended while nobody supervised it
+            log.info(
+                "re-attached training job %s/%s: its supervisor (process %s) is gone",
+                current.user,
+                current.name,
+                current.owner.partition(":")[0],
+            )
+            current.owner = self.owner
+            self._reconcile_and_save(current)
+            return current
 
     def abandon(self) -> None:
-        """This process stops supervising (the workbench shuts down, `train run` is interrupted): its
-        unfinished jobs fail now and their replicas are stopped. They run in their own sessions, so
-        they would otherwise outlive it, unsupervised, until another process reconciles them."""
+        """Stop supervising the jobs this runner started (an interrupted `train run`, which runs its
+        job in the foreground): those still unfinished fail now and their replicas are stopped. Jobs
+        it re-attached, and every job when the workbench closes, keep running."""
         with self._lock:
-            for record in self._all():
-                if record.owner == self.owner and record.completed is None:
-                    self._orphaned(record, "SupervisorStopped", plan.STOPPED_MESSAGE)
-
-    def _orphaned(
-        self, record: JobRecord, reason: str = "WorkbenchRestarted", why: str = plan.RESTARTED_MESSAGE
-    ) -> None:
-        """The job's supervisor died: kill what is left and, if it was still running, fail it."""
-        self._kill_all(record)
-        plan.mark_orphaned(record, reason, why, time.time())
-        self._save(record)
+            for user, name in sorted(self._started):
+                record = self._load(user, name)
+                if record is not None and record.owner == self.owner and record.completed is None:
+                    self._kill_all(record)
+                    plan.mark_supervisor_stopped(record, time.time())
+                    self._save(record)
 
     def _poll(self, record: JobRecord) -> None:
         """Reap replicas that exited: state, exit status. What a replica left running in its process
@@ -240,16 +292,30 @@ class LocalTrainingRunner:
         for replica in record.replicas:
             if replica.virtual or replica.state != "Running":
                 continue
-            proc = self._procs.get((record.user, record.name, replica.name))
-            if proc is None or not processes.exited(proc):
+            leader = self._procs.get((record.user, record.name, replica.name))
+            if leader is None or not processes.leader_exited(leader):
                 continue
-            processes.kill_group(
-                proc.pid
-            )  # the leader is a zombie until reaped: its group id is still its own
-            code = proc.wait()
-            self._procs.pop((record.user, record.name, replica.name), None)
-            replica.exit_code = ops.exit_status(code)
-            replica.state = "Succeeded" if code == 0 else "Failed"
+            if processes.holds_pid(leader):  # a zombie until reaped: its group id is still its own
+                processes.kill_group(leader.pid)
+            self._reap(record, replica)
+
+    def _reap(
+        self, record: JobRecord, replica: ReplicaRecord, unknown: str = plan.UNKNOWN_EXIT_MESSAGE
+    ) -> None:
+        """Record how a replica whose leader exited ended (Failed, saying `unknown`, when that is)."""
+        code = self._exit_code(record, replica)
+        replica.exit_code = None if code is None else ops.exit_status(code)
+        replica.state = "Succeeded" if code == 0 else "Failed"
+        if code is None:
+            replica.message = unknown
+
+    def _exit_code(self, record: JobRecord, replica: ReplicaRecord) -> int | None:
+        """The returncode of a replica whose leader exited: our child's, or the one its monitor wrote
+        for a replica this process did not start (None when its monitor was killed)."""
+        leader = self._procs.pop((record.user, record.name, replica.name), None)
+        if isinstance(leader, subprocess.Popen):
+            return leader.wait()
+        return monitor.read_exit_code(self._exit_path(record, replica))
 
     def _reconcile(self, record: JobRecord) -> None:
         """One pass of the operator's loop over a job this process supervises."""
@@ -301,22 +367,14 @@ class LocalTrainingRunner:
     def _stop_running(self, record: JobRecord) -> None:
         running = [r for r in record.replicas if r.state == "Running" and not r.virtual]
         self._terminate(record, running)
+        stopped = f"stopped: the job {ops.phase(record.conditions).lower()}"
         for replica in running:
-            self._poll_one(record, replica)
-            if replica.state == "Running":  # ours were reaped above; this one was not our child
-                replica.state = "Failed"
-            replica.message = replica.message or f"stopped: the job {ops.phase(record.conditions).lower()}"
-
-    def _poll_one(self, record: JobRecord, replica: ReplicaRecord) -> None:
-        proc = self._procs.pop((record.user, record.name, replica.name), None)
-        if proc is not None:
-            code = proc.wait()
-            replica.exit_code = ops.exit_status(code)
-            replica.state = "Succeeded" if code == 0 else "Failed"
+            self._reap(record, replica, unknown=stopped)  # unknown: its monitor was killed with it
+            replica.message = replica.message or stopped
 
     def _terminate(self, record: JobRecord, replicas: Sequence[ReplicaRecord]) -> None:
         """Stop each replica's process group (ours, or one a previous supervisor started)."""
-        leaders: list[subprocess.Popen[bytes] | psutil.Process] = []
+        leaders: list[processes.Leader] = []
         for replica in replicas:
             ours = self._procs.get((record.user, record.name, replica.name))
             proc = ours if ours is not None else processes.live_process(replica.pid, replica.started)
@@ -328,14 +386,13 @@ class LocalTrainingRunner:
         live = [r for r in record.replicas if not r.virtual and (r.state == "Running" or r.pid)]
         self._terminate(record, live)
         for replica in live:
-            self._poll_one(record, replica)
-
-    def _has_live_replicas(self, record: JobRecord) -> bool:
-        return any(processes.live_process(r.pid, r.started) for r in record.replicas if not r.virtual)
+            if (record.user, record.name, replica.name) in self._procs:
+                self._reap(record, replica)  # and so never left a zombie
 
     def _forget(self, user: str, name: str) -> None:
         for key in [k for k in self._procs if k[:2] == (user, name)]:
             self._procs.pop(key, None)
+        self._started.discard((user, name))
 
     # -- reading -------------------------------------------------------------------------------------
 
@@ -442,17 +499,21 @@ class AsyncLocalTraining:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Reconcile once (orphans of a previous workbench are failed now), then keep reconciling."""
+        """Reconcile once (jobs of a previous workbench are re-attached now), then keep reconciling."""
         await asyncio.to_thread(self.runner.refresh_all)
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._supervise(), name="cube-local-training")
 
     async def close(self) -> None:
-        """Stop reconciling; the jobs this process supervises fail and their replicas are stopped."""
+        """Stop reconciling. The jobs keep running, as notebook servers do; the next start re-attaches
+        them (their monitors keep the exit codes of replicas that end meanwhile)."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+
+    async def abandon(self) -> None:
+        """`LocalTrainingRunner.abandon`: an interrupted `train run` stops the job it started."""
         await asyncio.to_thread(self.runner.abandon)
 
     async def _supervise(self) -> None:

@@ -30,8 +30,8 @@ from cube_jupyter.notebooks.local import children
 ENTRY_MODULE = "cube_jupyter.jobs.entry"
 MPI_MODULE = "cube_jupyter.jobs.local.mpi"
 PYTHON_NAMES = ("python", "python3", f"python3.{sys.version_info.minor}")
-RESTARTED_MESSAGE = "the workbench restarted while it ran"
 STOPPED_MESSAGE = "the process supervising it stopped while it ran"
+UNKNOWN_EXIT_MESSAGE = "its exit status is unknown: its monitor was killed while no workbench supervised it"
 # The workbench's own secrets never reach a replica or a trial.
 DROPPED_ENV = ("JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE", children.CHILD_MARKER_ENV)
 
@@ -198,8 +198,8 @@ def mark_restarting(record: JobRecord, replica: ReplicaRecord, now: float) -> No
         record,
         "Restarting",
         f"{kind}Restarting",
-        f"{kind} {record.name} is restarting because replica {replica.name} exited with code "
-        f"{replica.exit_code} (restart {record.restarts}{limit}",
+        f"{kind} {record.name} is restarting because replica {replica.name} {how_it_ended(replica)} "
+        f"(restart {record.restarts}{limit}",
         now,
     )
 
@@ -221,7 +221,7 @@ def failure_of(record: JobRecord, replica: ReplicaRecord) -> tuple[str, str] | N
 def mark_failed(
     record: JobRecord, replica: ReplicaRecord, reason: str, summary: str, log_tail: str, now: float
 ) -> None:
-    message = f"{summary}: replica {replica.name} exited with code {replica.exit_code}"
+    message = f"{summary}: replica {replica.name} {how_it_ended(replica)}"
     message += f"; last lines of its log:\n{log_tail}" if log_tail else " (its log is empty)"
     replica.message = message
     record.message = message
@@ -258,17 +258,32 @@ def mark_deadline_exceeded_if_past(record: JobRecord, now: float) -> bool:
     return True
 
 
-def mark_orphaned(record: JobRecord, reason: str, why: str, now: float) -> None:
-    """The job's supervisor is gone: its unfinished replicas and (if unfinished) the job fail."""
+def how_it_ended(replica: ReplicaRecord) -> str:
+    if replica.exit_code is None:
+        return f"ended and {UNKNOWN_EXIT_MESSAGE}"
+    return f"exited with code {replica.exit_code}"
+
+
+def mark_supervisor_stopped(record: JobRecord, now: float) -> None:
+    """The process supervising the job stopped it (an interrupted `train run`): its unfinished
+    replicas and (if unfinished) the job fail."""
     for replica in record.replicas:
         if replica.state in ("Pending", "Running"):
             replica.state = "Failed"
-            replica.message = why
+            replica.message = STOPPED_MESSAGE
     if not record.completed:
         kind = ops.kind_name(record.framework)
-        _add(record, "Failed", reason, f"{kind} {record.name}: {why}", now)
-        record.message = f"{kind} {record.name} failed: {why}"
+        _add(record, "Failed", "SupervisorStopped", f"{kind} {record.name}: {STOPPED_MESSAGE}", now)
+        record.message = f"{kind} {record.name} failed: {STOPPED_MESSAGE}"
         record.completed = now
+
+
+def needs_supervisor(record: JobRecord) -> bool:
+    """Unfinished, or with replicas still recorded as running (cleanPodPolicy None): a job someone
+    must reap; one whose supervisor died is re-attached."""
+    return record.completed is None or any(
+        r.state in ("Pending", "Running") for r in record.replicas if not r.virtual
+    )
 
 
 def mirror_virtual(record: JobRecord) -> None:

@@ -2,7 +2,7 @@
 
 DDP over gloo, XGBoost through its tracker and collective, a TF_CONFIG cluster spec, a function
 shipped with its local modules, and the faults: a dying replica, restarts with a backoff limit, a
-deadline, delete, and a workbench that died while its job ran.
+deadline, delete, and a workbench that died while its job ran (the job is re-attached).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -23,11 +22,12 @@ import pytest
 import xgboost
 
 from cube_jupyter.errors import Conflict, InvalidInput, NotFound
-from cube_jupyter.jobs.local.training import LocalTrainingRunner
-from cube_jupyter.jobs.local.training_plan import RESTARTED_MESSAGE
+from cube_jupyter.jobs.local.training import ADOPT_LOCK, LocalTrainingRunner
 from cube_jupyter.jobs.package import package_function
+from cube_jupyter.local.locks import try_file_lock
 from cube_jupyter.storage.local import LocalStore
 from tests.jobs.local.conftest import REPLICAS_DIR, USER, training
+from tests.waiting import wait_until
 
 TIMEOUT = 180.0
 RANKS_SCRIPT = (
@@ -301,12 +301,11 @@ def test_delete_kills_the_process_groups_and_removes_files(runner: LocalTraining
             }
         )
     )
-    deadline = time.monotonic() + 60
-    while "ready" not in runner.logs(USER, "gone", "worker-0") and time.monotonic() < deadline:
-        time.sleep(0.05)
+    for replica in ("master-0", "worker-0"):
+        wait_until(lambda r=replica: "ready" in runner.logs(USER, "gone", r), 60, f"{replica} to start")
     family = [psutil.Process(r.pid) for r in started.replicas if r.pid]
     family += [child for proc in family for child in proc.children(recursive=True)]
-    assert len(family) == 4
+    assert len(family) == 6  # per replica: its monitor, its command, and the command's child
     runner.delete(USER, "gone")
     assert all(gone(p.pid) for p in family)
     assert not runner.work_dir(USER, "gone").exists() and not runner.log_dir(USER, "gone").exists()
@@ -330,15 +329,25 @@ def test_duplicate_and_impossible_jobs_leave_nothing_behind(runner: LocalTrainin
     assert [job.name for job in runner.list(USER)] == ["dup"]
 
 
+@pytest.mark.parametrize("kind", ["missing path", "not executable", "not on the PATH"])
 def test_a_command_that_cannot_run_is_bad_input_naming_command_and_leaves_nothing(
-    runner: LocalTrainingRunner, tmp_path: Path
+    runner: LocalTrainingRunner, tmp_path: Path, kind: str
 ) -> None:
-    missing = str(tmp_path / "no-such-program")
-    spec = {"name": "nocmd", "framework": "pytorch", "replicas": {"worker": 2}, "command": [missing]}
+    program = {
+        "missing path": str(tmp_path / "no-such-program"),
+        "not executable": str(Path(__file__)),
+        "not on the PATH": "no-such-program-on-path",
+    }[kind]
+    spec = {
+        "name": "nocmd",
+        "framework": "pytorch",
+        "replicas": {"master": {"command": [PY, "-c", "pass"]}, "worker": 2},
+        "command": [program],
+    }
     with pytest.raises(InvalidInput) as err:
         runner.start(training(spec))
     assert err.value.field == "command"
-    assert missing in err.value.message
+    assert repr(program) in err.value.message and "worker-0" in err.value.message
     assert runner.get(USER, "nocmd") is None
     assert not runner.work_dir(USER, "nocmd").exists()
 
@@ -400,38 +409,121 @@ def test_follow_streams_a_replica_log_until_it_finishes(runner: LocalTrainingRun
     assert runner.status(USER, "stream").phase == "Succeeded"
 
 
-def test_a_job_whose_workbench_died_is_failed_and_its_replicas_killed(tmp_path: Path) -> None:
-    """The supervising process is killed mid-run; the next runner fails the job, kills leftovers."""
-    state = tmp_path / "state"
-    script = textwrap.dedent(
-        f"""
-        import sys, time
-        from cube_jupyter.jobs.local.training import LocalTrainingRunner
-        from cube_jupyter.jobs.training_spec import TrainingSpec
-        from cube_jupyter.storage.local import LocalStore
-        runner = LocalTrainingRunner({str(state)!r}, store=LocalStore({str(tmp_path / "store")!r}))
-        spec = TrainingSpec.from_dict({{"name": "orphan", "framework": "pytorch", "replicas": {{"worker": 2}},
-            "command": [sys.executable, "-c", "import time; time.sleep(120)"]}}, user={USER!r})
-        job = runner.start(spec)
-        print(" ".join(str(r.pid) for r in job.replicas), flush=True)
-        time.sleep(120)
-        """
-    )
-    workbench = subprocess.Popen([PY, "-c", script], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+SUPERVISOR = """
+import json, sys
+from cube_jupyter.jobs.local.training import LocalTrainingRunner
+from cube_jupyter.jobs.training_spec import TrainingSpec
+from cube_jupyter.storage.local import LocalStore
+state, store, spec, user = sys.argv[1:]
+runner = LocalTrainingRunner(state, store=LocalStore(store), mpirun="")
+job = runner.start(TrainingSpec.from_dict(json.loads(spec), user=user))
+print(" ".join(str(r.pid) for r in job.replicas), flush=True)
+sys.stdin.read()  # supervise until killed
+"""
+# A replica that waits for a file, then exits with the code it names.
+AWAIT_FILE = (
+    "import os, sys, time\n"
+    "print('up', flush=True)\n"
+    "while not os.path.exists(sys.argv[1]):\n"
+    "    time.sleep(0.02)\n"
+    "print('exiting with', sys.argv[2], flush=True)\n"
+    "raise SystemExit(int(sys.argv[2]))\n"
+)
+
+
+def awaiting(go: Path, code: int) -> list[str]:
+    return [PY, "-c", AWAIT_FILE, str(go), str(code)]
+
+
+def start_and_kill_supervisor(tmp_path: Path, spec: dict[str, object]) -> list[int]:
+    """Start `spec` from another process (a workbench) and kill that one with -9 while its replicas
+    run: the replicas' pids, every one alive."""
+    argv = [PY, "-c", SUPERVISOR, str(tmp_path / "state"), str(tmp_path / "store"), json.dumps(spec), USER]
+    workbench = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=tmp_path)
     assert workbench.stdout is not None
     pids = [int(p) for p in workbench.stdout.readline().split()]
-    assert len(pids) == 2 and not any(gone(p) for p in pids)
     workbench.send_signal(signal.SIGKILL)
     workbench.wait()
+    assert pids and not any(gone(p) for p in pids)
+    return pids
 
-    runner = LocalTrainingRunner(state, store=LocalStore(tmp_path / "store"), stop_grace_seconds=3.0)
-    assert runner.get(USER, "orphan").phase == "Running"  # type: ignore[union-attr]
-    runner.refresh_all()
+
+def test_a_job_whose_workbench_died_is_reattached_and_succeeds_from_its_exit_files(
+    runner: LocalTrainingRunner, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    go = tmp_path / "go"
+    spec = {"name": "orphan", "framework": "pytorch", "replicas": {"worker": 2}, "command": awaiting(go, 0)}
+    pids = start_and_kill_supervisor(tmp_path, spec)
+
+    with caplog.at_level("INFO", logger="cube_jupyter.jobs.local.training"):
+        with try_file_lock(runner.records.directory(USER, "orphan") / ADOPT_LOCK) as held:
+            assert held  # as if another process were adopting it now: this one leaves it
+            runner.refresh_all()
+        assert "re-attached" not in caplog.text
+        runner.refresh_all()
+    assert "re-attached training job alice@example.com/orphan" in caplog.text
     job = runner.status(USER, "orphan")
-    assert job.phase == "Failed" and job.conditions[-1].reason == "WorkbenchRestarted"
-    assert job.message and RESTARTED_MESSAGE in job.message
-    assert all(gone(p) for p in pids)
-    runner.delete(USER, "orphan")
+    assert job.phase == "Running" and [r.pid for r in job.replicas] == pids
+    assert [r.state for r in job.replicas] == ["Running", "Running"]
+    runner.abandon()  # what an interrupted `train run` stops: only the jobs it started itself
+    assert not any(gone(p) for p in pids)
+
+    go.touch()  # the replicas exit 0; not our children: their monitors' exit files tell
+    job = runner.wait(USER, "orphan", TIMEOUT)
+    assert job.phase == "Succeeded", job.message
+    assert [(r.state, r.exit_code) for r in job.replicas] == [("Succeeded", 0), ("Succeeded", 0)]
+    assert "exiting with 0" in runner.logs(USER, "orphan", "worker-1")
+
+
+def test_a_replica_that_failed_while_nobody_supervised_fails_the_reattached_job(
+    runner: LocalTrainingRunner, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    spec = {
+        "name": "broke",
+        "framework": "pytorch",
+        "replicas": {
+            "master": {"command": awaiting(tmp_path / "never", 0)},
+            "worker": {"command": awaiting(go, 3)},
+        },
+        "command": [PY, "-c", "pass"],
+        "restart_policy": "Never",
+        "backoff_limit": 0,
+    }
+    master_pid, worker_pid = start_and_kill_supervisor(tmp_path, spec)
+    go.touch()
+    wait_until(lambda: gone(worker_pid), TIMEOUT, "the worker to exit while no supervisor runs")
+
+    runner.refresh_all()
+    job = runner.status(USER, "broke")
+    assert job.phase == "Failed" and job.conditions[-1].reason == "PyTorchJobFailed"
+    assert job.message and "replica worker-0 exited with code 3" in job.message
+    assert "exiting with 3" in job.message  # its log tail
+    master = next(r for r in job.replicas if r.name == "master-0")
+    assert master.state == "Failed" and master.message and "stopped" in master.message
+    assert gone(master_pid)  # cleanPodPolicy Running stopped what was left
+
+
+def test_a_replica_whose_monitor_was_killed_meanwhile_fails_with_an_unknown_exit_status(
+    runner: LocalTrainingRunner, tmp_path: Path
+) -> None:
+    from cube_jupyter.jobs.local.training_plan import UNKNOWN_EXIT_MESSAGE
+
+    spec = {
+        "name": "killed",
+        "framework": "pytorch",
+        "replicas": {"worker": 1},
+        "command": awaiting(tmp_path / "never", 0),
+    }
+    (pid,) = start_and_kill_supervisor(tmp_path, spec)
+    os.killpg(pid, signal.SIGKILL)  # the replica and its monitor, with nobody to see how
+    wait_until(lambda: gone(pid), TIMEOUT, "the replica's group to die")
+
+    runner.refresh_all()
+    job = runner.status(USER, "killed")
+    assert job.phase == "Failed"
+    assert job.message and "worker-0 ended and " + UNKNOWN_EXIT_MESSAGE in job.message
+    assert job.replicas[0].exit_code is None
 
 
 def test_ttl_after_finished_deletes_the_job(runner: LocalTrainingRunner) -> None:
@@ -480,11 +572,11 @@ def test_async_facade_supervises_in_the_background_and_streams_logs(runner: Loca
     ]
 
 
-def test_closing_the_supervisor_fails_its_running_jobs_and_stops_their_replicas(
+def test_closing_the_supervisor_leaves_its_jobs_running_and_abandon_stops_them(
     runner: LocalTrainingRunner,
 ) -> None:
-    """What an interrupted `train run` or a workbench shutdown does: replicas live in their own
-    sessions, so without this they would keep running (and holding GPUs) with nobody supervising."""
+    """The workbench's close leaves jobs running for the next start to re-attach, as notebook
+    servers; `abandon` (an interrupted `train run`) fails the jobs it started and stops them."""
     from cube_jupyter.jobs.local.training import AsyncLocalTraining
     from cube_jupyter.jobs.local.training_plan import STOPPED_MESSAGE
 
@@ -505,7 +597,11 @@ def test_closing_the_supervisor_fails_its_running_jobs_and_stops_their_replicas(
         return [r.pid for r in job.replicas]
 
     pids = asyncio.run(scenario())
-    assert len(pids) == 2 and all(gone(p) for p in pids)
+    assert len(pids) == 2 and not any(gone(p) for p in pids)
+    assert runner.status(USER, "left").phase == "Running"
+
+    runner.abandon()
+    assert all(gone(p) for p in pids)
     job = runner.status(USER, "left")
     assert job.phase == "Failed" and job.conditions[-1].reason == "SupervisorStopped"
     assert job.message and STOPPED_MESSAGE in job.message
@@ -525,4 +621,5 @@ def test_what_a_finished_replica_left_running_in_its_group_is_killed(
         )
     )
     assert runner.wait(USER, "leak", TIMEOUT).phase == "Succeeded"
-    assert gone(int((tmp_path / "child").read_text()))
+    child = int((tmp_path / "child").read_text())
+    wait_until(lambda: gone(child), 30, "the SIGKILL of its group to take effect")  # it sleeps 120 s
