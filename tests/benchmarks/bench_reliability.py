@@ -49,6 +49,16 @@ STEP_SECONDS = {"prepare": 1, "train": 4, "report": 1}  # the interrupted pipeli
 PIPELINE = "pipelines/three_steps.ipynb"
 QUICK_PIPELINE = "pipelines/one_step.ipynb"
 TRAIN_SCRIPT = "print('trained', flush=True)\n"
+# A training job alive across the kill: it ends (exit 0) once the flag file `go-on` exists.
+LONG_TRAIN_SCRIPT = (
+    "import os, time\nwhile not os.path.exists({flag!r}):\n    time.sleep(0.1)\nprint('trained')\n"
+)
+LONG_JOB = {
+    "name": "across",
+    "framework": "pytorch",
+    "replicas": {"master": 1, "worker": 1},
+    "script": "long.py",
+}
 DONE_RUN = ("succeeded", "failed", "cancelled")
 
 
@@ -131,6 +141,7 @@ def write_notebooks(workbench: Workbench) -> None:
         write(notebook(*timed), area / PIPELINE)
         write(notebook(code(f"owner = {user!r}", "step:only")), area / QUICK_PIPELINE)
         (area / "train.py").write_text(TRAIN_SCRIPT)
+        (area / "long.py").write_text(LONG_TRAIN_SCRIPT.format(flag=str(area / "go-on")))
 
 
 async def expect(workbench: Workbench, method: str, path: str, user: str, body: Any = None) -> Any:
@@ -243,10 +254,26 @@ def _kind(process: psutil.Process) -> str:
     return argv[argv.index("-m") + 1] if "-m" in argv[:-1] else process.name()
 
 
+def replica_pids(job: dict[str, Any]) -> list[int | None]:
+    return [replica.get("pid") for replica in job["replicas"]]
+
+
 async def restart_with_servers(workbench: Workbench, first_start: float) -> list[psutil.Process]:
-    """Kill -9 with the notebook servers running; returns the killed server's other processes."""
+    """Kill -9 with the notebook servers and a training job running; returns the killed server's
+    other processes."""
+    await expect(workbench, "POST", f"{API}/jobs", "alice", {"kind": "training", "spec": LONG_JOB})
+    job_path = f"{API}/jobs/{LONG_JOB['name']}"
+    job = await wait_until_async(
+        lambda: expect(workbench, "GET", job_path, "alice"),
+        60,
+        "the training job to run",
+        until=lambda job: job["phase"] == "Running",
+        interval=0.2,
+    )
     pids = server_pids(workbench)
-    orphans = other_processes(workbench)
+    leaders = [psutil.Process(pid) for pid in replica_pids(job) if pid]
+    replicas = {p.pid for leader in leaders for p in [leader, *leader.children(recursive=True)]}
+    orphans = [p for p in other_processes(workbench) if p.pid not in replicas]  # re-attached: not orphans
     workbench.kill()
     killed_at = time.perf_counter()
     restart = await workbench.start()
@@ -273,6 +300,20 @@ async def restart_with_servers(workbench: Workbench, first_start: float) -> list
         f"  re-attached: {running}/{len(SERVERS)} listed running at the first answer, "
         f"{len(same_pid)}/{len(SERVERS)} the same live process as before the kill, "
         f"{routed}/{len(SERVERS)} answer /api/status through the router"
+    )
+    after = await expect(workbench, "GET", job_path, "alice")
+    (workbench.user_area("alice") / "go-on").touch()
+    ended = await wait_until_async(
+        lambda: expect(workbench, "GET", job_path, "alice"),
+        60,
+        "the re-attached training job to end",
+        until=lambda job: job["phase"] in ("Succeeded", "Failed"),
+        interval=0.2,
+    )
+    same = "the same" if replica_pids(after) == replica_pids(job) else "other"
+    print(
+        f"  training job across the kill: {after['phase']} at the first answer with {same} replica "
+        f"processes, then {ended['phase']} ({ended.get('message') or 'no message'})"
     )
     report_orphans(orphans, killed_at)
     return orphans
