@@ -26,6 +26,7 @@ from typing import Any
 
 from cube_jupyter.errors import CubeError, InvalidInput
 from cube_jupyter.jobs.trainer_env import WORKDIR_ENV, operator_env
+from cube_jupyter.startup import skip_unused_schema_formats
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -166,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    skip_unused_schema_formats()
     options = build_parser().parse_args(argv)
     args = list(options.args)
     if args[:1] == ["--"]:

@@ -12,8 +12,6 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
-
 
 @dataclass(frozen=True)
 class Activity:
@@ -80,6 +78,9 @@ def format_time(stamp: datetime) -> str:
 async def _get_list(
     url: str, token: str | None, timeout: float, missing_ok: bool = False
 ) -> list[dict[str, object]]:
+    # Loaded here: a command that asks no server (`cube-jupyter notebook list`) never pays for it.
+    from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+
     headers = {"Authorization": f"token {token}"} if token else {}
     request = HTTPRequest(url, headers=headers, connect_timeout=timeout, request_timeout=timeout)
     try:

@@ -24,12 +24,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from queue import Empty
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import nbformat
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_core.utils import ensure_async
-from nbformat import NotebookNode
 
 import cube_jupyter
 from cube_jupyter.errors import CubeError, InvalidInput
@@ -43,7 +41,11 @@ from cube_jupyter.pipelines.stepnb import (
     input_keys,
     notebook_key,
 )
+from cube_jupyter.startup import skip_unused_schema_formats
 from cube_jupyter.storage import ArtifactStore, CubeStorage, open_store, validate_key
+
+if TYPE_CHECKING:  # nbformat loads where it is used: `main` first keeps jsonschema's unused formats out
+    from nbformat import NotebookNode
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 INTERRUPT_GRACE = 5.0  # seconds a timed-out step gets to stop on SIGINT before its kernel is killed
@@ -312,6 +314,7 @@ def _execute(
 ) -> tuple[NotebookNode, BaseException | None, bool]:
     """(executed notebook, the exception that stopped it or None, whether the step timed out);
     the notebook is as far as it got on failure."""
+    import nbformat
     import papermill
 
     fired = threading.Event()
@@ -375,6 +378,8 @@ def _watchdog(km: Any, limit: float | None, fired: threading.Event) -> list[thre
 def _store_notebook(
     store: ArtifactStore, run_id: str, step: str, nb: NotebookNode, pipeline: Pipeline
 ) -> str:
+    import nbformat
+
     papermill_meta = nb.metadata.get("papermill")
     if papermill_meta is not None:  # temp paths of this run mean nothing to a reader
         papermill_meta["input_path"] = pipeline.path
@@ -436,6 +441,7 @@ def _parse_value(text: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
+    skip_unused_schema_formats()
     parser = argparse.ArgumentParser(
         prog="python -m cube_jupyter.pipelines.runner", description="Run one pipeline step with papermill."
     )

@@ -11,11 +11,12 @@ from __future__ import annotations
 import keyword
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-
-import nbformat
-from nbformat import NotebookNode
+from typing import TYPE_CHECKING
 
 from cube_jupyter.pipelines.model import Pipeline, PipelineError, Step
+
+if TYPE_CHECKING:  # nbformat loads when a notebook is built: the step runner's `main` comes first
+    from nbformat import NotebookNode
 
 META = "cube_jupyter"
 
@@ -61,13 +62,17 @@ def input_keys(pipeline: Pipeline, step: Step, run_id: str) -> dict[str, str]:
 
 
 def _cell(source: str, role: str, **extra: object) -> NotebookNode:
-    cell = nbformat.v4.new_code_cell(source)
+    from nbformat.v4 import new_code_cell
+
+    cell = new_code_cell(source)
     cell.metadata[META] = {"role": role, **extra}
     return cell
 
 
 def build_step_notebook(pipeline: Pipeline, step_name: str, context: StepContext) -> NotebookNode:
     """The step notebook for `step_name`; `context.inputs` must name every input of the step."""
+    from nbformat.v4 import new_notebook
+
     try:
         step = pipeline.step(step_name)
     except KeyError:
@@ -109,7 +114,7 @@ def build_step_notebook(pipeline: Pipeline, step_name: str, context: StepContext
     ]
     cells.append(_cell("\n".join(save), "save-outputs"))
 
-    nb = nbformat.v4.new_notebook(cells=cells)
+    nb = new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {
         "name": pipeline.kernel_name,
         "language": "python",

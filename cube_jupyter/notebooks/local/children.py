@@ -20,8 +20,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
-
 from cube_jupyter.local import files
 from cube_jupyter.local.processes import LOOPBACK
 
@@ -108,6 +106,9 @@ def write_child_config(config_dir: Path, config: Mapping[str, Any]) -> Path:
 
 async def probe_status(port: int, base_url: str, token: str, timeout: float = 2.0) -> bool:
     """True when a Jupyter server on `port` answers `{base_url}api/status` and accepts `token`."""
+    # Loaded here: a command that asks no server (`cube-jupyter notebook list`) never pays for it.
+    from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+
     request = HTTPRequest(
         f"http://{LOOPBACK}:{port}{base_url}api/status",
         headers={"Authorization": f"token {token}"},

@@ -562,6 +562,9 @@ def _exit_when_orphaned(parent: int, interval: float = 0.5) -> None:
 
 
 def main() -> None:
+    from cube_jupyter.startup import skip_unused_schema_formats
+
+    skip_unused_schema_formats()
     _exit_when_orphaned(os.getppid())
     protocol = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # prints from papermill, kernels or user code must not corrupt the protocol

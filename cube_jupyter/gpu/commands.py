@@ -1,0 +1,132 @@
+"""The `cube-jupyter gpu` handler (its parser is in `cli.py`): a report from NVML or Prometheus,
+printed as a table or as the JSON `/gpu` answers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+
+from cube_jupyter.config import Settings
+from cube_jupyter.configurable import validate_prometheus_url
+from cube_jupyter.errors import InvalidInput
+from cube_jupyter.gpu.attribution import attribute, discover_kernels
+from cube_jupyter.gpu.config import MAX_HISTORY_SECONDS
+from cube_jupyter.gpu.describe import holder, memory, mib, percent, quantity
+from cube_jupyter.gpu.model import GpuDevice, GpuReport, Series
+from cube_jupyter.gpu.pods import group_pods
+from cube_jupyter.gpu.sources import NoGpuVisible
+
+BAR_WIDTH = 10
+HISTORY_POINTS = 300
+
+
+def show(args: argparse.Namespace, settings: Settings) -> int:
+    config = settings.gpu
+    if not (math.isfinite(args.history) and 0 <= args.history <= MAX_HISTORY_SECONDS):
+        raise InvalidInput(
+            f"--history must be between 0 and {MAX_HISTORY_SECONDS:.0f} seconds, got {args.history}",
+            field="--history",
+        )
+    url = config.prometheus_url
+    if args.prometheus:
+        url = validate_prometheus_url(args.prometheus, "--prometheus", InvalidInput)
+    report = cluster_report(url, config.prometheus_timeout_seconds, args.history) if url else local_report()
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(render_table(report))
+    return 0
+
+
+def local_report() -> GpuReport:
+    """This machine's GPUs through NVML, their processes attributed to the kernels we can see."""
+    from cube_jupyter.gpu.nvml import NvmlSource
+
+    source = NvmlSource()
+    try:
+        devices = source.read()
+    except NoGpuVisible as exc:
+        return GpuReport(source="nvml", available=False, timestamp=time.time(), message=exc.message)
+    finally:
+        source.close()
+    attributed, kernels = attribute(devices, discover_kernels())
+    now = time.time()
+    return GpuReport(
+        source="nvml", available=True, timestamp=now, devices=tuple(attributed), kernels=tuple(kernels)
+    )
+
+
+def cluster_report(url: str, timeout: float, history_seconds: float) -> GpuReport:
+    """Every GPU DCGM reports through Prometheus, grouped by pod; BackendUnavailable if unreachable."""
+    from cube_jupyter.gpu.prometheus import PrometheusSource
+
+    source = PrometheusSource(url, timeout=timeout)
+    now = time.time()
+    try:
+        devices = source.read()
+    except NoGpuVisible as exc:
+        return GpuReport(source="prometheus", available=False, timestamp=now, message=exc.message)
+    if not devices:
+        message = f"no GPU visible: Prometheus at {url} has no DCGM exporter metrics"
+        return GpuReport(source="prometheus", available=False, timestamp=now, message=message)
+    history: list[Series] = []
+    if history_seconds:
+        step = float(max(1, math.ceil(history_seconds / HISTORY_POINTS)))
+        history = source.history(None, now - history_seconds, now, step)
+    return GpuReport(
+        source="prometheus",
+        available=True,
+        timestamp=now,
+        devices=tuple(devices),
+        pods=tuple(group_pods(devices, {}, {})),
+        history=tuple(history),
+    )
+
+
+def render_table(report: GpuReport) -> str:
+    """One row per GPU, then who holds it: its pod (Prometheus) or its processes (NVML)."""
+    if not report.available:
+        return report.message or "no GPU visible"
+    rows = [("GPU", "NAME", "UTIL", "MEMORY", "TEMP", "POWER", "HELD BY")]
+    for device in report.devices:
+        rows.append(
+            (
+                str(device.index) if not device.host else f"{device.host}:{device.index}",
+                device.name or device.uuid,
+                f"{bar(device.utilization_pct)} {percent(device.utilization_pct):>5}",
+                memory(device.memory_used_mib, device.memory_total_mib),
+                quantity(device.temperature_c, "°C"),
+                quantity(device.power_w, "W"),
+                _held_by(device),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    for device in report.devices:
+        for process in device.processes:
+            lines.append(
+                f"  GPU {device.index}  pid {process.pid}  {mib(process.used_memory_mib)}  "
+                f"{holder(process, ())}".rstrip()
+            )
+    for kernel in report.kernels:
+        where = kernel.notebook_path or f"kernel {kernel.kernel_id}"
+        lines.append(f"  kernel {kernel.kernel_id[:8]}  {where}: {mib(kernel.memory_used_mib)} of GPU memory")
+    return "\n".join(lines)
+
+
+def bar(value: float | None, width: int = BAR_WIDTH) -> str:
+    """`[####------]`, or a blank bar when the value was not reported."""
+    if value is None:
+        return "[" + " " * width + "]"
+    filled = round(max(0.0, min(100.0, value)) / 100 * width)
+    return "[" + "#" * filled + "-" * (width - filled) + "]"
+
+
+def _held_by(device: GpuDevice) -> str:
+    if device.pod:
+        return f"{device.namespace}/{device.pod}" if device.namespace else device.pod
+    if device.namespace is not None or device.host is not None:
+        return "(not allocated)"
+    return f"{len(device.processes)} process(es)" if device.processes else "-"

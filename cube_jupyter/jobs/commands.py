@@ -1,0 +1,275 @@
+"""The `cube-jupyter train|tune|serve` handlers (parsers in `cli.py`): specs read from YAML files,
+then one request to the job service on the configured backend, started for the command only."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import IO, Any
+
+from cube_jupyter.config import Settings
+from cube_jupyter.errors import InvalidInput, NotFound
+from cube_jupyter.jobs.cli import COMMANDS
+from cube_jupyter.jobs.model import Job
+from cube_jupyter.jobs.render import render_job
+from cube_jupyter.jobs.service import JobService
+from cube_jupyter.jobs.specs import parse_kind
+
+INVALID = 2
+
+
+def _user(args: argparse.Namespace, settings: Settings) -> str:
+    return str(args.user or settings.workbench.default_user)
+
+
+def _invalid(exc: InvalidInput) -> int:
+    print(f"error: {exc.message}", file=sys.stderr)
+    return INVALID
+
+
+def read_spec_file(path: str) -> Any:
+    """The YAML document in `path`; InvalidInput naming the file when it cannot be read or parsed."""
+    import yaml
+
+    file = Path(path)
+    if not file.is_file():
+        raise InvalidInput(f"spec file {path!r} does not exist", field="FILE")
+    try:
+        documents = [d for d in yaml.safe_load_all(file.read_text(encoding="utf-8")) if d is not None]
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"spec file {path!r} is not valid YAML: {exc}", field="FILE") from None
+    if len(documents) != 1:
+        raise InvalidInput(
+            f"spec file {path!r} must hold one YAML document, got {len(documents)}", field="FILE"
+        )
+    return documents[0]
+
+
+def render(args: argparse.Namespace, settings: Settings) -> int:
+    import yaml
+
+    try:
+        raw = read_spec_file(args.file)
+        objects = render_job(settings, args.kind, raw, _user(args, settings))
+    except InvalidInput as exc:
+        return _invalid(exc)
+    sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False))
+    return 0
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        raw = read_spec_file(args.file)
+        parse_kind(args.kind)
+    except InvalidInput as exc:
+        return _invalid(exc)
+
+    async def submit_and_follow(service: JobService) -> int:
+        user = _user(args, settings)
+        try:
+            job = await service.submit(user, {"kind": args.kind, "spec": raw})
+        except InvalidInput as exc:
+            return _invalid(exc)
+        print(f"{job.kind} job {job.name} submitted ({job.backend} backend)", file=sys.stderr)
+        if not args.wait and job.backend == "local" and job.kind == "training":
+            # Local replicas are supervised by the process that started them: this command follows
+            # its job (restarts, deadline, clean-up) to the end, and Ctrl-C stops it.
+            print("local training runs under this command: following it to the end", file=sys.stderr)
+            args.wait = True
+        if not args.wait:
+            print(job.name)
+            return 0
+        job = await follow_job(service, user, job, ProgressDisplay(sys.stderr), args.timeout)
+        _print_outcome(job)
+        return 0 if job.phase in ("Succeeded", "Ready") else 1
+
+    async def run(service: JobService) -> int:
+        try:
+            return await submit_and_follow(service)
+        except asyncio.CancelledError:  # Ctrl-C
+            await _stop_local_training(service)
+            raise
+
+    return with_job_service(settings, run)
+
+
+async def _stop_local_training(service: JobService) -> None:
+    """A local training job runs under the `train run` that started it: interrupted, it fails and its
+    replicas stop (SupervisorStopped). Cluster jobs, and a workbench's jobs, go on."""
+    from cube_jupyter.jobs.local.backend import LocalJobBackend
+
+    if isinstance(service.backend, LocalJobBackend):
+        await service.backend.training.abandon()
+
+
+def list_jobs(args: argparse.Namespace, settings: Settings) -> int:
+    async def run(service: JobService) -> int:
+        jobs = service.list_jobs(_user(args, settings), kind=args.kind)
+        if args.json:
+            print(json.dumps([job.to_dict() for job in jobs], indent=2))
+        else:
+            print_table(jobs)
+        return 0
+
+    return with_job_service(settings, run)
+
+
+def _require_kind(service: JobService, args: argparse.Namespace, settings: Settings) -> None:
+    """`train delete iris` must not delete the served model `iris`: the command names the kind."""
+    job = service.get(_user(args, settings), args.name)
+    if job.kind != args.kind:
+        command = next(c for c, (kind, _) in COMMANDS.items() if kind == job.kind)
+        raise NotFound(
+            f"{args.name!r} is a {job.kind} job, not a {args.kind} one: use `cube-jupyter {command}`",
+            field="name",
+        )
+
+
+def logs(args: argparse.Namespace, settings: Settings) -> int:
+    async def run(service: JobService) -> int:
+        _require_kind(service, args, settings)
+        try:
+            stream = service.logs(
+                _user(args, settings), args.name, args.replica, follow=args.follow, tail=args.tail
+            )
+        except InvalidInput as exc:
+            return _invalid(exc)
+        async for chunk in stream:
+            sys.stdout.write(chunk)
+            sys.stdout.flush()
+        return 0
+
+    return with_job_service(settings, run)
+
+
+def delete(args: argparse.Namespace, settings: Settings) -> int:
+    async def run(service: JobService) -> int:
+        _require_kind(service, args, settings)
+        await service.delete(_user(args, settings), args.name)
+        print(f"deleted {args.name}")
+        return 0
+
+    return with_job_service(settings, run)
+
+
+def with_job_service(settings: Settings, run: Callable[[JobService], Awaitable[int]]) -> int:
+    """Start the configured backends (jobs, and notebooks for the GPU quota) for one command, on one
+    cluster connection when the backend is kubernetes."""
+    from cube_jupyter.jobs.backend import make_job_backend
+    from cube_jupyter.kube import cluster_for
+    from cube_jupyter.ledger import GpuLedger
+    from cube_jupyter.notebooks.backend import make_notebook_backend
+
+    async def go() -> int:
+        cluster = cluster_for(settings)
+        notebooks = make_notebook_backend(settings, cluster=cluster)
+        backend = make_job_backend(settings, cluster=cluster)
+        try:
+            # The workbench server supervises and culls servers; a short command only reads them.
+            await notebooks.start(supervise=False)
+            await backend.start()
+            return await run(JobService(settings, backend, ledger=GpuLedger(settings, notebooks)))
+        finally:
+            await backend.close()
+            await notebooks.close()
+            if cluster is not None:
+                await cluster.close()
+
+    return asyncio.run(go())
+
+
+async def follow_job(
+    service: JobService,
+    user: str,
+    job: Job,
+    display: ProgressDisplay,
+    timeout: float | None = None,
+    interval: float = 0.25,
+) -> Job:
+    """Poll the job, showing each change, until it has finished (or a served model is Ready)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        display.update(job)
+        if job.finished or (job.kind == "serving" and job.phase == "Ready"):
+            return job
+        if deadline is not None and time.monotonic() > deadline:
+            print(f"still {job.phase} after {timeout:.0f}s; it keeps running", file=sys.stderr)
+            return job
+        await asyncio.sleep(interval)
+        job = service.get(user, job.name)
+
+
+class ProgressDisplay:
+    """One line per change of the job's phase, replica states or trial count."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self.started = time.monotonic()
+        self.last = ""
+
+    def update(self, job: Job) -> None:
+        line = describe_progress(job)
+        if line != self.last:
+            self.last = line
+            elapsed = time.monotonic() - self.started
+            print(f"[{elapsed:6.1f}s] {line}", file=self.stream, flush=True)
+
+
+def describe_progress(job: Job) -> str:
+    parts = [f"{job.name} {job.phase}"]
+    if job.kind == "tuning":
+        done = sum(1 for t in job.trials if t.state in ("Succeeded", "Failed", "Pruned"))
+        parts.append(f"trials {done}/{len(job.trials)} done")
+        best = next((t for t in job.trials if t.name == job.best_trial), None)
+        if best is not None and best.objective is not None:
+            parts.append(f"best {best.name} = {best.objective:g}")
+    else:
+        parts.append(", ".join(f"{r.name} {r.state}" for r in job.replicas))
+    return "  ".join(p for p in parts if p)
+
+
+def _print_outcome(job: Job) -> None:
+    print(f"{job.name}: {job.phase}")
+    if job.kind == "serving" and job.endpoint:
+        print(f"endpoint: {job.endpoint}")
+    if job.kind == "tuning" and job.best_trial:
+        best = next((t for t in job.trials if t.name == job.best_trial), None)
+        if best is not None:
+            print(
+                f"best trial: {best.name} objective={best.objective} parameters={json.dumps(best.parameters)}"
+            )
+    if job.phase == "Failed" and job.message:
+        print(job.message, file=sys.stderr)
+
+
+def _age(created: float) -> str:
+    seconds = max(0, int(time.time() - created))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def print_table(jobs: list[Job]) -> None:
+    header = ("NAME", "KIND", "FRAMEWORK", "PHASE", "REPLICAS", "GPUS", "AGE", "ENDPOINT")
+    rows = [header] + [
+        (
+            job.name,
+            job.kind,
+            job.framework or "-",
+            job.phase,
+            f"{sum(r.state in ('Running', 'Succeeded') for r in job.replicas)}/{len(job.replicas)}",
+            str(job.gpus),
+            _age(job.created),
+            job.endpoint or "-",
+        )
+        for job in jobs
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())

@@ -1,0 +1,337 @@
+"""The `cube-jupyter pipeline` handlers, named by the parsers in `cli.py` and imported only when a
+pipeline action runs: graph, run and resume through `PipelineService`, compile to an Argo Workflow."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from cube_jupyter.config import Settings
+from cube_jupyter.errors import CubeError, InvalidInput
+from cube_jupyter.pipelines.history import ACTIVE_RUN, COMPLETED_STEP, DONE_STEP, RunRecord, StepRecord
+from cube_jupyter.pipelines.model import Pipeline, pipeline_from_dict
+from cube_jupyter.pipelines.service import PipelineService
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
+
+    from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns
+
+INVALID = 2
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def _parameters(pairs: list[list[str]]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for name, text in pairs:
+        try:
+            values[name] = json.loads(text)
+        except ValueError:
+            values[name] = text  # like papermill's -p: what is not a number, bool or JSON is a string
+    return values
+
+
+def _locate(notebook: str) -> tuple[Path, str]:
+    """(root dir, path relative to it): the working directory when the notebook is below it, as a
+    Jupyter server rooted here would see it; else the notebook's own folder."""
+    full = Path(notebook).expanduser().resolve()
+    cwd = Path.cwd().resolve()
+    if full.is_relative_to(cwd):
+        return cwd, full.relative_to(cwd).as_posix()
+    return full.parent, full.name
+
+
+def _invalid(exc: CubeError) -> int:
+    print(f"error: {exc.message}", file=sys.stderr)
+    return INVALID
+
+
+def graph(args: argparse.Namespace, settings: Settings) -> int:
+    root, path = _locate(args.notebook)
+    service = PipelineService(settings, root)
+    try:
+        pipeline = service.graph(settings.workbench.default_user, path)
+    except CubeError as exc:  # a bad, hidden or missing path
+        return _invalid(exc)
+    for warning in pipeline.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(json.dumps(pipeline.to_dict(), indent=2))
+    return 0
+
+
+def compile_pipeline(args: argparse.Namespace, settings: Settings) -> int:
+    import yaml
+
+    from cube_jupyter.pipelines.kubernetes.argo import compile_workflow
+
+    root, path = _locate(args.notebook)
+    try:
+        pipeline = PipelineService(settings, root).load(settings.workbench.default_user, path)
+        workflow = compile_workflow(
+            pipeline,
+            settings,
+            run_id=args.run_id,
+            store_url=args.store,
+            parameters=_parameters(args.parameter),
+        )
+    except CubeError as exc:
+        return _invalid(exc)
+    text = yaml.safe_dump(workflow, sort_keys=False, default_flow_style=False)
+    if args.output:
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    if args.parallel is not None and args.parallel < 1:
+        print("error: --parallel must be at least 1", file=sys.stderr)
+        return INVALID
+    return asyncio.run(_run_async(args, settings))
+
+
+async def _run_async(args: argparse.Namespace, settings: Settings) -> int:
+    root, path = _locate(args.notebook)
+    parallel = args.parallel or min(os.cpu_count() or 1, settings.pipelines.pipelines.max_parallel_per_run)
+    cluster = await _cluster_runs(settings) if args.target == "cluster" else None
+    service = PipelineService(settings, root, pool_size=parallel, cluster=cluster)
+    user = args.user or settings.workbench.default_user
+    try:
+        try:
+            pipeline = service.load(user, path)
+        except CubeError as exc:  # a bad, hidden or missing path
+            return _invalid(exc)
+        for warning in pipeline.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        display = StepDisplay(pipeline, sys.stderr)
+        started = time.perf_counter()
+        try:
+            run = await service.start_run(
+                user,
+                path,
+                _parameters(args.parameter),
+                store=args.store,
+                parallel=parallel,
+                no_cache=args.no_cache,
+                target=args.target,
+                observer=display.update,
+            )
+        except InvalidInput as exc:
+            display.close()
+            return _invalid(exc)
+        return await _follow(service, user, run, display, started, args)
+    finally:
+        await service.close()
+        if cluster is not None:
+            await cluster.close()
+
+
+def resume(args: argparse.Namespace, settings: Settings) -> int:
+    return asyncio.run(_resume_async(args, settings))
+
+
+async def _resume_async(args: argparse.Namespace, settings: Settings) -> int:
+    # A resume runs from the spec the run recorded (its pipeline, its folder): no root of its own.
+    service = PipelineService(settings, Path.cwd())
+    user = args.user or settings.workbench.default_user
+    args.target = "local"
+    try:
+        run_id = args.run_id or _newest_resumable(service, user)
+        if run_id is None:
+            print(
+                f"error: user {user!r} has no failed, cancelled or interrupted run to resume", file=sys.stderr
+            )
+            return INVALID
+        display: StepDisplay | None = None
+        try:
+            spec = service.history.spec(service.get_run(user, run_id).id)
+            display = StepDisplay(pipeline_from_dict(spec["pipeline"]), sys.stderr) if spec else None
+            started = time.perf_counter()
+            run = await service.resume_run(user, run_id, observer=display.update if display else None)
+        except CubeError as exc:
+            if display:
+                display.close()
+            return _invalid(exc)
+        kept = [step.name for step in run.steps if step.status in COMPLETED_STEP]
+        print(f"resuming run {run.id}: kept {', '.join(kept) or 'no step'}", file=sys.stderr)
+        return await _follow(service, user, run, display, started, args)
+    finally:
+        await service.close()
+
+
+def _newest_resumable(service: PipelineService, user: str) -> str | None:
+    return next((run.id for run in service.history.list(user) if run.resumable), None)
+
+
+async def _follow(
+    service: PipelineService,
+    user: str,
+    run: RunRecord,
+    display: StepDisplay | None,
+    started: float,
+    args: argparse.Namespace,
+) -> int:
+    """Follow a started run to its end (Ctrl-C cancels it), print the summary; the exit code."""
+    interrupted = _cancel_on_ctrl_c(service, user, run.id)
+    try:
+        if args.target == "cluster":
+            assert display is not None
+            run = await _follow_cluster_run(service, user, run.id, display)
+        else:
+            run = await service.wait(user, run.id)
+    finally:
+        asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
+        if display:
+            display.close()
+    _print_summary(run, time.perf_counter() - started)
+    if args.output_dir:
+        _write_notebooks(service, user, run, Path(args.output_dir))
+    if interrupted.is_set() or run.status == "cancelled":
+        return 130
+    return 0 if run.status == "succeeded" else 1
+
+
+async def _cluster_runs(settings: Settings) -> ClusterPipelineRuns:
+    """Argo runs for `--target cluster`: the kubernetes backend's cluster, followed by an informer."""
+    if settings.workbench.backend != "kubernetes":
+        raise InvalidInput(
+            "--target cluster needs the kubernetes backend (c.CubeWorkbench.backend = 'kubernetes')",
+            field="target",
+        )
+    from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns
+
+    cluster = ClusterPipelineRuns(settings)
+    await cluster.start()
+    return cluster
+
+
+async def _follow_cluster_run(
+    service: PipelineService, user: str, run_id: str, display: StepDisplay, interval: float = 1.0
+) -> RunRecord:
+    """Show each step's state as Argo reports it, until the Workflow has finished."""
+    shown: dict[str, tuple[str, int]] = {}
+    while True:
+        run = service.get_run(user, run_id)
+        for step in run.steps:
+            if shown.get(step.name) != (step.status, step.attempts):
+                shown[step.name] = (step.status, step.attempts)
+                display.update(step)
+        if run.status not in ACTIVE_RUN:
+            return run
+        await asyncio.sleep(interval)
+
+
+def _cancel_on_ctrl_c(service: PipelineService, user: str, run_id: str) -> asyncio.Event:
+    """First Ctrl-C cancels the run (kernels killed, run recorded); a second one stops at once."""
+    loop = asyncio.get_running_loop()
+    interrupted = asyncio.Event()
+    cancelling: set[asyncio.Task[RunRecord]] = set()
+
+    def on_sigint() -> None:
+        if interrupted.is_set():
+            loop.remove_signal_handler(signal.SIGINT)
+            raise KeyboardInterrupt
+        interrupted.set()
+        print("\ncancelling: stopping running steps (Ctrl-C again to quit at once)", file=sys.stderr)
+        task = loop.create_task(service.cancel(user, run_id))
+        cancelling.add(task)
+        task.add_done_callback(cancelling.discard)
+
+    loop.add_signal_handler(signal.SIGINT, on_sigint)
+    return interrupted
+
+
+class StepDisplay:
+    """Progress per step: one tqdm bar each on a terminal, a line per change otherwise."""
+
+    def __init__(self, pipeline: Pipeline, stream: IO[str]) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.width = max((len(step.name) for step in pipeline.steps), default=4)
+        self.bars: dict[str, tqdm[Any]] = {}
+        if self.tty:
+            from tqdm import tqdm  # bars only on a terminal
+
+            for position, step in enumerate(pipeline.steps):
+                self.bars[step.name] = tqdm(
+                    total=1,
+                    position=position,
+                    desc=step.name.ljust(self.width),
+                    bar_format="{desc} |{bar:12}| {postfix}",
+                    file=stream,
+                    leave=True,
+                    dynamic_ncols=True,
+                    postfix="pending",
+                )
+
+    def update(self, step: StepRecord) -> None:
+        text = _status_text(step)
+        if not self.tty:
+            print(f"{step.name.ljust(self.width)}  {text}", file=self.stream, flush=True)
+            return
+        bar = self.bars[step.name]
+        bar.set_postfix_str(text, refresh=False)
+        if step.status in DONE_STEP and bar.n == 0:
+            bar.update(1)
+        elif step.status not in DONE_STEP and bar.n:
+            bar.reset(total=1)
+        bar.refresh()
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
+        self.bars.clear()
+
+
+def _status_text(step: StepRecord) -> str:
+    text = step.status
+    if step.attempts > 1:
+        text += f" (attempt {step.attempts})"
+    if step.status in ("succeeded", "failed") and step.duration is not None:
+        text += f" in {step.duration:.2f}s"
+    return text
+
+
+def _print_summary(run: RunRecord, elapsed: float) -> None:
+    header = ("STEP", "STATUS", "ATTEMPTS", "DURATION", "CACHED", "NOTEBOOK")
+    rows = [header] + [
+        (
+            s.name,
+            s.status,
+            str(s.attempts),
+            f"{s.duration:.2f}s" if s.duration is not None else "-",
+            "yes" if s.cache_hit else "no",
+            s.notebook or "-",
+        )
+        for s in run.steps
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    print(f"run {run.id} {run.status} in {elapsed:.2f}s (store {run.store})")
+    for name, value in run.metrics.items():  # Katib's StdOut collector reads `name=value` lines
+        print(f"{name}={value}")
+    for step in run.steps:
+        if step.status == "failed" and step.error:
+            print(f"\n{step.error.get('message') or f'step {step.name!r} failed'}", file=sys.stderr)
+            traceback = step.error.get("traceback") or ""
+            if traceback:
+                print(traceback if sys.stderr.isatty() else ANSI.sub("", traceback), file=sys.stderr)
+
+
+def _write_notebooks(service: PipelineService, user: str, run: RunRecord, directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for step in run.steps:
+        if step.notebook:
+            (directory / f"{step.name}.ipynb").write_bytes(service.executed_notebook(user, run.id, step.name))
+    print(f"executed step notebooks in {directory}", file=sys.stderr)

@@ -1,0 +1,22 @@
+"""What our own processes do first, before they import anything heavy."""
+
+from __future__ import annotations
+
+import sys
+
+
+def skip_unused_schema_formats() -> None:
+    """Keep `jsonschema` from importing `rfc3987_syntax`, which builds ~35 Lark grammars on import
+    (about a second of every cold process that reads a notebook: nbformat validates with jsonschema).
+
+    jsonschema imports it inside `suppress(ImportError)` only to check the "iri" and "iri-reference"
+    formats of drafts 7 and later; a None in `sys.modules` makes that import fail, so those two
+    format checks are not registered and nothing else changes. nbformat never checks them: its
+    schemas (nbformat/v3 and v4/*.json) are draft-04 and use no `format` keyword ("format" appears
+    there only as a property name, raw cells' metadata), and its validator passes no format checker.
+
+    Called first by our own entry points (the CLI, pipeline workers, the step runner, job replicas),
+    never on import and never in the Jupyter server, where another extension may check IRIs. Without
+    effect once jsonschema (or rfc3987_syntax) has been imported.
+    """
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
