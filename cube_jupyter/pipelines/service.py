@@ -24,8 +24,6 @@ from cube_jupyter.config import Settings
 from cube_jupyter.errors import Conflict, InvalidInput, NotFound
 from cube_jupyter.pipelines.dag import build_pipeline, load_notebook
 from cube_jupyter.pipelines.history import ACTIVE_RUN, RunHistory, RunRecord, StepRecord, now
-from cube_jupyter.pipelines.local.executor import LocalExecutor, Observer, RunHandle, RunOptions
-from cube_jupyter.pipelines.local.workers import KernelSpec, WorkerPool
 from cube_jupyter.pipelines.model import Pipeline, PipelineError, pipeline_from_dict
 from cube_jupyter.pipelines.runner import validate_parameters
 from cube_jupyter.pipelines.tags import vocabulary as tag_vocabulary
@@ -33,6 +31,8 @@ from cube_jupyter.storage import ArtifactStore, CubeStorage, open_store
 
 if TYPE_CHECKING:
     from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns, WorkflowRun
+    from cube_jupyter.pipelines.local.executor import Observer, RunHandle
+    from cube_jupyter.pipelines.local.workers import WorkerPool
 
 LOG = logging.getLogger(__name__)
 TARGETS = ("local", "cluster")
@@ -208,6 +208,8 @@ class PipelineService:
         user_slots = self._user_slots.setdefault(
             record.user, asyncio.Semaphore(self.limits.max_parallel_per_user)
         )
+        from cube_jupyter.pipelines.local.executor import LocalExecutor, RunOptions  # runs, not graphs
+
         options = RunOptions(
             parallel=spec["parallel"],
             no_cache=spec["no_cache"],
@@ -222,6 +224,8 @@ class PipelineService:
 
     def _pool_for(self, pipeline: Pipeline, cwd: str, store: ArtifactStore) -> WorkerPool:
         """The shared pool, its next kernels warmed for this run (the run starts its workers)."""
+        from cube_jupyter.pipelines.local.workers import KernelSpec, WorkerPool
+
         kernel = KernelSpec(pipeline.kernel_name, cwd, tuple(sorted(store.kernel_env().items())))
         if self._pool is None:
             self._pool = WorkerPool(self.pool_size, warm=kernel, idle_seconds=self.limits.worker_idle_seconds)
