@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -21,6 +22,7 @@ from cube_jupyter.jobs.service import JobService
 from cube_jupyter.jobs.specs import parse_kind
 
 INVALID = 2
+INTERRUPTED = 130
 
 
 def _user(args: argparse.Namespace, settings: Settings) -> str:
@@ -89,11 +91,19 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         return 0 if job.phase in ("Succeeded", "Ready") else 1
 
     async def run(service: JobService) -> int:
+        following = asyncio.ensure_future(submit_and_follow(service))
+        loop = asyncio.get_running_loop()
+        # Ctrl-C stops what this command runs, as `pipeline run`'s does, even when it was started
+        # with SIGINT ignored (asyncio.run then installs no handler of its own).
+        loop.add_signal_handler(signal.SIGINT, following.cancel)
         try:
-            return await submit_and_follow(service)
-        except asyncio.CancelledError:  # Ctrl-C
+            return await following
+        except asyncio.CancelledError:
             await _stop_local_training(service)
-            raise
+            print("interrupted", file=sys.stderr)
+            return INTERRUPTED
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
 
     return with_job_service(settings, run)
 

@@ -30,6 +30,7 @@ from cube_jupyter.startup import skip_unused_schema_formats
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+KERNEL_START_TIMEOUT = 180  # seconds
 
 
 def parse_value(text: str) -> Any:
@@ -118,6 +119,8 @@ def run_notebook(path: Path, args: Sequence[str], package_dir: Path | None) -> i
         language="python",
         cwd=str(Path.cwd()),
         progress_bar=False,
+        # papermill's 60 s is short for a kernel starting beside other trials on a busy node.
+        start_timeout=KERNEL_START_TIMEOUT,
         log_output=True,
         stdout_file=sys.stdout,
         stderr_file=sys.stderr,

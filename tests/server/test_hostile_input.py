@@ -5,6 +5,7 @@ values too long to repeat back."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -87,11 +88,16 @@ async def test_errors_quote_a_short_prefix_of_the_input(api: Any) -> None:
 
 
 @pytest.mark.parametrize("store", ["/dev/null", "/proc/self/artifacts"])
-async def test_a_store_on_a_system_path_is_a_400_that_tells_no_pid(
-    api: Any, user_files: Any, store: str
+async def test_a_store_on_a_system_path_is_refused_telling_no_pid(
+    api: Any, user_files: Any, jp_root_dir: Path, store: str
 ) -> None:
+    """A user may write a store only among their own files (403); an admin anywhere but on a system
+    path (400). Neither answer tells the server's PID (`/proc/self` resolved would)."""
     write(notebook(code("x = 1", "step:one")), user_files("alice") / "one.ipynb")
-    status, error = await api("POST", "pipelines/runs", body={"path": "one.ipynb", "store": store})
-    assert status == 400 and error["field"] == "store", error
-    assert str(os.getpid()) not in error["message"]
-    assert_response_matches("/pipelines/runs", "POST", status, error)
+    write(notebook(code("x = 1", "step:one")), jp_root_dir / "one.ipynb")
+    for user, expected in (("alice", 403), ("root-admin", 400)):
+        body = {"path": "one.ipynb", "store": store}
+        status, error = await api("POST", "pipelines/runs", body=body, as_user=user)
+        assert status == expected and error["field"] == "store", (user, error)
+        assert str(os.getpid()) not in error["message"]
+        assert_response_matches("/pipelines/runs", "POST", status, error)
