@@ -23,6 +23,10 @@ c.ServerApp.base_url = "/cube/"
 c.ServerApp.open_browser = False
 # The image is read-only: extensions come with a new image, not from the UI.
 c.LabApp.extension_manager = "readonly"
+# Any user may load the Lab page: it must not make the workbench fetch JupyterLab's news feed or
+# update check from the internet on their behalf (a cluster often has no egress anyway).
+c.LabApp.news_url = None
+c.LabApp.check_for_updates_class = "jupyterlab.handlers.announcements.NeverCheckForUpdate"
 
 # -- the workbench ------------------------------------------------------------------------------------
 c.CubeWorkbench.backend = "kubernetes"
