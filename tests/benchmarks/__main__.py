@@ -7,6 +7,7 @@ import importlib
 import sys
 
 BENCHMARKS = [
+    "bench_pipeline_cli",
     "bench_cli",
     "bench_local_spawn",
     "bench_notebook_list",
