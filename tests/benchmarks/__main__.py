@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import sys
+import traceback
 
 BENCHMARKS = [
     "bench_pipeline_cli",
@@ -19,11 +20,20 @@ BENCHMARKS = [
 ]
 
 
-def main(names: list[str]) -> None:
+def main(names: list[str]) -> int:
+    """Run each benchmark; one that fails is reported and the others still run (exit 1 at the end)."""
+    failed = []
     for name in names or BENCHMARKS:
-        module = importlib.import_module(f"tests.benchmarks.{name}")
-        asyncio.run(module.main())
+        try:
+            module = importlib.import_module(f"tests.benchmarks.{name}")
+            asyncio.run(module.main())
+        except Exception:
+            traceback.print_exc()
+            failed.append(name)
+    if failed:
+        print(f"\nbenchmarks that failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))
