@@ -37,9 +37,9 @@ from cube_jupyter.pipelines.stepnb import (
     META,
     StepContext,
     build_step_notebook,
-    check_identifier,
     input_keys,
     notebook_key,
+    validate_parameters,
 )
 from cube_jupyter.startup import skip_unused_schema_formats
 from cube_jupyter.storage import ArtifactStore, CubeStorage, open_store, validate_key
@@ -82,29 +82,6 @@ class StepResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def validate_parameters(pipeline: Pipeline, parameters: Mapping[str, Any]) -> dict[str, Any]:
-    """Parameters a run may set: those the notebook's parameters cell declares, with JSON values."""
-    declared = {p.name for p in pipeline.parameters}
-    checked = {}
-    for name, value in parameters.items():
-        check_identifier(name, f"parameters.{name}")
-        if name not in declared:
-            known = ", ".join(sorted(declared)) or "none: the notebook has no parameters cell"
-            raise InvalidInput(
-                f"parameter {name!r} is not declared in the notebook's parameters cell (declared: {known})",
-                field=f"parameters.{name}",
-            )
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError):
-            raise InvalidInput(
-                f"parameter {name!r} must be a JSON value (number, string, bool, null, list, object)",
-                field=f"parameters.{name}",
-            ) from None
-        checked[name] = value
-    return checked
 
 
 def _check_run_id(run_id: object) -> str:

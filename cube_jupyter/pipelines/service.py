@@ -25,7 +25,7 @@ from cube_jupyter.errors import Conflict, InvalidInput, NotFound
 from cube_jupyter.pipelines.dag import build_pipeline, load_notebook
 from cube_jupyter.pipelines.history import ACTIVE_RUN, RunHistory, RunRecord, StepRecord, now
 from cube_jupyter.pipelines.model import Pipeline, PipelineError, pipeline_from_dict
-from cube_jupyter.pipelines.runner import validate_parameters
+from cube_jupyter.pipelines.stepnb import validate_parameters
 from cube_jupyter.pipelines.tags import vocabulary as tag_vocabulary
 from cube_jupyter.storage import ArtifactStore, CubeStorage, open_store
 

@@ -8,11 +8,13 @@ plain data written with repr(), and names that are checked to be Python identifi
 
 from __future__ import annotations
 
+import json
 import keyword
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from cube_jupyter.errors import InvalidInput
 from cube_jupyter.pipelines.model import Pipeline, PipelineError, Step
 
 if TYPE_CHECKING:  # nbformat loads when a notebook is built: the step runner's `main` comes first
@@ -45,6 +47,29 @@ def check_identifier(name: object, field_name: str) -> str:
     if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
         raise PipelineError(f"{field_name}: {name!r} is not a Python variable name", field=field_name)
     return name
+
+
+def validate_parameters(pipeline: Pipeline, parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """Parameters a run may set: those the notebook's parameters cell declares, with JSON values."""
+    declared = {p.name for p in pipeline.parameters}
+    checked = {}
+    for name, value in parameters.items():
+        check_identifier(name, f"parameters.{name}")
+        if name not in declared:
+            known = ", ".join(sorted(declared)) or "none: the notebook has no parameters cell"
+            raise InvalidInput(
+                f"parameter {name!r} is not declared in the notebook's parameters cell (declared: {known})",
+                field=f"parameters.{name}",
+            )
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            raise InvalidInput(
+                f"parameter {name!r} must be a JSON value (number, string, bool, null, list, object)",
+                field=f"parameters.{name}",
+            ) from None
+        checked[name] = value
+    return checked
 
 
 def input_keys(pipeline: Pipeline, step: Step, run_id: str) -> dict[str, str]:

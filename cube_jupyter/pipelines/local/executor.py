@@ -25,7 +25,6 @@ from cube_jupyter.pipelines.cache import CacheEntry, StepCache, step_cache_key
 from cube_jupyter.pipelines.history import COMPLETED_STEP, RunHistory, RunRecord, StepRecord, now
 from cube_jupyter.pipelines.local.workers import KernelSpec, StepTask, WorkerDied, WorkerPool
 from cube_jupyter.pipelines.model import Pipeline
-from cube_jupyter.pipelines.runner import INTERRUPT_GRACE
 from cube_jupyter.storage import ArtifactStore, CubeStorage
 
 LOG = logging.getLogger(__name__)
@@ -325,6 +324,8 @@ class RunHandle:
 
 
 def _backstop(timeout: float | None) -> float | None:
+    from cube_jupyter.pipelines.runner import INTERRUPT_GRACE  # the runner loads jupyter_client
+
     return timeout + INTERRUPT_GRACE + TIMEOUT_BACKSTOP if timeout else None
 
 
