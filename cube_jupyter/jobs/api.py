@@ -142,8 +142,7 @@ class RemoteJob:
 
     def wait(self, timeout: float | None = None, show: bool = True) -> RemoteJob:
         """Follow the job until it has finished (a served model: until Ready), showing its progress."""
-        from cube_jupyter.jobs.commands import describe_progress
-        from cube_jupyter.jobs.model import Job
+        from cube_jupyter.jobs.model import Job, describe_progress
 
         display = _LineDisplay() if show else None
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -16,7 +16,7 @@ from typing import IO, Any
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import InvalidInput, NotFound
 from cube_jupyter.jobs.cli import COMMANDS
-from cube_jupyter.jobs.model import Job
+from cube_jupyter.jobs.model import Job, describe_progress
 from cube_jupyter.jobs.render import render_job
 from cube_jupyter.jobs.service import JobService
 from cube_jupyter.jobs.specs import parse_kind
@@ -228,19 +228,6 @@ class ProgressDisplay:
             self.last = line
             elapsed = time.monotonic() - self.started
             print(f"[{elapsed:6.1f}s] {line}", file=self.stream, flush=True)
-
-
-def describe_progress(job: Job) -> str:
-    parts = [f"{job.name} {job.phase}"]
-    if job.kind == "tuning":
-        done = sum(1 for t in job.trials if t.state in ("Succeeded", "Failed", "Pruned"))
-        parts.append(f"trials {done}/{len(job.trials)} done")
-        best = next((t for t in job.trials if t.name == job.best_trial), None)
-        if best is not None and best.objective is not None:
-            parts.append(f"best {best.name} = {best.objective:g}")
-    else:
-        parts.append(", ".join(f"{r.name} {r.state}" for r in job.replicas))
-    return "  ".join(p for p in parts if p)
 
 
 def _print_outcome(job: Job) -> None:

@@ -102,3 +102,17 @@ def wait_until_finished(read: Callable[[], Job], timeout: float, poll: float) ->
         time.sleep(poll)
         job = read()
     return job
+
+
+def describe_progress(job: Job) -> str:
+    """One line of how the job is doing: its phase and each replica's state, or its trials and best."""
+    parts = [f"{job.name} {job.phase}"]
+    if job.kind == "tuning":
+        done = sum(1 for t in job.trials if t.state in ("Succeeded", "Failed", "Pruned"))
+        parts.append(f"trials {done}/{len(job.trials)} done")
+        best = next((t for t in job.trials if t.name == job.best_trial), None)
+        if best is not None and best.objective is not None:
+            parts.append(f"best {best.name} = {best.objective:g}")
+    else:
+        parts.append(", ".join(f"{r.name} {r.state}" for r in job.replicas))
+    return "  ".join(p for p in parts if p)
