@@ -18,8 +18,9 @@ from cube_jupyter.access import isolation_statement
 from cube_jupyter.config import load_settings
 from cube_jupyter.errors import Conflict, Forbidden, InvalidInput, NotFound
 from cube_jupyter.pipelines.service import PipelineService
+from cube_jupyter.storage import open_store
 from tests.pipelines.notebooks import code, notebook, write
-from tests.storage.s3server import FaultyEndpoint
+from tests.storage.s3server import ACCESS_KEY, SECRET_KEY, FaultyEndpoint, s3_server
 from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(180)
@@ -265,3 +266,36 @@ def test_a_silent_store_fails_the_run_not_the_request(env: Env) -> None:
     assert run.error is not None and "did not answer within 0.5 s" in run.error
     assert "CubeStorage.read_timeout" in run.error
     assert {step.status for step in run.steps} == {"skipped"}  # nothing ran against a store it cannot reach
+
+
+def test_a_local_run_on_an_s3_store_and_one_on_a_missing_bucket(env: Env) -> None:
+    """Workers reach the store the run reached (credentials from CubeStorage only); a bucket that
+    does not exist fails the run with the store's message, never the request."""
+    with s3_server() as s3:
+        settings = load_settings(
+            Config(
+                {
+                    "CubeWorkbench": {"state_dir": str(env.root / "state"), "default_user": "alice"},
+                    "CubeStorage": {
+                        "endpoint": s3.endpoint,
+                        "access_key": ACCESS_KEY,
+                        "secret_key": SECRET_KEY,
+                    },
+                }
+            )
+        )
+        service = PipelineService(settings, env.root, pool_size=1)
+
+        async def run(store: str):  # type: ignore[no-untyped-def]
+            started = await service.start_run("alice", "work/calc.ipynb", store=store, no_cache=True)
+            return await service.wait("alice", started.id)
+
+        url = f"s3://{s3.new_bucket()}/runs"
+        done = env.loop.run_until_complete(run(url))
+        missing = env.loop.run_until_complete(run("s3://no-such-bucket-here/runs"))
+        env.loop.run_until_complete(service.close())
+        keys = open_store(url, settings.storage).list(f"runs/{done.id}/")
+    assert done.status == "succeeded", done.error
+    assert f"runs/{done.id}/steps/show.ipynb" in keys and f"runs/{done.id}/outputs/make/values" in keys
+    assert missing.status == "failed" and missing.error is not None
+    assert "bucket 'no-such-bucket-here' does not exist" in missing.error

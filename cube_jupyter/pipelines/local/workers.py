@@ -493,7 +493,7 @@ def _run(message: dict[str, Any], keeper: _KernelKeeper, send: Callable[[dict[st
             pipeline_from_dict(message["pipeline"]),
             step,
             message["run_id"],
-            open_store(message["store"], storage),
+            open_store(message["store"], storage, check=False),  # the run reached it before any step
             message["parameters"],
             kernel_manager=km,
             cwd=spec.cwd,
