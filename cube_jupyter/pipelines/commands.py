@@ -321,12 +321,14 @@ def _print_summary(run: RunRecord, elapsed: float) -> None:
     print(f"run {run.id} {run.status} in {elapsed:.2f}s (store {run.store})")
     for name, value in run.metrics.items():  # Katib's StdOut collector reads `name=value` lines
         print(f"{name}={value}")
-    for step in run.steps:
-        if step.status == "failed" and step.error:
-            print(f"\n{step.error.get('message') or f'step {step.name!r} failed'}", file=sys.stderr)
-            traceback = step.error.get("traceback") or ""
-            if traceback:
-                print(traceback if sys.stderr.isatty() else ANSI.sub("", traceback), file=sys.stderr)
+    failed = [(step.name, step.error) for step in run.steps if step.status == "failed" and step.error]
+    if run.status == "failed" and run.error and not failed:  # the run itself failed: its store, say
+        print(f"\nerror: {run.error}", file=sys.stderr)
+    for name, error in failed:
+        print(f"\n{error.get('message') or f'step {name!r} failed'}", file=sys.stderr)
+        traceback = error.get("traceback") or ""
+        if traceback:
+            print(traceback if sys.stderr.isatty() else ANSI.sub("", traceback), file=sys.stderr)
 
 
 def _write_notebooks(service: PipelineService, user: str, run: RunRecord, directory: Path) -> None:

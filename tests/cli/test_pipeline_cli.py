@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -219,3 +220,16 @@ def test_a_run_killed_with_its_driver_resumes_keeping_its_finished_steps(folder:
     assert resumed.step("first") == steps["first"]  # the same record: outputs, notebook, timings
     assert resumed.step("second").attempts == 1 and resumed.step("third").status == "succeeded"
     assert "answer 42" in (folder / "artifacts" / resumed.step("third").notebook).read_text()  # type: ignore[operator]
+
+
+def test_a_store_that_refuses_fails_the_run_saying_why(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("MINIO_ENDPOINT", f"http://127.0.0.1:{port}")
+    result = cube(folder, "run", "good.ipynb", "--store", "s3://artifacts/runs")
+    assert result.returncode == 1, result.stderr
+    assert f"error: artifact store s3://artifacts/runs at http://127.0.0.1:{port} refused the connection" in (
+        result.stderr
+    )
+    assert "CubeStorage.endpoint" in result.stderr and "Traceback" not in result.stderr
