@@ -103,6 +103,9 @@ def run_function(target: str, args: Sequence[str]) -> int:
 
 def run_notebook(path: Path, args: Sequence[str], package_dir: Path | None) -> int:
     import papermill
+    from traitlets.config import Config
+
+    from cube_jupyter.local.kernel_sockets import kernel_transport, socket_dir
 
     parameters = notebook_parameters(args)
     if package_dir is not None:
@@ -111,20 +114,25 @@ def run_notebook(path: Path, args: Sequence[str], package_dir: Path | None) -> i
             filter(None, [str(package_dir), os.environ.get("PYTHONPATH")])
         )
     output = Path.cwd() / f"{path.stem}.{os.environ.get('CUBE_REPLICA', 'output')}.ipynb"
-    papermill.execute_notebook(
-        str(path),
-        str(output),
-        parameters=parameters,
-        kernel_name="python3",
-        language="python",
-        cwd=str(Path.cwd()),
-        progress_bar=False,
-        # papermill's 60 s is short for a kernel starting beside other trials on a busy node.
-        start_timeout=KERNEL_START_TIMEOUT,
-        log_output=True,
-        stdout_file=sys.stdout,
-        stderr_file=sys.stderr,
-    )
+    try:
+        papermill.execute_notebook(
+            str(path),
+            str(output),
+            parameters=parameters,
+            kernel_name="python3",
+            language="python",
+            cwd=str(Path.cwd()),
+            progress_bar=False,
+            # papermill's 60 s is short for a kernel starting beside other trials on a busy node.
+            start_timeout=KERNEL_START_TIMEOUT,
+            log_output=True,
+            stdout_file=sys.stdout,
+            stderr_file=sys.stderr,
+            # Trials start side by side: over TCP two kernels may be handed the same free port.
+            config=Config({"KernelManager": kernel_transport()}),
+        )
+    finally:
+        shutil.rmtree(socket_dir(os.getpid()), ignore_errors=True)
     return 0
 
 

@@ -24,7 +24,6 @@ import itertools
 import json
 import logging
 import os
-import secrets
 import shutil
 import signal
 import sys
@@ -42,6 +41,7 @@ import psutil
 
 import cube_jupyter
 from cube_jupyter.local import processes
+from cube_jupyter.local.kernel_sockets import kernel_transport, socket_dir
 
 LOG = logging.getLogger(__name__)
 STDERR_LINES = 40  # kept per worker for the error of a worker that died
@@ -437,29 +437,9 @@ class _KernelKeeper:
 
         # An async client: nbclient polls a blocking one in its event loop and would never notice the
         # kernel dying (a cancel or a timeout would hang the step); the manager stays sync for the runner.
-        km = KernelManager(kernel_name=spec.name, client_class=ASYNC_CLIENT, **_kernel_transport())
+        km = KernelManager(kernel_name=spec.name, client_class=ASYNC_CLIENT, **kernel_transport())
         km.start_kernel(cwd=spec.cwd, env={**os.environ, **dict(spec.env)})
         return km
-
-
-def socket_dir(worker_pid: int) -> Path:
-    """Where a worker's kernels put their Unix sockets: in Jupyter's private runtime dir, one folder
-    per worker, removed when it exits (by the worker, or by the pool when it was killed)."""
-    from jupyter_core.paths import jupyter_runtime_dir
-
-    return Path(jupyter_runtime_dir()) / f"cube-worker-{worker_pid}"
-
-
-def _kernel_transport() -> dict[str, str]:
-    """Kernel traffic over Unix sockets where there are any: no TCP port on the host, no "running
-    over TCP without encryption" warning from each kernel. The socket paths are absolute: the kernel
-    resolves them in the step's folder, this worker in its own, and a relative path (jupyter_client's
-    default) would name two different files."""
-    if os.name != "posix":
-        return {}
-    sockets = socket_dir(os.getpid())
-    sockets.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return {"transport": "ipc", "ip": str(sockets / f"k{secrets.token_hex(4)}")}
 
 
 def _shutdown(km: Any) -> None:
