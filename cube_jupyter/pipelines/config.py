@@ -69,8 +69,8 @@ class CubePipelines(CubeWorkload):
     )
     max_workers = Int(
         8,
-        help="Worker processes (each with a kernel) local runs of all users share at most; steps wait "
-        "for a free one.",
+        help="Steps the local runs of all users run at once at most, each in a kernel of its own (one "
+        "worker process drives them); further steps wait for a free slot.",
     )
     worker_idle_seconds = Float(
         300.0, help="A local pipeline worker idle this long exits with its kernel, giving its memory back."

@@ -57,7 +57,7 @@ class Env:
             ),
             [s.name for s in pipeline.steps],
         )
-        opts = RunOptions(parallel=2, cwd=str(self.folder), **options)  # type: ignore[arg-type]
+        opts = RunOptions(**{"parallel": 2, "cwd": str(self.folder), **options})  # type: ignore[arg-type]
         return LocalExecutor(self.pool, self.history).start(run, pipeline, self.store, opts)
 
     def run(
@@ -229,14 +229,45 @@ def test_cancel_kills_the_running_kernels_and_records_the_run_cancelled(env: Env
 
 
 def test_a_worker_that_dies_fails_its_step_and_is_replaced(env: Env) -> None:
+    # The kernel's parent is the worker's fork server; the worker is the fork server's parent.
     cells = [
-        code("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)", "step:crash"),
+        code("import os, signal, psutil\nos.kill(psutil.Process().parent().ppid(), signal.SIGKILL)", "step:crash"),
         code("ok = 1", "step:ok"),
     ]
-    run = env.run(env.pipeline("crash", *cells))
+    assert env.pool._worker is not None
+    first = env.pool._worker.process.pid
+    run = env.run(env.pipeline("crash", *cells), parallel=1)
     assert run.step("crash").status == "failed" and run.step("ok").status == "succeeded"
     error = run.step("crash").error
     assert error is not None and "worker process exited" in error["message"]
     again = env.run(env.pipeline("after-crash", code("fine = 1", "step:fine")))
     assert again.status == "succeeded"
-    assert len(env.pool._workers) == 2
+    assert env.pool.worker_count == 1 and env.pool._worker is not None
+    assert env.pool._worker.process.pid != first
+
+
+def test_each_step_runs_in_a_fresh_forked_kernel_in_the_notebook_folder(env: Env) -> None:
+    """What a step leaves in its kernel (globals, a patched module) never reaches the next step, each
+    kernel is a fork of the worker's fork server working in the notebook's folder, and a step whose
+    kernel dies fails alone: the step after it gets a kernel of its own."""
+    cells = [
+        code("import json, os, psutil", "imports"),
+        code(
+            "first_pid = os.getpid()\nsecret = 1\njson.patched_by_first = True\n"
+            "print('cwd', os.getcwd())\nprint('parent', psutil.Process().parent().cmdline()[-2])",
+            "step:first",
+        ),
+        code("os._exit(3)", "step:crash"),
+        code(
+            "assert os.getpid() != first_pid\nassert 'secret' not in globals()\n"
+            "assert not hasattr(json, 'patched_by_first')\nprint('fresh', first_pid)",
+            "step:second",
+        ),
+    ]
+    run = env.run(env.pipeline("fresh", *cells), parallel=1)
+    assert run.step("first").status == "succeeded" and run.step("second").status == "succeeded", run.error
+    assert run.step("crash").status == "failed"
+    first = notebook_text(env.store, run.step("first").notebook)
+    assert f"cwd {env.folder}" in first
+    assert "parent cube_jupyter.local.kernel_fork_server" in first
+    assert "fresh" in notebook_text(env.store, run.step("second").notebook)

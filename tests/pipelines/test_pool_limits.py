@@ -107,15 +107,19 @@ def test_an_idle_worker_exits_with_its_kernel_and_the_pool_starts_one_again(tmp_
             first = await service.start_run("alice", "nb.ipynb")
             assert (await service.wait("alice", first.id)).status == "succeeded"
             assert service._pool is not None
-            (worker,) = service._pool._workers
+            worker = service._pool._worker
+            assert worker is not None
             worker_process = psutil.Process(worker.process.pid)
-            # its spare kernel, started for the next step
-            kernels = await wait_until_async(worker_process.children, what="the worker's spare kernel")
-            pids = [worker_process.pid, *(k.pid for k in kernels)]
+            # its fork server and the spare kernels it forked for the next steps
+            family = await wait_until_async(
+                lambda: len(worker_process.children(recursive=True)) > 1 and worker_process.children(recursive=True),
+                what="the worker's fork server and spare kernels",
+            )
+            pids = [worker_process.pid, *(k.pid for k in family)]
             await wait_until_async(
                 lambda: all(gone(pid) for pid in pids), 30, "the idle worker and kernel gone"
             )
-            assert service._pool._workers == []
+            assert service._pool.worker_count == 0
             again = await service.start_run("alice", "nb.ipynb", no_cache=True)
             assert (await service.wait("alice", again.id)).status == "succeeded"
         finally:

@@ -1,19 +1,23 @@
-"""Worker processes that run pipeline steps, each with a kernel started ahead of need.
+"""The worker process that runs pipeline steps, each in a fresh kernel forked ahead of need.
 
-A step's fixed cost is mostly kernel start-up (about a second); papermill with a started kernel
-(`km=`) costs a quarter of that. So each worker keeps one started `KernelManager` ready: when a step
-takes it, the next one starts in the background while the step runs, and the used kernel is shut
-down afterwards, so every step still gets a fresh kernel (isolation) without waiting for one.
+A step's fixed cost is its kernel's start: a spawned Python kernel spends about half a second
+importing ipykernel; papermill with a started kernel (`km=`) costs a fraction of that. So the worker
+forks its kernels from a pre-imported fork server (`cube_jupyter.local.forked_kernels`: tens of
+milliseconds each) and keeps `SPARE_KERNELS` of them started for the next steps: when a step takes
+one, another starts in the background while the step runs, and the used kernel is killed
+afterwards, so every step gets a fresh kernel (isolation) without waiting for one.
 
-Workers are `python -m cube_jupyter.pipelines.local.workers` children speaking JSON lines: the parent
-writes commands to stdin, the worker answers on its original stdout (anything else printed there is
-sent to stderr). Each worker runs in its own session so a terminal's Ctrl-C reaches only the parent,
-which cancels the run itself. A step's timeout and a cancel kill the step's kernel (its process
-group), so the runner sees a dead kernel, stores what the step got done, and returns.
+One worker process runs up to `size` steps at once, each on a thread of its own driving its kernel
+(the steps' code runs in their kernels; the worker only waits on them), so a run pays one
+interpreter start and one set of imports, however wide it fans out. The worker is
+`python -m cube_jupyter.pipelines.local.workers SIZE`, speaking JSON lines: the parent writes
+commands to stdin, the worker answers on its original stdout (anything else printed there is sent
+to stderr). It runs in its own session so a terminal's Ctrl-C reaches only the parent, which cancels
+the run itself. A step's timeout and a cancel kill the step's kernel (its process group), so the
+runner sees a dead kernel, stores what the step got done, and returns.
 
-The pool never holds more than `size` workers (an admin's bound on the host's memory); they are
-started as steps need them, and one left idle for `idle_seconds` is released with its kernel, so a
-burst of work does not hold the host's memory for good.
+The worker is started when a step needs it and, with `idle_seconds`, released with its kernels
+after that long without a step, so a burst of work does not hold the host's memory for good.
 """
 
 from __future__ import annotations
@@ -46,7 +50,8 @@ from cube_jupyter.local.kernel_sockets import kernel_transport, socket_dir
 LOG = logging.getLogger(__name__)
 STDERR_LINES = 40  # kept per worker for the error of a worker that died
 KILL_GRACE = 20.0  # seconds a worker gets to report after its kernel was killed
-RELEASE_GRACE = 5.0  # seconds a released worker gets to shut its kernel down before it is killed
+RELEASE_GRACE = 5.0  # seconds a released worker gets to shut its kernels down before it is killed
+SPARE_KERNELS = 2  # started kernels a worker keeps ready for the next steps
 ASYNC_CLIENT = "jupyter_client.asynchronous.AsyncKernelClient"
 
 
@@ -105,14 +110,13 @@ class WorkerDied(Exception):
 
 
 class _Worker:
-    """The parent's handle on one worker process."""
+    """The parent's handle on the worker process and the steps it runs."""
 
     def __init__(self, process: asyncio.subprocess.Process, number: int) -> None:
         self.process = process
         self.number = number
-        self.warm = False
-        self.task: StepTask | None = None
-        self.result: asyncio.Future[dict[str, Any]] | None = None
+        self.tasks: dict[str, StepTask] = {}
+        self.results: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.stderr: deque[str] = deque(maxlen=STDERR_LINES)
         self.readers: list[asyncio.Task[None]] = []
         self.idle_since = time.monotonic()
@@ -128,67 +132,66 @@ class _Worker:
 
 
 class WorkerPool:
-    """At most `size` worker processes; `run(task)` runs a step on an idle one (warm kernels first),
-    starting a worker when none is idle and the pool has room. With `idle_seconds`, a worker idle
-    that long exits with its kernel."""
+    """Runs at most `size` steps at once on one worker process; `run(task)` waits for a free slot.
+    The worker starts with the first step (its kernels for `warm` right away); with `idle_seconds`,
+    a worker without a step that long exits with its kernels."""
 
     def __init__(self, size: int, warm: KernelSpec | None = None, idle_seconds: float | None = None) -> None:
         if size < 1:
-            raise ValueError("a worker pool needs at least one worker")
+            raise ValueError("a worker pool needs at least one slot")
         self.size = size
         self.warm_spec = warm
         self.idle_seconds = idle_seconds
         self._reaper: asyncio.Task[None] | None = None
         self._stopping: set[asyncio.Task[None]] = set()  # releases under way, awaited by `close`
-        self._workers: list[_Worker] = []
-        self._idle: list[_Worker] = []
-        self._idle_changed: asyncio.Condition | None = None
+        self._worker: _Worker | None = None
+        self._running = 0  # slots taken
+        self._slots: asyncio.Condition | None = None
         self._numbers = itertools.count(1)
         self._task_ids = itertools.count(1)
         self._closing = False
-        self._started = False
         self._start_lock: asyncio.Lock | None = None
 
     @property
     def worker_count(self) -> int:
-        """How many worker processes the pool holds now."""
-        return len(self._workers)
+        """How many worker processes the pool holds now (0 or 1)."""
+        return int(self._worker is not None)
 
-    async def start(self, workers: int | None = None) -> None:
-        """Have at least `workers` (default: `size`, at most `size`) started; each starts a kernel
-        for `warm` right away, so the first steps need not wait for one."""
+    async def start(self) -> None:
+        """Have the worker started (it starts kernels for `warm` right away)."""
+        await self._live_worker()
+
+    async def _live_worker(self) -> _Worker:
         if self._start_lock is None:
             self._start_lock = asyncio.Lock()
-            self._idle_changed = asyncio.Condition()
-        async with self._start_lock:
-            if not self._started and self.idle_seconds is not None:
+            self._slots = asyncio.Condition()
+            if self.idle_seconds is not None:
                 self._reaper = asyncio.create_task(self._release_idle(self.idle_seconds))
-            self._started = True
-            while len(self._workers) < min(workers or self.size, self.size) and not self._closing:
-                await self._set_idle(await self._spawn())
+        async with self._start_lock:
+            if self._closing:
+                raise RuntimeError("the worker pool is closed")
+            if self._worker is None or not self._worker.alive:
+                self._worker = await self._spawn()
+            return self._worker
 
     async def _release_idle(self, idle_seconds: float) -> None:
-        """Release workers idle for `idle_seconds`; checked a few times per period."""
+        """Release the worker once it has run no step for `idle_seconds`; checked a few times per period."""
         while not self._closing:
             await asyncio.sleep(max(idle_seconds / 4, 0.05))
-            assert self._idle_changed is not None
-            async with self._idle_changed:
-                expired = [w for w in self._idle if time.monotonic() - w.idle_since >= idle_seconds]
-                for worker in expired:
-                    self._idle.remove(worker)
-                    self._workers.remove(worker)
-                    worker.released = True
-            for worker in expired:
-                LOG.info("releasing pipeline worker %d, idle for %.0f s", worker.number, idle_seconds)
-                stop = asyncio.create_task(self._stop(worker))
-                self._stopping.add(stop)
-                stop.add_done_callback(self._stopping.discard)
+            worker = self._worker
+            if worker is None or worker.tasks or time.monotonic() - worker.idle_since < idle_seconds:
+                continue
+            self._worker, worker.released = None, True
+            LOG.info("releasing the pipeline worker, idle for %.0f s", idle_seconds)
+            stop = asyncio.create_task(self._stop(worker))
+            self._stopping.add(stop)
+            stop.add_done_callback(self._stopping.discard)
 
     async def _stop(self, worker: _Worker) -> None:
-        """Ask the worker to exit (it shuts its kernel down), then stop whatever of it is left."""
+        """Ask the worker to exit (it stops its kernels), then stop whatever of it is left."""
         try:
             family = [psutil.Process(worker.process.pid)]
-            family += family[0].children(recursive=True)  # its kernels, each in a session of its own
+            family += family[0].children(recursive=True)  # its fork server and kernels
         except psutil.NoSuchProcess:
             family = []
         with contextlib.suppress(ConnectionError, RuntimeError):
@@ -211,6 +214,7 @@ class WorkerPool:
             sys.executable,
             "-m",
             "cube_jupyter.pipelines.local.workers",
+            str(self.size),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -225,40 +229,30 @@ class WorkerPool:
         ]
         if self.warm_spec is not None:
             worker.send({"op": "warm", "kernel": self.warm_spec.to_dict()})
-        self._workers.append(worker)
         return worker
 
-    async def _set_idle(self, worker: _Worker) -> None:
-        assert self._idle_changed is not None
-        async with self._idle_changed:
-            if worker.alive and worker not in self._idle:
-                worker.idle_since = time.monotonic()
-                self._idle.append(worker)
-            self._idle_changed.notify_all()
-
-    async def _acquire(self) -> _Worker:
-        assert self._idle_changed is not None
-        async with self._idle_changed:
-            while True:
+    async def _take_slot(self) -> None:
+        await self._live_worker()  # sets up the condition, and fails once the pool is closed
+        assert self._slots is not None
+        async with self._slots:
+            while self._running >= self.size:
+                await self._slots.wait()
                 if self._closing:
                     raise RuntimeError("the worker pool is closed")
-                live = [w for w in self._idle if w.alive]
-                if live:
-                    worker = next((w for w in live if w.warm), live[0])
-                    self._idle.remove(worker)
-                    return worker
-                if len(self._workers) < self.size:
-                    return await self._spawn()  # taken at once: its kernel starts with the step
-                await self._idle_changed.wait()
+            self._running += 1
+
+    async def _free_slot(self) -> None:
+        assert self._slots is not None
+        async with self._slots:
+            self._running -= 1
+            self._slots.notify()
 
     async def run(self, task: StepTask, on_start: Callable[[StepTask], None] | None = None) -> dict[str, Any]:
         """Run one step attempt; the runner's result dict. A timeout, `kill` or cancelling the caller
-        ends it early by killing its kernel (`task.killed` says why); the worker is reused once it
-        has reported."""
-        await self.start(1)  # more workers start as steps need them (`_acquire`), up to `size`
-        worker = await self._acquire()
+        ends it early by killing its kernel (`task.killed` says why)."""
+        await self._take_slot()
         task.id = task.id or f"t{next(self._task_ids)}"
-        attempt = asyncio.create_task(self._attempt(worker, task, on_start))
+        attempt = asyncio.create_task(self._attempt(task, on_start))
         attempt.add_done_callback(lambda t: t.cancelled() or t.exception())
         try:
             return await asyncio.shield(attempt)
@@ -266,37 +260,47 @@ class WorkerPool:
             self.kill(task, "cancelled")
             raise
 
-    async def _attempt(
-        self, worker: _Worker, task: StepTask, on_start: Callable[[StepTask], None] | None
-    ) -> dict[str, Any]:
-        worker.task, worker.result = task, asyncio.get_running_loop().create_future()
-        worker.warm = False
-        result = worker.result
+    async def _attempt(self, task: StepTask, on_start: Callable[[StepTask], None] | None) -> dict[str, Any]:
         try:
-            worker.send(task.message())
-            started = asyncio.create_task(task.started.wait())
-            waiting: list[asyncio.Future[Any]] = [started, result]
-            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-            started.cancel()
-            if task.started.is_set():
-                if task.killed:  # killed before its kernel was known
-                    self._kill_kernel(task)
-                if on_start is not None:
-                    on_start(task)
-                try:
-                    return await asyncio.wait_for(asyncio.shield(result), task.timeout)
-                except TimeoutError:
-                    self.kill(task, "timeout")
+            worker = await self._live_worker()
+            result = worker.results[task.id] = asyncio.get_running_loop().create_future()
+            worker.tasks[task.id] = task
             try:
-                return await asyncio.wait_for(asyncio.shield(result), KILL_GRACE if task.killed else None)
-            except TimeoutError:
-                LOG.warning("worker %d did not report after its kernel was killed; killing it", worker.number)
-                worker.process.kill()
-                return await result
+                return await self._follow(worker, task, result, on_start)
+            finally:
+                worker.tasks.pop(task.id, None)
+                worker.results.pop(task.id, None)
+                worker.idle_since = time.monotonic()
         finally:
-            worker.task, worker.result = None, None
-            if worker.alive and not self._closing:
-                await self._set_idle(worker)
+            await self._free_slot()
+
+    async def _follow(
+        self,
+        worker: _Worker,
+        task: StepTask,
+        result: asyncio.Future[dict[str, Any]],
+        on_start: Callable[[StepTask], None] | None,
+    ) -> dict[str, Any]:
+        worker.send(task.message())
+        started = asyncio.create_task(task.started.wait())
+        waiting: list[asyncio.Future[Any]] = [started, result]
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        started.cancel()
+        if task.started.is_set():
+            if task.killed:  # killed before its kernel was known
+                self._kill_kernel(task)
+            if on_start is not None:
+                on_start(task)
+            try:
+                return await asyncio.wait_for(asyncio.shield(result), task.timeout)
+            except TimeoutError:
+                self.kill(task, "timeout")
+        try:
+            return await asyncio.wait_for(asyncio.shield(result), KILL_GRACE if task.killed else None)
+        except TimeoutError:
+            LOG.warning("the worker did not report a step after its kernel was killed; killing it")
+            worker.process.kill()
+            return await result
 
     def kill(self, task: StepTask, why: str) -> None:
         """End a running step by killing its kernel (`why`: "timeout" or "cancelled")."""
@@ -316,15 +320,13 @@ class WorkerPool:
             except ValueError:
                 LOG.warning("worker %d: unreadable event %r", worker.number, line[:200])
                 continue
-            kind = event.get("event")
-            task = worker.task
-            if kind == "warm":
-                worker.warm = True
-            elif kind == "started" and task is not None and event.get("id") == task.id:
+            kind, task_id = event.get("event"), event.get("id")
+            task, result = worker.tasks.get(task_id), worker.results.get(task_id)
+            if kind == "started" and task is not None:
                 task.kernel_pid = event.get("kernel_pid")
                 task.started.set()
-            elif kind == "result" and worker.result is not None and not worker.result.done():
-                worker.result.set_result(event["result"])
+            elif kind == "result" and result is not None and not result.done():
+                result.set_result(event["result"])
         await worker.process.wait()
         shutil.rmtree(socket_dir(worker.process.pid), ignore_errors=True)  # left by a killed worker
         await self._worker_exited(worker)
@@ -337,107 +339,121 @@ class WorkerPool:
             LOG.debug("worker %d: %s", worker.number, text)
 
     async def _worker_exited(self, worker: _Worker) -> None:
-        if worker.released:
-            return
-        if worker in self._workers:
-            self._workers.remove(worker)
-        if worker in self._idle:
-            self._idle.remove(worker)
-        if worker.result is not None and not worker.result.done():
+        """Fail the steps a dead worker held; the next step starts another."""
+        if self._worker is worker:
+            self._worker = None
+        pending = [r for r in worker.results.values() if not r.done()]
+        if pending and not worker.released:
             # let the stderr reader drain, so the error shows the worker's last words
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(worker.readers[1]), 2)
             tail = "\n".join(worker.stderr)
-            worker.result.set_exception(
-                WorkerDied(f"worker process exited with code {worker.process.returncode}:\n{tail}")
-            )
-        if not self._closing:
-            await self._set_idle(await self._spawn())  # keep the pool at size
+            for result in pending:
+                result.set_exception(
+                    WorkerDied(f"worker process exited with code {worker.process.returncode}:\n{tail}")
+                )
 
     async def close(self) -> None:
-        """Stop every worker and its kernels."""
+        """Stop the worker and its kernels."""
         self._closing = True
         if self._reaper is not None:
             self._reaper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reaper
         await asyncio.gather(*self._stopping, return_exceptions=True)
-        if self._idle_changed is not None:
-            async with self._idle_changed:
-                self._idle_changed.notify_all()
-        workers = list(self._workers)
-        for worker in workers:
-            if worker.task is not None:
-                self.kill(worker.task, "cancelled")
-            with contextlib.suppress(ConnectionError, RuntimeError):
-                worker.send({"op": "exit"})
-                assert worker.process.stdin is not None
-                worker.process.stdin.close()
-        for worker in workers:
-            try:
-                await asyncio.wait_for(worker.process.wait(), 10)
-            except TimeoutError:
-                worker.process.kill()
-                await worker.process.wait()
-            for reader in worker.readers:
-                with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-                    await asyncio.wait_for(reader, 2)
+        if self._slots is not None:
+            async with self._slots:
+                self._slots.notify_all()
+        worker, self._worker = self._worker, None
+        if worker is None:
+            return
+        for task in list(worker.tasks.values()):
+            self.kill(task, "cancelled")
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            worker.send({"op": "exit"})
+            assert worker.process.stdin is not None
+            worker.process.stdin.close()
+        try:
+            await asyncio.wait_for(worker.process.wait(), 10)
+        except TimeoutError:
+            worker.process.kill()
+            await worker.process.wait()
+        for reader in worker.readers:
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(reader, 2)
 
 
 # ---- the worker process ----------------------------------------------------------------------------
 
 
 class _KernelKeeper:
-    """Keeps one started kernel ready for the next step; starts and stops kernels off the main thread."""
+    """Keeps `SPARE_KERNELS` started kernels ready for the next steps, forked from this worker's
+    fork server; kernels start and stop on threads of their own, off the steps' threads."""
 
-    def __init__(self, on_warm: Callable[[], None]) -> None:
-        self._threads = ThreadPoolExecutor(1, thread_name_prefix="kernels")
+    def __init__(self, slots: int) -> None:
+        from cube_jupyter.local.forked_kernels import KernelForks
+
+        self._forks = KernelForks(socket_dir(os.getpid()))
+        self._starts = ThreadPoolExecutor(slots + SPARE_KERNELS, thread_name_prefix="kernel-start")
+        self._stops = ThreadPoolExecutor(1, thread_name_prefix="kernel-stop")
+        self._lock = threading.Lock()
         self._spec: KernelSpec | None = None
-        self._spare: Future[Any] | None = None
-        self._on_warm = on_warm
+        self._spares: deque[Future[Any]] = deque()
 
     def prepare(self, spec: KernelSpec) -> None:
-        if self._spec == spec and self._spare is not None:
-            return
-        self._discard_spare()
-        self._spec = spec
-        self._spare = self._threads.submit(self._start, spec)
-        self._spare.add_done_callback(lambda f: f.exception() is None and self._on_warm())
+        """Have spare kernels for `spec` started (the ones for another spec are stopped)."""
+        with self._lock:
+            self._prepare(spec)
+
+    def _prepare(self, spec: KernelSpec) -> None:
+        if self._spec != spec:
+            while self._spares:
+                self._discard(self._spares.popleft())
+            self._spec = spec
+        while len(self._spares) < SPARE_KERNELS:
+            self._spares.append(self._starts.submit(self._start, spec))
 
     def take(self, spec: KernelSpec) -> Any:
-        """A started kernel for `spec` (waiting for it if needed); the next one starts meanwhile."""
-        self.prepare(spec)
-        assert self._spare is not None
-        spare, self._spare = self._spare, None
-        try:
-            return spare.result()
-        finally:
-            self.prepare(spec)
+        """A started kernel for `spec`: a spare (one that is up first), or one started now if none
+        is left; the spares are topped up meanwhile."""
+        with self._lock:
+            if self._spec != spec:
+                self._prepare(spec)
+            ready = next((f for f in self._spares if f.done()), None)
+            if ready is not None:
+                self._spares.remove(ready)
+                taken = ready
+            else:
+                taken = self._starts.submit(self._start, spec)
+            self._prepare(spec)
+        return taken.result()
 
     def retire(self, km: Any) -> None:
-        self._threads.submit(_shutdown, km)
+        self._stops.submit(_shutdown, km)
 
     def close(self) -> None:
-        self._discard_spare()
-        self._threads.shutdown(wait=True)
+        with self._lock:
+            while self._spares:
+                self._discard(self._spares.popleft())
+        self._starts.shutdown(wait=True)
+        self._stops.shutdown(wait=True)
+        self._forks.close()
 
-    def _discard_spare(self) -> None:
-        if self._spare is not None:
-            spare, self._spare = self._spare, None
+    def _discard(self, spare: Future[Any]) -> None:
+        def stop_when_started() -> None:
+            if spare.exception() is None:
+                _shutdown(spare.result())
 
-            def stop_when_started() -> None:
-                if spare.exception() is None:
-                    _shutdown(spare.result())
+        self._stops.submit(stop_when_started)
 
-            self._threads.submit(stop_when_started)
-
-    @staticmethod
-    def _start(spec: KernelSpec) -> Any:
-        from jupyter_client.manager import KernelManager
+    def _start(self, spec: KernelSpec) -> Any:
+        from cube_jupyter.local.forked_kernels import ForkedKernelManager
 
         # An async client: nbclient polls a blocking one in its event loop and would never notice the
         # kernel dying (a cancel or a timeout would hang the step); the manager stays sync for the runner.
-        km = KernelManager(kernel_name=spec.name, client_class=ASYNC_CLIENT, **kernel_transport())
+        km = ForkedKernelManager(
+            self._forks, kernel_name=spec.name, client_class=ASYNC_CLIENT, **kernel_transport()
+        )
         km.start_kernel(cwd=spec.cwd, env={**os.environ, **dict(spec.env)})
         return km
 
@@ -503,7 +519,7 @@ def _failure(step: str, message: str, phase: str) -> dict[str, Any]:
     }
 
 
-def worker_main(stdin: IO[str], protocol: IO[str]) -> None:
+def worker_main(stdin: IO[str], protocol: IO[str], slots: int) -> None:
     lock = threading.Lock()
 
     def send(event: dict[str, Any]) -> None:
@@ -511,17 +527,19 @@ def worker_main(stdin: IO[str], protocol: IO[str]) -> None:
             protocol.write(json.dumps(event) + "\n")
             protocol.flush()
 
-    keeper = _KernelKeeper(lambda: send({"event": "warm"}))
+    keeper = _KernelKeeper(slots)
+    steps = ThreadPoolExecutor(slots, thread_name_prefix="step")
     try:
         for line in stdin:
             message = json.loads(line)
             if message["op"] == "warm":
                 keeper.prepare(KernelSpec.from_dict(message["kernel"]))
             elif message["op"] == "run":
-                _run(message, keeper, send)
+                steps.submit(_run, message, keeper, send)
             elif message["op"] == "exit":
                 break
     finally:
+        steps.shutdown(wait=True)
         keeper.close()
         shutil.rmtree(socket_dir(os.getpid()), ignore_errors=True)
 
@@ -533,8 +551,8 @@ def _exit_when_orphaned(parent: int, interval: float = 0.5) -> None:
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(interval)
-        for kernel in psutil.Process().children():  # each kernel leads a session of its own
-            processes.stop_tree_sync(kernel, 1.0)
+        for child in psutil.Process().children():  # the fork server, and any kernel spawned directly
+            processes.stop_tree_sync(child, 1.0)
         shutil.rmtree(socket_dir(os.getpid()), ignore_errors=True)
         os._exit(1)
 
@@ -550,7 +568,7 @@ def main() -> None:
     os.dup2(2, 1)  # prints from papermill, kernels or user code must not corrupt the protocol
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent cancels; a stray SIGINT must not kill us
-    worker_main(sys.stdin, protocol)
+    worker_main(sys.stdin, protocol, int(sys.argv[1]))
 
 
 if __name__ == "__main__":
