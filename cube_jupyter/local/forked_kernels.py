@@ -49,10 +49,12 @@ def fork_prefix(cmd: Sequence[str]) -> tuple[str, ...] | None:
 class ForkServer:
     """One running `kernel_fork_server`; `fork()` may be called from any thread."""
 
-    def __init__(self, prefix: Sequence[str], path: Path, env: Mapping[str, str]) -> None:
+    def __init__(
+        self, prefix: Sequence[str], path: Path, env: Mapping[str, str], preload: Sequence[str] = ()
+    ) -> None:
         self.path = path
         self.process = subprocess.Popen(
-            [*prefix, "-m", "cube_jupyter.local.kernel_fork_server", str(path)],
+            [*prefix, "-m", "cube_jupyter.local.kernel_fork_server", str(path), *preload],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             env=dict(env),
@@ -92,10 +94,12 @@ class ForkServer:
 
 
 class KernelForks:
-    """This process's fork servers, one per interpreter command line, their sockets in `folder`."""
+    """This process's fork servers, one per interpreter command line, their sockets in `folder`;
+    `preload`: modules every kernel asked of them imports, imported once by each server."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, preload: Sequence[str] = ()) -> None:
         self.folder = folder
+        self.preload = tuple(preload)
         self._servers: dict[tuple[str, ...], ForkServer] = {}
         self._unavailable: set[tuple[str, ...]] = set()  # prefixes whose server could not start
         self._lock = threading.Lock()
@@ -129,7 +133,7 @@ class KernelForks:
             path = self.folder / f"forks-{len(self._servers)}.sock"
             path.unlink(missing_ok=True)
             try:
-                self._servers[prefix] = ForkServer(prefix, path, env)
+                self._servers[prefix] = ForkServer(prefix, path, env, self.preload)
             except (OSError, RuntimeError) as exc:
                 LOG.warning("kernels of %s are spawned: no fork server (%s)", prefix[0], exc)
                 self._unavailable.add(prefix)

@@ -6,7 +6,7 @@ IPKernelApp's initialisation (tens of milliseconds). It is started with the kern
 interpreter and flags, so a forked kernel runs where a spawned one would, and `forked_kernels`
 asks it for kernels over a Unix socket:
 
-    python [-X...] -m cube_jupyter.local.kernel_fork_server SOCKET
+    python [-X...] -m cube_jupyter.local.kernel_fork_server SOCKET [MODULE...]
 
 One request per connection: a JSON line {"connection_file", "cwd", "env"} is answered with
 {"pid": N} (or {"error": "..."}). The child leads a session of its own (so its group can be
@@ -47,11 +47,19 @@ PRELOADED = (  # what a kernel imports while it initialises, so a fork need not
 )
 
 
-def _preload() -> None:
+def _preload(extra: list[str]) -> None:
+    """Import what every kernel imports, and the `extra` modules its owner says every kernel it
+    asks for will import (a pipeline step's runtime helpers); an extra that fails to import is
+    left to the kernels, which will say why."""
     import importlib
 
     for name in PRELOADED:
         importlib.import_module(name)
+    for name in extra:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            print(f"kernel fork server: {name} not preloaded: {exc!r}", file=sys.stderr)
 
 
 def _interpreter_path() -> list[str]:
@@ -155,7 +163,7 @@ def serve(path: str) -> None:
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us; a terminal's Ctrl-C must not
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # run `serve`'s cleanup, then exit
-    _preload()
+    _preload(sys.argv[2:])
     serve(sys.argv[1])
 
 

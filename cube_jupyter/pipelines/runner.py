@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import threading
@@ -48,6 +49,7 @@ if TYPE_CHECKING:  # nbformat loads where it is used: `main` first keeps jsonsch
     from nbformat import NotebookNode
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+STEP_ENGINE = "cube-step"
 INTERRUPT_GRACE = 5.0  # seconds a timed-out step gets to stop on SIGINT before its kernel is killed
 Log = Callable[[str], None]
 
@@ -185,9 +187,12 @@ def kernel_env(store: ArtifactStore) -> dict[str, str]:
 
 
 def _start_kernel(kernel_name: str, cwd: str, env: Mapping[str, str]) -> Any:
+    """A kernel of the runner's own (a step pod's): over Unix sockets, as the local workers' are."""
     from jupyter_client.manager import KernelManager
 
-    km = KernelManager(kernel_name=kernel_name)
+    from cube_jupyter.local.kernel_sockets import kernel_transport
+
+    km = KernelManager(kernel_name=kernel_name, **kernel_transport())
     km.start_kernel(cwd=cwd, env={**os.environ, **env})
     return km
 
@@ -313,6 +318,8 @@ def _execute(
                 nb,
                 out,
                 parameters=params,
+                engine_name=_register_step_engine(),
+                request_save_on_cell_execute=False,
                 kernel_name=kernel_name,
                 km=view,
                 progress_bar=False,
@@ -322,7 +329,10 @@ def _execute(
                 on_cell_start=on_cell_start,
             )
             return executed, None, False
-        except Exception as exc:  # a cell raised, the kernel died or was killed on timeout
+        except _ExecutionStopped as stopped:  # the kernel died, or was killed on timeout or cancel
+            stream.flush()
+            return stopped.notebook, stopped.__cause__ or stopped, fired.is_set()
+        except Exception as exc:  # a cell raised: papermill wrote the notebook, error marked, first
             stream.flush()
             partial = nbformat.read(out, as_version=4) if os.path.exists(out) else nb
             return partial, exc, fired.is_set()
@@ -330,6 +340,34 @@ def _execute(
             for timer in timers:
                 timer.cancel()
             view.close()
+
+
+class _ExecutionStopped(Exception):
+    """Execution ended before the last cell (its cause chained); `notebook` is as far as it got."""
+
+    def __init__(self, notebook: NotebookNode) -> None:
+        super().__init__("execution stopped")
+        self.notebook = notebook
+
+
+def _register_step_engine() -> str:
+    """papermill's nbclient engine, run without `request_save_on_cell_execute`: papermill would
+    otherwise serialise, validate and write the whole notebook at every cell's start and end, most
+    of a short step's cost. What that saving was for (the cells done when the kernel dies or is
+    killed on timeout) comes with the exception instead."""
+    from papermill.engines import NBClientEngine, papermill_engines
+
+    class StepEngine(NBClientEngine):
+        @classmethod
+        def execute_managed_notebook(cls, nb_man: Any, kernel_name: str, **kwargs: Any) -> Any:
+            try:
+                return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
+            except Exception as exc:  # a cell's error is not raised here: papermill marks it later
+                raise _ExecutionStopped(nb_man.nb) from exc
+
+    if STEP_ENGINE not in papermill_engines._engines:
+        papermill_engines.register(STEP_ENGINE, StepEngine)
+    return STEP_ENGINE
 
 
 def _watchdog(km: Any, limit: float | None, fired: threading.Event) -> list[threading.Timer]:
@@ -466,6 +504,10 @@ def main(argv: list[str] | None = None) -> int:
     except CubeError as exc:
         say(f"error: {exc.message}")
         return 2
+    finally:
+        from cube_jupyter.local.kernel_sockets import socket_dir
+
+        shutil.rmtree(socket_dir(os.getpid()), ignore_errors=True)
     print(json.dumps(result.to_dict(), indent=2))
     if result.error is not None:
         say(result.error.message)

@@ -305,6 +305,7 @@ def test_cli_entry_point_for_pods(tmp_path: Path) -> None:
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["outputs"]["x"]["key"] == "runs/pod/outputs/prepare/x"
     assert "[prepare] total 15 pod" in ok.stderr
+    assert "without encryption" not in ok.stderr  # the runner's kernel talks over Unix sockets
     train = _runner_cli(
         "--pipeline-json",
         spec.read_text(),

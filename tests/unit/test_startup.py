@@ -54,7 +54,7 @@ def probe(module: str, *argv: str, cwd: Path) -> str:
         pytest.param(
             "cube_jupyter.cli", ["pipeline", "graph", str(EXAMPLE), "--config", "{config}"], id="cli"
         ),
-        pytest.param("cube_jupyter.pipelines.local.workers", [], id="pipeline-worker"),
+        pytest.param("cube_jupyter.pipelines.local.workers", ["1"], id="pipeline-worker"),
         pytest.param(
             "cube_jupyter.pipelines.runner",
             ["--pipeline-json", "{}", "--step", "train", "--run-id", "r1"],

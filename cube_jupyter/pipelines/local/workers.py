@@ -392,8 +392,9 @@ class _KernelKeeper:
 
     def __init__(self, slots: int) -> None:
         from cube_jupyter.local.forked_kernels import KernelForks
+        from cube_jupyter.pipelines import runtime  # what every step notebook imports first
 
-        self._forks = KernelForks(socket_dir(os.getpid()))
+        self._forks = KernelForks(socket_dir(os.getpid()), preload=[runtime.__name__])
         self._starts = ThreadPoolExecutor(slots + SPARE_KERNELS, thread_name_prefix="kernel-start")
         self._stops = ThreadPoolExecutor(1, thread_name_prefix="kernel-stop")
         self._lock = threading.Lock()
