@@ -32,9 +32,10 @@ cube_jupyter/labextension/package.json: $(VENV)/.python node_modules/.installed 
 
 frontend: cube_jupyter/labextension/package.json
 
+# With the `examples` extra: what examples/ imports (pandas, scikit-learn, the CPU build of torch).
 $(VENV)/.installed: $(VENV)/.python cube_jupyter/labextension/package.json pyproject.toml
 	rm -rf $(VENV)/share/jupyter/labextensions/cube-jupyter
-	HATCH_BUILD_NO_HOOKS=true $(BIN)/pip install -q --no-build-isolation -e .
+	HATCH_BUILD_NO_HOOKS=true $(BIN)/pip install -q --no-build-isolation -e ".[examples]"
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
@@ -52,8 +53,10 @@ system-test-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
+# Lab runs in examples/ and serves it: its file browser, terminals and kernels start there, and the
+# paths in the examples' specs (jobs/train_ddp.py) mean the same in the panels as in a shell there.
 lab: setup
-	$(BIN)/jupyter lab $(ALLOW_ROOT) --no-browser --ServerApp.port=$(LAB_PORT)
+	cd examples && $(BIN)/jupyter lab $(ALLOW_ROOT) --no-browser --ServerApp.port=$(LAB_PORT)
 
 lint: setup-test
 	$(BIN)/ruff check .
