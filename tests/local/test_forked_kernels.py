@@ -19,7 +19,8 @@ import psutil
 import pytest
 from jupyter_client.manager import KernelManager
 
-from cube_jupyter.local.forked_kernels import ForkedKernelManager, KernelForks, fork_prefix
+from cube_jupyter.local.forked_kernels import ForkedKernelManager, fork_prefix
+from cube_jupyter.local.kernel_forks import KernelForks
 from cube_jupyter.local.kernel_sockets import kernel_transport
 from tests.waiting import wait_until
 
@@ -180,7 +181,8 @@ def test_the_server_and_its_kernels_go_when_their_owner_is_killed(tmp_path: Path
                 f"""
                 import json, os, sys, time
                 from pathlib import Path
-                from cube_jupyter.local.forked_kernels import ForkedKernelManager, KernelForks
+                from cube_jupyter.local.forked_kernels import ForkedKernelManager
+                from cube_jupyter.local.kernel_forks import KernelForks
                 from cube_jupyter.local.kernel_sockets import kernel_transport
                 forks = KernelForks(Path({str(tmp_path / "forks")!r}))
                 km = ForkedKernelManager(forks, kernel_name="python3", **kernel_transport())

@@ -231,7 +231,10 @@ def test_cancel_kills_the_running_kernels_and_records_the_run_cancelled(env: Env
 def test_a_worker_that_dies_fails_its_step_and_is_replaced(env: Env) -> None:
     # The kernel's parent is the worker's fork server; the worker is the fork server's parent.
     cells = [
-        code("import os, signal, psutil\nos.kill(psutil.Process().parent().ppid(), signal.SIGKILL)", "step:crash"),
+        code(
+            "import os, signal, psutil\nos.kill(psutil.Process().parent().ppid(), signal.SIGKILL)",
+            "step:crash",
+        ),
         code("ok = 1", "step:ok"),
     ]
     assert env.pool._worker is not None

@@ -110,10 +110,14 @@ def test_an_idle_worker_exits_with_its_kernel_and_the_pool_starts_one_again(tmp_
             worker = service._pool._worker
             assert worker is not None
             worker_process = psutil.Process(worker.process.pid)
+
             # its fork server and the spare kernels it forked for the next steps
+            def fork_server_and_kernels() -> list[psutil.Process]:
+                family = worker_process.children(recursive=True)
+                return family if len(family) > 1 else []
+
             family = await wait_until_async(
-                lambda: len(worker_process.children(recursive=True)) > 1 and worker_process.children(recursive=True),
-                what="the worker's fork server and spare kernels",
+                fork_server_and_kernels, what="the worker's fork server and spare kernels"
             )
             pids = [worker_process.pid, *(k.pid for k in family)]
             await wait_until_async(

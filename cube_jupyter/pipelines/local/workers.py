@@ -3,7 +3,8 @@
 A step's fixed cost is its kernel's start: a spawned Python kernel spends about half a second
 importing ipykernel; papermill with a started kernel (`km=`) costs a fraction of that. So the worker
 forks its kernels from a pre-imported fork server (`cube_jupyter.local.forked_kernels`: tens of
-milliseconds each) and keeps `SPARE_KERNELS` of them started for the next steps: when a step takes
+milliseconds each) and keeps as many started as the run can use at once (its `parallel`, say 4 for a
+4-way fan-out; `SPARE_KERNELS` until told) for the next steps: when a step takes
 one, another starts in the background while the step runs, and the used kernel is killed
 afterwards, so every step gets a fresh kernel (isolation) without waiting for one.
 
@@ -45,13 +46,15 @@ import psutil
 
 import cube_jupyter
 from cube_jupyter.local import processes
+from cube_jupyter.local.kernel_forks import KernelForks
 from cube_jupyter.local.kernel_sockets import kernel_transport, socket_dir
+from cube_jupyter.pipelines.stepnb import RUNTIME
 
 LOG = logging.getLogger(__name__)
 STDERR_LINES = 40  # kept per worker for the error of a worker that died
 KILL_GRACE = 20.0  # seconds a worker gets to report after its kernel was killed
 RELEASE_GRACE = 5.0  # seconds a released worker gets to shut its kernels down before it is killed
-SPARE_KERNELS = 2  # started kernels a worker keeps ready for the next steps
+SPARE_KERNELS = 2  # started kernels a worker keeps ready for the next steps, unless told how many
 ASYNC_CLIENT = "jupyter_client.asynchronous.AsyncKernelClient"
 
 
@@ -141,6 +144,7 @@ class WorkerPool:
             raise ValueError("a worker pool needs at least one slot")
         self.size = size
         self.warm_spec = warm
+        self._warm_kernels = min(SPARE_KERNELS, size)
         self.idle_seconds = idle_seconds
         self._reaper: asyncio.Task[None] | None = None
         self._stopping: set[asyncio.Task[None]] = set()  # releases under way, awaited by `close`
@@ -156,6 +160,16 @@ class WorkerPool:
     def worker_count(self) -> int:
         """How many worker processes the pool holds now (0 or 1)."""
         return int(self._worker is not None)
+
+    def warm(self, spec: KernelSpec, kernels: int = SPARE_KERNELS) -> None:
+        """Have `kernels` kernels started for `spec` ahead of the steps that will take them (now, if
+        the worker is up; else when it starts)."""
+        self.warm_spec, self._warm_kernels = spec, max(1, min(kernels, self.size))
+        if self._worker is not None and self._worker.alive:
+            self._worker.send(self._warm_message(spec))
+
+    def _warm_message(self, spec: KernelSpec) -> dict[str, Any]:
+        return {"op": "warm", "kernel": spec.to_dict(), "kernels": self._warm_kernels}
 
     async def start(self) -> None:
         """Have the worker started (it starts kernels for `warm` right away)."""
@@ -228,7 +242,7 @@ class WorkerPool:
             asyncio.create_task(self._read_stderr(worker)),
         ]
         if self.warm_spec is not None:
-            worker.send({"op": "warm", "kernel": self.warm_spec.to_dict()})
+            worker.send(self._warm_message(self.warm_spec))
         return worker
 
     async def _take_slot(self) -> None:
@@ -387,23 +401,25 @@ class WorkerPool:
 
 
 class _KernelKeeper:
-    """Keeps `SPARE_KERNELS` started kernels ready for the next steps, forked from this worker's
-    fork server; kernels start and stop on threads of their own, off the steps' threads."""
+    """Keeps started kernels ready for the next steps (`SPARE_KERNELS`, or as many as the last
+    `prepare` asked for), forked by `forks`; kernels start and stop on threads of their own, off the
+    steps' threads."""
 
-    def __init__(self, slots: int) -> None:
-        from cube_jupyter.local.forked_kernels import KernelForks
-        from cube_jupyter.pipelines import runtime  # what every step notebook imports first
-
-        self._forks = KernelForks(socket_dir(os.getpid()), preload=[runtime.__name__])
-        self._starts = ThreadPoolExecutor(slots + SPARE_KERNELS, thread_name_prefix="kernel-start")
+    def __init__(self, slots: int, forks: KernelForks) -> None:
+        self._forks = forks
+        self._slots = slots
+        self._starts = ThreadPoolExecutor(2 * slots, thread_name_prefix="kernel-start")
         self._stops = ThreadPoolExecutor(1, thread_name_prefix="kernel-stop")
         self._lock = threading.Lock()
         self._spec: KernelSpec | None = None
+        self._wanted = min(SPARE_KERNELS, slots)
         self._spares: deque[Future[Any]] = deque()
 
-    def prepare(self, spec: KernelSpec) -> None:
-        """Have spare kernels for `spec` started (the ones for another spec are stopped)."""
+    def prepare(self, spec: KernelSpec, kernels: int | None = None) -> None:
+        """Have `kernels` spare kernels for `spec` started (the ones for another spec are stopped)."""
         with self._lock:
+            if kernels is not None:
+                self._wanted = max(1, min(kernels, self._slots))
             self._prepare(spec)
 
     def _prepare(self, spec: KernelSpec) -> None:
@@ -411,21 +427,16 @@ class _KernelKeeper:
             while self._spares:
                 self._discard(self._spares.popleft())
             self._spec = spec
-        while len(self._spares) < SPARE_KERNELS:
+        while len(self._spares) < self._wanted:
             self._spares.append(self._starts.submit(self._start, spec))
 
     def take(self, spec: KernelSpec) -> Any:
-        """A started kernel for `spec`: a spare (one that is up first), or one started now if none
-        is left; the spares are topped up meanwhile."""
+        """A started kernel for `spec`: a spare that is up, else the one that started first; the
+        spares are topped up meanwhile."""
         with self._lock:
-            if self._spec != spec:
-                self._prepare(spec)
-            ready = next((f for f in self._spares if f.done()), None)
-            if ready is not None:
-                self._spares.remove(ready)
-                taken = ready
-            else:
-                taken = self._starts.submit(self._start, spec)
+            self._prepare(spec)
+            taken = next((f for f in self._spares if f.done()), self._spares[0])
+            self._spares.remove(taken)
             self._prepare(spec)
         return taken.result()
 
@@ -438,7 +449,6 @@ class _KernelKeeper:
                 self._discard(self._spares.popleft())
         self._starts.shutdown(wait=True)
         self._stops.shutdown(wait=True)
-        self._forks.close()
 
     def _discard(self, spare: Future[Any]) -> None:
         def stop_when_started() -> None:
@@ -468,6 +478,12 @@ def _kernel_pid(km: Any) -> int | None:
     provisioner = getattr(km, "provisioner", None)
     pid = getattr(provisioner, "pid", None)
     return int(pid) if pid else None
+
+
+def _import_step_runner() -> None:
+    import papermill  # noqa: F401  (imported by the runner when it runs a step)
+
+    from cube_jupyter.pipelines import runner  # noqa: F401
 
 
 def _run(message: dict[str, Any], keeper: _KernelKeeper, send: Callable[[dict[str, Any]], None]) -> None:
@@ -528,13 +544,18 @@ def worker_main(stdin: IO[str], protocol: IO[str], slots: int) -> None:
             protocol.write(json.dumps(event) + "\n")
             protocol.flush()
 
-    keeper = _KernelKeeper(slots)
+    forks = KernelForks(socket_dir(os.getpid()), preload=[RUNTIME])
+    # The usual kernel (the workbench's own interpreter) gets its server now, beside this worker's
+    # imports; a kernel spec with another interpreter or flags starts its own on first use.
+    threading.Thread(target=forks.start, args=((sys.executable,), dict(os.environ)), daemon=True).start()
+    keeper = _KernelKeeper(slots, forks)
     steps = ThreadPoolExecutor(slots, thread_name_prefix="step")
+    steps.submit(_import_step_runner)  # while the first kernels start, not after
     try:
         for line in stdin:
             message = json.loads(line)
             if message["op"] == "warm":
-                keeper.prepare(KernelSpec.from_dict(message["kernel"]))
+                keeper.prepare(KernelSpec.from_dict(message["kernel"]), message.get("kernels"))
             elif message["op"] == "run":
                 steps.submit(_run, message, keeper, send)
             elif message["op"] == "exit":
@@ -542,6 +563,7 @@ def worker_main(stdin: IO[str], protocol: IO[str], slots: int) -> None:
     finally:
         steps.shutdown(wait=True)
         keeper.close()
+        forks.close()
         shutil.rmtree(socket_dir(os.getpid()), ignore_errors=True)
 
 
