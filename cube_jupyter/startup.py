@@ -20,3 +20,17 @@ def skip_unused_schema_formats() -> None:
     effect once jsonschema (or rfc3987_syntax) has been imported.
     """
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+
+
+def skip_papermill_remote_io() -> None:
+    """Keep papermill from importing a client for every remote store it can read notebooks from
+    (boto3 for s3://, pyarrow.fs for hdfs://, gcsfs, azure, PyGithub), whichever are installed:
+    about 0.2 s of a cold process, in processes that only hand papermill local paths.
+
+    papermill.iorw imports each inside `except ImportError` and puts a handler saying the dependency
+    is missing in its place; a None in `sys.modules` makes those imports fail. Only for the pipeline
+    worker, which runs no user code and reads no parquet in-process (the steps' kernels do): there,
+    blocking `pyarrow.fs` cannot break anyone's import of it. Called before papermill is imported.
+    """
+    for name in ("papermill.s3", "papermill.adl", "papermill.abs", "gcsfs", "pyarrow.fs", "github"):
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]

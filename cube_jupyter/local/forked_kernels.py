@@ -26,7 +26,7 @@ from jupyter_client.provisioning import LocalProvisioner
 from cube_jupyter.local.kernel_forks import KernelForks
 
 LAUNCHER = ["-m", "ipykernel_launcher", "-f"]
-POLL_INTERVAL = 0.05
+POLL_INTERVAL = 0.01  # a killed kernel is a zombie within milliseconds: what a shutdown waits for
 
 
 def fork_prefix(cmd: Sequence[str]) -> tuple[str, ...] | None:

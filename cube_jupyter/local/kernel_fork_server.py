@@ -164,7 +164,16 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us; a terminal's Ctrl-C must not
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # run `serve`'s cleanup, then exit
     _preload(sys.argv[2:])
-    serve(sys.argv[1])
+    code = 0
+    try:
+        serve(sys.argv[1])
+    except SystemExit:  # stopped (SIGTERM)
+        pass
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    sys.stderr.flush()
+    os._exit(code)  # its kernels are gone: no need to tear down all it imported
 
 
 if __name__ == "__main__":

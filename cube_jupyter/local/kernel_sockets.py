@@ -32,4 +32,7 @@ def kernel_transport() -> dict[str, str]:
         return {}
     sockets = socket_dir(os.getpid())
     sockets.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return {"transport": "ipc", "ip": str(sockets / f"k{secrets.token_hex(4)}")}
+    name = f"k{secrets.token_hex(4)}"
+    # The connection file beside the sockets: a process stopped without its kernels' clean-up (its
+    # close kills them at once; a kill -9) leaves one folder to remove, not files among Jupyter's.
+    return {"transport": "ipc", "ip": str(sockets / name), "connection_file": str(sockets / f"{name}.json")}

@@ -18,8 +18,15 @@ EXAMPLE = Path(__file__).parents[2] / "examples" / "pipelines" / "fanout_ml.ipyn
 # Runs MODULE as `python -m MODULE ARGV...` does, then loads nbformat as the process would next, and
 # reports whether rfc3987_syntax (jsonschema's optional IRI checker) was imported.
 PROBE = """
-import runpy, sys
+import os, runpy, sys
 module, argv = sys.argv[1], sys.argv[2:]
+
+
+def leave(code):  # an entry point ending with os._exit (the worker) comes back here instead
+    raise SystemExit(code)
+
+
+os._exit = leave
 if module:
     sys.argv = [module, *argv]
     try:
@@ -114,3 +121,22 @@ def test_nbformat_validates_as_before_with_the_guard_on() -> None:
     assert "'outputs' is a required property" in str(guarded["rejected"])
     assert set(plain["formats"]) - set(guarded["formats"]) == {"iri", "iri-reference"}
     assert set(guarded["formats"]) <= set(plain["formats"])
+
+
+def test_the_pipeline_worker_skips_papermills_remote_store_clients(tmp_path: Path) -> None:
+    """It imports papermill (and the step runner) before any step, but none of the clients papermill
+    would use for s3://, hdfs:// or gs:// notebooks: the worker only hands papermill local files."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "cube_jupyter.pipelines.local.workers", "1"],
+        input='{"op": "exit"}\n',
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if "|" in line}
+    assert {"papermill", "cube_jupyter.pipelines.runner", "cube_jupyter.local.forked_kernels"} <= imported
+    # (the blocked names themselves show as attempts that took no time)
+    assert not imported & {"boto3", "botocore", "pyarrow", "pyarrow.lib"}

@@ -409,7 +409,7 @@ class _KernelKeeper:
         self._forks = forks
         self._slots = slots
         self._starts = ThreadPoolExecutor(2 * slots, thread_name_prefix="kernel-start")
-        self._stops = ThreadPoolExecutor(1, thread_name_prefix="kernel-stop")
+        self._stops = ThreadPoolExecutor(slots, thread_name_prefix="kernel-stop")
         self._lock = threading.Lock()
         self._spec: KernelSpec | None = None
         self._wanted = min(SPARE_KERNELS, slots)
@@ -444,11 +444,11 @@ class _KernelKeeper:
         self._stops.submit(_shutdown, km)
 
     def close(self) -> None:
-        with self._lock:
-            while self._spares:
-                self._discard(self._spares.popleft())
-        self._starts.shutdown(wait=True)
+        """Let the starts and stops under way finish, and forget the spares: the worker, exiting,
+        stops them with everything else it started (`_stop_children`), all at once."""
+        self._starts.shutdown(wait=True, cancel_futures=True)
         self._stops.shutdown(wait=True)
+        self._spares.clear()
 
     def _discard(self, spare: Future[Any]) -> None:
         def stop_when_started() -> None:
@@ -480,29 +480,35 @@ def _kernel_pid(km: Any) -> int | None:
     return int(pid) if pid else None
 
 
-def _import_step_runner() -> None:
-    import papermill  # noqa: F401  (imported by the runner when it runs a step)
-
-    from cube_jupyter.pipelines import runner  # noqa: F401
-
-
 def _run(message: dict[str, Any], keeper: _KernelKeeper, send: Callable[[dict[str, Any]], None]) -> None:
+    """Run one step and send its result, whatever happens: the parent waits for it."""
+    task_id, step = message["id"], message["step"]
+    try:
+        result = _run_step(message, keeper, send)
+    except Exception as exc:  # bad input the runner refused, or a store that failed: still a result
+        text = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        LOG.error("step %s failed outside its cells:\n%s", step, traceback.format_exc())
+        result = _failure(step, f"step {step!r}: {text}", "runner")
+    send({"event": "result", "id": task_id, "result": result})
+
+
+def _run_step(
+    message: dict[str, Any], keeper: _KernelKeeper, send: Callable[[dict[str, Any]], None]
+) -> dict[str, Any]:
     from cube_jupyter.pipelines.model import pipeline_from_dict
     from cube_jupyter.pipelines.runner import run_step
     from cube_jupyter.storage import CubeStorage, open_store
 
-    task_id, step = message["id"], message["step"]
+    step = message["step"]
     spec = KernelSpec.from_dict(message["kernel"])
     try:
         km = keeper.take(spec)
     except Exception as exc:
-        failure = _failure(step, f"step {step!r}: kernel {spec.name!r} did not start: {exc}", "kernel")
-        send({"event": "result", "id": task_id, "result": failure})
-        return
-    send({"event": "started", "id": task_id, "kernel_pid": _kernel_pid(km)})
+        return _failure(step, f"step {step!r}: kernel {spec.name!r} did not start: {exc}", "kernel")
+    send({"event": "started", "id": message["id"], "kernel_pid": _kernel_pid(km)})
     try:
         storage = CubeStorage(**message["storage"])
-        result = run_step(
+        return run_step(
             pipeline_from_dict(message["pipeline"]),
             step,
             message["run_id"],
@@ -512,12 +518,7 @@ def _run(message: dict[str, Any], keeper: _KernelKeeper, send: Callable[[dict[st
             cwd=spec.cwd,
             inputs=message["inputs"],
             storage=storage,
-        )
-        send({"event": "result", "id": task_id, "result": result.to_dict()})
-    except Exception as exc:  # bad input the runner refused, or a store that failed: still a result
-        text = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-        LOG.error("step %s failed outside its cells:\n%s", step, traceback.format_exc())
-        send({"event": "result", "id": task_id, "result": _failure(step, f"step {step!r}: {text}", "runner")})
+        ).to_dict()
     finally:
         keeper.retire(km)
 
@@ -548,9 +549,15 @@ def worker_main(stdin: IO[str], protocol: IO[str], slots: int) -> None:
     # The usual kernel (the workbench's own interpreter) gets its server now, beside this worker's
     # imports; a kernel spec with another interpreter or flags starts its own on first use.
     threading.Thread(target=forks.start, args=((sys.executable,), dict(os.environ)), daemon=True).start()
+    # What steps and kernel starts use, imported here, once, before the threads that use it exist:
+    # threads importing the same packages at once can be handed a module only partly initialised.
+    import papermill  # noqa: F401
+
+    import cube_jupyter.local.forked_kernels
+    import cube_jupyter.pipelines.runner  # noqa: F401
+
     keeper = _KernelKeeper(slots, forks)
     steps = ThreadPoolExecutor(slots, thread_name_prefix="step")
-    steps.submit(_import_step_runner)  # while the first kernels start, not after
     try:
         for line in stdin:
             message = json.loads(line)
@@ -563,8 +570,14 @@ def worker_main(stdin: IO[str], protocol: IO[str], slots: int) -> None:
     finally:
         steps.shutdown(wait=True)
         keeper.close()
-        forks.close()
-        shutil.rmtree(socket_dir(os.getpid()), ignore_errors=True)
+        forks.close()  # each server kills the kernels it forked, spares included, all at once
+        _stop_children()  # kernels spawned without a fork server
+        shutil.rmtree(socket_dir(os.getpid()), ignore_errors=True)  # their sockets and connection files
+
+
+def _stop_children() -> None:
+    for child in psutil.Process().children():  # each kernel leads a session of its own
+        processes.stop_tree_sync(child, 1.0)
 
 
 def _exit_when_orphaned(parent: int, interval: float = 0.5) -> None:
@@ -574,8 +587,7 @@ def _exit_when_orphaned(parent: int, interval: float = 0.5) -> None:
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(interval)
-        for child in psutil.Process().children():  # the fork server, and any kernel spawned directly
-            processes.stop_tree_sync(child, 1.0)
+        _stop_children()  # the fork server with its kernels, and any kernel spawned directly
         shutil.rmtree(socket_dir(os.getpid()), ignore_errors=True)
         os._exit(1)
 
@@ -583,15 +595,19 @@ def _exit_when_orphaned(parent: int, interval: float = 0.5) -> None:
 
 
 def main() -> None:
-    from cube_jupyter.startup import skip_unused_schema_formats
+    from cube_jupyter.startup import skip_papermill_remote_io, skip_unused_schema_formats
 
     skip_unused_schema_formats()
+    skip_papermill_remote_io()
     _exit_when_orphaned(os.getppid())
     protocol = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # prints from papermill, kernels or user code must not corrupt the protocol
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent cancels; a stray SIGINT must not kill us
     worker_main(sys.stdin, protocol, int(sys.argv[1]))
+    protocol.close()
+    sys.stderr.flush()
+    os._exit(0)  # its kernels are stopped: tearing down papermill, zmq and the rest is time for nothing
 
 
 if __name__ == "__main__":
