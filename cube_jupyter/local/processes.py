@@ -18,7 +18,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeAlias
 
@@ -43,12 +43,19 @@ def free_port(host: str = LOOPBACK) -> int:
 
 
 def spawn(
-    argv: Sequence[str], env: Mapping[str, str], cwd: Path, log_path: Path, header: str
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    cwd: Path,
+    log_path: Path,
+    header: str,
+    preexec: Callable[[], None] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start `argv` in a new session with stdout and stderr appended to `log_path` (made 0600),
-    after a separator line naming this start (`log_tail` reads from the latest one).
+    after a separator line naming this start (`log_tail` reads from the latest one). `preexec` runs
+    in the child before exec: `limits.Limiter.preexec`, which puts it under its CPU and memory limits.
 
-    Raises OSError when the log cannot be opened or the executable cannot be started.
+    Raises OSError when the log cannot be opened or the executable cannot be started, and
+    SubprocessError when `preexec` fails (it says why in the log).
     """
     with files.open_private_append(log_path) as log:
         log.write(f"{LOG_SEPARATOR}{header} ====\n".encode())
@@ -62,6 +69,7 @@ def spawn(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             close_fds=True,
+            preexec_fn=preexec,
         )
 
 

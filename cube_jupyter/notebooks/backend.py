@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from cube_jupyter.config import Settings
-from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec
+from cube_jupyter.notebooks.enforcement import Enforcement
+from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec, Profile
 
 if TYPE_CHECKING:
     from cube_jupyter.kube.cluster import Cluster
@@ -55,6 +56,10 @@ class NotebookBackend(Protocol):
 
     async def delete_server(self, user: str, name: str) -> None:
         """Remove the server. Its workspace (directory or PVC) is kept, like Kubeflow's volumes."""
+        ...
+
+    def enforcement(self, profile: Profile) -> Enforcement:
+        """What a server of `profile` is really given here: its image, CPU, memory and GPUs, or not."""
         ...
 
 

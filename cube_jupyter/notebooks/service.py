@@ -27,7 +27,11 @@ class NotebookService:
         self.ledger = ledger if ledger is not None else GpuLedger(settings, backend)
 
     def profiles(self) -> list[dict[str, Any]]:
-        return [profile.to_dict() for profile in self.settings.profiles]
+        """The admin's profiles, each with what this backend really gives a server of it."""
+        return [
+            {**profile.to_dict(), **self.backend.enforcement(profile).to_dict()}
+            for profile in self.settings.profiles
+        ]
 
     def owner(self, caller: str, user: str | None) -> str:
         """Whose servers a request means: the caller's own, or (admins only) another user's."""

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from playwright.sync_api import Locator, Page, expect
 
 from tests.browser.lab import ARTIFACTS, PROFILES, USER, Lab, LapTimer, open_palette, run_from_palette
+from tests.waiting import wait_until
 
 PANEL_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="cube-notebook-servers"]'
 PANEL = "#cube-notebook-servers"
@@ -81,8 +82,10 @@ def test_create_connect_run_stop_delete(lab: Lab, page: Page) -> None:
     expect(select.locator("option")).to_have_text([p["display_name"] for p in PROFILES])
     expect(page.get_by_test_id("cube-profile-details")).to_contain_text(default["description"])
     select.select_option("a100")
-    gpu_profile = page.get_by_test_id("cube-profile-details")
-    expect(gpu_profile).to_contain_text("1 \N{MULTIPLICATION SIGN} nvidia.com/gpu")
+    # What the local backend really gives, as the server words it: never the image.
+    gpu_profile = page.get_by_test_id("cube-profile-enforcement")
+    expect(gpu_profile).to_contain_text("GPU: 1, visible to this server only.")
+    expect(gpu_profile).to_contain_text("Runs in this machine's Python environment; the image is not used.")
     select.select_option(default["name"])
 
     page.get_by_test_id("cube-create-name").fill("nb1")
@@ -209,3 +212,69 @@ def test_launcher_card_and_commands_open_the_panel(lab: Lab, page: Page) -> None
     card.click()
     expect(page.locator(PANEL)).to_be_visible()
     expect(page.get_by_test_id("cube-create-name")).to_be_focused()
+
+
+# The sizes a person sees: a large screen with Lab's own narrow sidebar, then the sidebar dragged wide.
+SCREEN = {"width": 1600, "height": 1000}
+NARROW_SIDEBAR = 260
+WIDE_SIDEBAR = 420
+
+
+def set_sidebar_width(page: Page, width: int) -> None:
+    """Drag the handle between the left sidebar and the main area until the panel is `width` wide
+    (again if a relayout, a theme switch say, swallowed a drag)."""
+
+    def drag() -> float:
+        handle = page.locator("#jp-main-split-panel > .lm-SplitPanel-handle").first.bounding_box()
+        panel = page.locator(PANEL).bounding_box()
+        assert handle is not None and panel is not None
+        y = handle["y"] + handle["height"] / 2
+        page.mouse.move(handle["x"] + handle["width"] / 2, y)
+        page.mouse.down()
+        page.mouse.move(panel["x"] + width + handle["width"] / 2, y, steps=5)
+        page.mouse.up()
+        now = page.locator(PANEL).bounding_box()
+        return now["width"] if now else 0.0
+
+    wait_until(drag, 15, f"the sidebar to be {width} px wide", until=lambda now: abs(now - width) <= 2)
+
+
+def test_panel_and_form_read_well_wide_and_narrow_in_light_and_dark(lab: Lab, page: Page) -> None:
+    page.set_viewport_size(SCREEN)
+    open_lab(page, lab)
+    open_panel(page)
+
+    # A placeholder is an example, not a value; the profile says what this backend really applies.
+    name = page.get_by_test_id("cube-create-name")
+    expect(name).to_have_attribute("placeholder", "e.g. my-notebook")
+    enforcement = page.get_by_test_id("cube-profile-enforcement")
+    expect(enforcement).to_contain_text("Runs in this machine's Python environment; the image is not used.")
+    expect(enforcement).to_contain_text("Memory: at most 2 GiB")
+
+    status, _ = lab.request("POST", "cube/api/v1/notebooks", {"name": "looks"})
+    assert status == 201
+    expect(row(page, "looks")).to_have_attribute("data-status", "running", timeout=60_000)
+    # No name: the server's words name the field and say what a name may be.
+    page.get_by_test_id("cube-create-submit").click()
+    expect(page.get_by_test_id("cube-create-error")).to_contain_text("name is required: use lower-case")
+    expect(name).to_have_attribute("aria-invalid", "true")
+
+    panel = page.locator(PANEL).bounding_box()
+    assert panel is not None and panel["width"] <= NARROW_SIDEBAR  # Lab opens it narrow
+    for width in ("narrow", "wide"):
+        if width == "wide":
+            set_sidebar_width(page, WIDE_SIDEBAR)
+        shot(page, f"07-{width}-light")
+        with dark_theme(page):
+            shot(page, f"07-{width}-dark")
+    set_sidebar_width(page, NARROW_SIDEBAR)
+    page.get_by_test_id("cube-create-profile").select_option("a100")
+    shot(page, "07-narrow-gpu-profile")
+
+    # Deleting says what stays: the workspace, which a new server of that name gets again.
+    row(page, "looks").get_by_test_id("cube-server-delete").click()
+    dialog = page.locator(".jp-Dialog")
+    expect(dialog).to_contain_text("Its workspace is kept: a new server named looks gets its files back.")
+    dialog.locator(".jp-Dialog-content").screenshot(path=str(ARTIFACTS / "07-delete-dialog.png"))
+    confirm_dialog(page, "Delete")
+    expect(row(page, "looks")).to_have_count(0)

@@ -23,7 +23,7 @@ PROFILES = [
     {
         "name": "small",
         "image": "jupyter/base",
-        "cpu": "500m",
+        "cpu": "1",  # a whole core: a start is not slowed by the quota (test_limits measures limits)
         "memory": "1Gi",
         "default": True,
         "env": {"CUBE_TEST_PROFILE": "small"},

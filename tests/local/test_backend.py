@@ -52,7 +52,7 @@ def test_lifecycle_create_stop_start_delete(
         created = await backend.create_server(spec)
         assert created.status == ServerStatus.PENDING  # create answers at once; the child starts behind it
         assert created.url == "/a%40b/cube/notebook/alice/nb1/"
-        assert created.resources.cpu == "500m" and created.resources.memory == "1Gi"
+        assert created.resources.cpu == "1" and created.resources.memory == "1Gi"
         with pytest.raises(Conflict):
             await backend.create_server(spec)
         running = await backend.wait_until_ready("alice", "nb1", timeout=60)
@@ -70,6 +70,9 @@ def test_lifecycle_create_stop_start_delete(
         assert (state_dir / "logs" / "alice" / "nb1.log").is_file()
         (workspace / "keep.txt").write_text("kept")
         assert (await child_get(backend, "alice", "nb1", "api/contents/keep.txt"))["type"] == "file"
+        # Lab's layouts live in the server's own workspace, not in a folder every server writes
+        assert "workspaces" in await child_get(backend, "alice", "nb1", "lab/api/workspaces")
+        assert f"--LabApp.workspaces_dir={workspace / '.jupyter/lab/workspaces'}" in child.cmdline()
 
         stopped = await backend.set_stopped("alice", "nb1", True)
         assert stopped.status == ServerStatus.STOPPED and stopped.reason is None

@@ -28,7 +28,7 @@ PROFILES = [
         "name": "small",
         "display_name": "Small",
         "image": "jupyter/base",
-        "cpu": "500m",
+        "cpu": "1",  # a whole core: a start is not slowed by the quota (tests/local/test_limits.py)
         "memory": "1Gi",
         "default": True,
     },

@@ -75,7 +75,11 @@ async def test_unreachable_api_is_503_until_it_answers(
     assert body["reason"] == "BackendUnavailable" and f"127.0.0.1:{api_port}" in body["message"], body
     status, body = await api("GET", "notebooks", as_user="root-admin", all="1")
     assert status == 503, body
-    assert (await api("GET", "profiles"))[0] == 200  # the offer does not need the cluster
+    status, body = await api("GET", "profiles")  # the offer does not need the cluster
+    assert status == 200
+    small = body["profiles"][0]
+    assert set(small["enforced"].values()) == {True}  # a pod gets all of it
+    assert small["enforcement"][0] == "Runs the image jupyter/base."
 
     emulator = make_emulator()
     server = kmock_lib.Server(emulator, port=api_port)

@@ -38,7 +38,7 @@ async def test_create_connect_stop_start_delete(api: Any, jp_base_url: str) -> N
     assert_response_matches("/notebooks", "post", code, server)
     assert server["profile"] == "small" and server["status"] in ("pending", "running")
     assert server["url"] == f"{jp_base_url}cube/notebook/alice/nb1/"
-    assert server["resources"] == {"cpu": "500m", "memory": "1Gi", "gpu": 0, "gpu_resource": "nvidia.com/gpu"}
+    assert server["resources"] == {"cpu": "1", "memory": "1Gi", "gpu": 0, "gpu_resource": "nvidia.com/gpu"}
 
     running = await settle(api, "nb1", "running")
     assert running["reason"] is None

@@ -6,15 +6,22 @@ from typing import Any
 
 import pytest
 
+from tests.server.openapi import assert_response_matches
+
 pytestmark = pytest.mark.timeout(120)
 
 
 async def test_profiles_are_the_admins_offer(api: Any) -> None:
     status, body = await api("GET", "profiles")
     assert status == 200
+    assert_response_matches("/profiles", "get", status, body)
     assert [p["name"] for p in body["profiles"]] == ["small", "gpu"]
-    gpu = body["profiles"][1]
+    small, gpu = body["profiles"]
     assert gpu["gpu"] == 1 and gpu["gpu_resource"] == "nvidia.com/gpu"
+    # The local backend says what it really gives: never the image; memory and GPUs limited here.
+    assert small["enforced"]["image"] is False and small["enforced"]["memory"] is True
+    assert small["enforcement"][0] == "Runs in this machine's Python environment; the image is not used."
+    assert small["enforcement"][1].startswith("Memory: at most 1 GiB")
 
 
 async def test_caller_without_identity_is_refused(api: Any) -> None:

@@ -26,6 +26,7 @@ from cube_jupyter.kube.informer import Obj
 from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION, USER_LABEL
 from cube_jupyter.kube.namespaces import UserNamespaces, is_missing_namespace, missing_namespace
 from cube_jupyter.names import namespace_pattern
+from cube_jupyter.notebooks import enforcement
 from cube_jupyter.notebooks.activity import parse_time
 from cube_jupyter.notebooks.kubernetes.culler import IdleCuller, RunningServer
 from cube_jupyter.notebooks.render import (
@@ -46,6 +47,7 @@ from cube_jupyter.notebooks.spec import (
     DEFAULT_GPU_RESOURCE,
     NotebookServer,
     NotebookSpec,
+    Profile,
     Resources,
     ServerStatus,
     server_exists,
@@ -379,6 +381,9 @@ class KubernetesNotebookBackend:
                 f"server {name!r} of user {user!r} was deleted but its access policy could not be: "
                 f"{', '.join(leftovers)}"
             )
+
+    def enforcement(self, profile: Profile) -> enforcement.Enforcement:
+        return enforcement.on_cluster(profile)
 
     def _route_and_workload(self, namespace: str, name: str) -> list[Obj]:
         """A Notebook's StatefulSet, Service and VirtualService are its controller's: the garbage

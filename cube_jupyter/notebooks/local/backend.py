@@ -3,7 +3,8 @@
 The record is the source of truth; this object supervises the children it can see: it watches new
 ones until they answer, re-attaches to live ones after a restart, notices crashes, and culls idle
 servers. The profile's image is not used locally (there is no container); its cpu and memory are
-recorded and shown, not enforced; its GPUs are handed out by `CUDA_VISIBLE_DEVICES`.
+limits each child puts itself under (`local.limits`: a cgroup where this machine allows one, else
+rlimit and affinity); its GPUs are handed out by `CUDA_VISIBLE_DEVICES`. `enforcement` says which.
 """
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ from datetime import UTC, datetime
 
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound
-from cube_jupyter.local import files, gpus, processes
+from cube_jupyter.local import files, gpus, limits, processes
 from cube_jupyter.local.locks import KeyedLocks
 from cube_jupyter.names import user_slug
 from cube_jupyter.notebooks import activity as culler
+from cube_jupyter.notebooks import enforcement
 from cube_jupyter.notebooks.backend import ROUTE_PREFIX, Upstream
 from cube_jupyter.notebooks.local import children
 from cube_jupyter.notebooks.local.state import ACTIVE, ServerRecord, StateStore
-from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec, ServerStatus
+from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec, Profile, ServerStatus
 from cube_jupyter.periodic import repeat
 
 log = logging.getLogger(__name__)
@@ -49,17 +51,25 @@ class LocalNotebookBackend:
         lab_command: Sequence[str] = children.LAB_COMMAND,
         stop_grace_seconds: float = 10.0,
         ready_timeout_seconds: float = 120.0,
+        limiter: limits.Limiter | None = None,
     ) -> None:
         self.settings = settings
         self.base_url = "/" + base_url.strip("/") + "/" if base_url.strip("/") else "/"
         self.lab_command = tuple(lab_command)
         self.stop_grace_seconds = stop_grace_seconds
         self.ready_timeout_seconds = ready_timeout_seconds
+        self._limiter = limiter
         self.state = StateStore(settings.state_dir / "state.sqlite")
         self._children: dict[Key, subprocess.Popen[bytes]] = {}  # ours: reaped, exit codes known
         self._watchers: dict[Key, asyncio.Task[None]] = {}
         self._locks = KeyedLocks()
         self._supervisor: asyncio.Task[None] | None = None
+
+    @property
+    def limiter(self) -> limits.Limiter:
+        """How children are limited here: given, or found on first use (a command that starts no
+        server never probes)."""
+        return self._limiter or limits.limiter()
 
     # -- NotebookBackend ---------------------------------------------------------------------------
 
@@ -101,7 +111,7 @@ class LocalNotebookBackend:
             name=spec.name,
             slug=slug,
             profile=spec.profile.name,
-            image=spec.profile.image,
+            image="",  # no container runs here: the server is this machine's Python, not the image
             resources=spec.resources,
             env=dict(spec.profile.env),
             gpu_ids=self._pick_gpus(spec.profile.name, spec.profile.gpu, exclude=None),
@@ -145,6 +155,9 @@ class LocalNotebookBackend:
                 files.child_config_dir(self.settings.state_dir, record.slug, name), ignore_errors=True
             )
 
+    def enforcement(self, profile: Profile) -> enforcement.Enforcement:
+        return enforcement.on_this_machine(profile, self.limiter)
+
     # -- for the path router, tests and benchmarks -------------------------------------------------
 
     def upstream(self, user: str, name: str) -> Upstream | None:
@@ -177,7 +190,8 @@ class LocalNotebookBackend:
 
     async def reattach(self) -> None:
         """After a restart: live children that answer with their token are running again (or still
-        starting); recorded children that are gone are marked failed."""
+        starting); recorded children that are gone are marked failed, and their cgroups removed."""
+        self.limiter.release()
         for record in self.state.list(statuses=ACTIVE):
             child = processes.find_marked(record.pid, children.base_url_arg(record.base_url))
             if child is None:
@@ -276,10 +290,18 @@ class LocalNotebookBackend:
                 config_dir=config_dir,
             )
             child = processes.spawn(
-                argv, env, workspace, log_path, header=f"{record.user}/{record.name} at {_now()}"
+                argv,
+                env,
+                workspace,
+                log_path,
+                header=f"{record.user}/{record.name} at {_now()}",
+                preexec=self.limiter.preexec(limits.Limits.of(record.resources.cpu, record.resources.memory)),
             )
         except OSError as exc:
             raise BackendUnavailable(f"could not start server {record.name!r}: {exc}", field="name") from None
+        except subprocess.SubprocessError:
+            why = processes.log_tail(log_path, lines=1)  # what the child wrote before it gave up
+            raise BackendUnavailable(f"could not start server {record.name!r}: {why}", field="name") from None
         self._children[record.key] = child
         updated = self.state.update(
             record.user,
@@ -351,6 +373,7 @@ class LocalNotebookBackend:
         tail = processes.log_tail(files.log_path(self.settings.state_dir, record.slug, record.name))
         if tail:
             reason += f"; last lines of its log:\n{tail}"
+        self.limiter.release()
         self.state.update(
             record.user,
             record.name,
@@ -387,6 +410,7 @@ class LocalNotebookBackend:
         popen = self._children.pop(record.key, None)
         if popen is not None:
             popen.poll()  # reap it if psutil did not
+        self.limiter.release()
         updated = self.state.update(
             record.user, record.name, status=final, reason=reason, pid=None, port=None, token=None
         )

@@ -53,6 +53,10 @@ def lab_argv(
         f"--ServerApp.port={port}",
         "--ServerApp.port_retries=0",
         f"--ServerApp.root_dir={root_dir}",
+        # Lab's layouts in the server's own workspace, where a pod's home keeps them: a folder shared
+        # with the workbench and the other servers is written by each without an atomic write, and
+        # one server reading another's half-written file answers 500.
+        f"--LabApp.workspaces_dir={root_dir / '.jupyter' / 'lab' / 'workspaces'}",
         # A user server of `user`, on the workbench's own state (its jobs, runs and GPU ledger).
         "--CubeWorkbench.role=user",
         f"--CubeWorkbench.default_user={user}",

@@ -2,7 +2,7 @@
  * Display formatting of notebook servers only: turns what the server sent into short
  * text. No decision about a server's state is taken here.
  */
-import type { IProfile, IResources } from './types';
+import type { IResources } from './types';
 
 function given(value: string | number | null | undefined): boolean {
   return value !== null && value !== undefined && value !== '';
@@ -10,7 +10,7 @@ function given(value: string | number | null | undefined): boolean {
 
 /** The parts of a resource request, e.g. `['2 CPU', '8Gi', '1 × nvidia.com/gpu']`. */
 export function resourceParts(
-  resources: IResources | IProfile | null | undefined
+  resources: IResources | null | undefined
 ): string[] {
   if (!resources) {
     return [];

@@ -140,7 +140,8 @@ export class NotebookServersPanel extends VisibleRenderer<NotebookServersModel> 
       await confirmAction(
         'Delete',
         `Delete ${server.name}?`,
-        'The server is stopped and removed from the list; it cannot be started again.'
+        'The server stops and leaves the list. Its workspace is kept: a new server ' +
+          `named ${server.name} gets its files back.`
       )
     ) {
       await this.model.remove(server);

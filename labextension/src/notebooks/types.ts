@@ -19,6 +19,14 @@ export interface IResources {
   gpu_resource: string | null;
 }
 
+/** Which parts of a profile a server of it is really given by the backend. */
+export interface IEnforced {
+  image: boolean;
+  cpu: boolean;
+  memory: boolean;
+  gpu: boolean;
+}
+
 /** An admin-defined notebook profile (`c.CubeSpawner.profiles`). */
 export interface IProfile {
   name: string;
@@ -33,6 +41,9 @@ export interface IProfile {
   tolerations: unknown[] | null;
   env: Record<string, string> | null;
   default: boolean;
+  enforced: IEnforced;
+  /** What the backend does with the profile, one sentence per part, to show as is. */
+  enforcement: string[];
 }
 
 /** One notebook server as listed by `GET /cube/api/v1/notebooks`. */

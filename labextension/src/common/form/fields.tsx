@@ -1,6 +1,8 @@
 /**
- * Labelled fields of the workbench's forms: a label, the input for one request field
- * and, when the server's error names that field, the error under it.
+ * Labelled fields of the workbench's forms: a label above the input for one request
+ * field, a hint under the input and, when the server's error names that field, the
+ * error under them. The label holds nothing but its words, so the inputs of a row stay
+ * level whatever hints their fields carry.
  */
 import * as React from 'react';
 
@@ -26,10 +28,12 @@ export interface ILabelled {
 export interface IFieldProps extends ILabelled {
   /** The dotted request path the input writes, e.g. `resources.cpu`. */
   path: string;
+  /** The id of the input the label names (and the hint describes, as `{id}-hint`). */
+  inputId?: string;
   children: React.ReactNode;
 }
 
-/** A label, its input and, when the server's error names this field, the error. */
+/** A label, its input, its hint and, when the server's error names this field, the error. */
 export function Field(props: IFieldProps): JSX.Element {
   const invalid = isInvalid(usePlacedError(), props.path);
   return (
@@ -38,11 +42,18 @@ export function Field(props: IFieldProps): JSX.Element {
       data-testid="cube-job-field"
       data-field={props.path}
     >
-      <label className="cube-CreateForm-label">
+      <label className="cube-CreateForm-label" htmlFor={props.inputId}>
         {props.label}
-        {props.hint && <span className="cube-JobForm-hint">{props.hint}</span>}
       </label>
       {props.children}
+      {props.hint && (
+        <span
+          className="cube-Field-hint"
+          id={props.inputId && `${props.inputId}-hint`}
+        >
+          {props.hint}
+        </span>
+      )}
       <FieldError path={props.path} />
     </div>
   );
@@ -59,15 +70,21 @@ export function FieldError(props: { path: string }): JSX.Element | null {
   );
 }
 
-/** An input with its label (and the server's error under it). */
+/** An input with its label (and its hint and the server's error under it). */
 function labelled<P extends IInputProps>(
   Input: (props: P) => JSX.Element
 ): (props: P & ILabelled) => JSX.Element {
-  return props => {
+  return function LabelledInput(props) {
     const { label, hint, ...input } = props;
+    const generated = React.useId();
+    const id = input.id ?? generated;
     return (
-      <Field label={label} path={props.path} hint={hint}>
-        <Input {...(input as unknown as P)} />
+      <Field label={label} path={props.path} hint={hint} inputId={id}>
+        <Input
+          {...(input as unknown as P)}
+          id={id}
+          describedBy={hint ? `${id}-hint` : undefined}
+        />
       </Field>
     );
   };

@@ -21,6 +21,8 @@ export interface IInputProps {
   testid?: string;
   /** `aria-label`, for an input without a `<label>`. */
   ariaLabel?: string;
+  /** The id of the text that describes the input (its hint). */
+  describedBy?: string;
   disabled?: boolean;
 }
 
@@ -41,6 +43,7 @@ function useInputAttributes(props: IInputProps) {
       'data-testid': props.testid ?? `cube-job-input-${props.path}`,
       name: props.path,
       'aria-label': props.ariaLabel,
+      'aria-describedby': props.describedBy,
       'aria-invalid': invalid,
       disabled: props.disabled,
       value: props.value

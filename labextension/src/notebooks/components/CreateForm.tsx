@@ -9,7 +9,6 @@ import * as React from 'react';
 import { ErrorMessage } from '../../common/components/ErrorMessage';
 import { IFieldError, placed } from '../../common/fieldError';
 import { PlacedErrorContext, SelectInput, TextInput } from '../../common/form';
-import { resourceParts } from '../format';
 import type { IProfile } from '../types';
 
 /** The fields the form writes, as the server's errors name them. */
@@ -67,7 +66,7 @@ export function CreateForm(props: ICreateFormProps): JSX.Element {
           testid="cube-create-name"
           path="name"
           inputRef={nameInput}
-          placeholder="my-notebook"
+          placeholder="e.g. my-notebook"
           value={name}
           onChange={value => {
             setName(value);
@@ -117,7 +116,10 @@ export function CreateForm(props: ICreateFormProps): JSX.Element {
   );
 }
 
-/** What the chosen profile gives: its description, resources and image. */
+/**
+ * What the chosen profile gives: the admin's description, then what the backend really
+ * applies of it (its image, memory, CPU and GPUs), in the server's words.
+ */
 function ProfileDetails(props: { profile: IProfile }): JSX.Element {
   const { profile } = props;
   return (
@@ -127,18 +129,14 @@ function ProfileDetails(props: { profile: IProfile }): JSX.Element {
           {profile.description}
         </div>
       )}
-      <div className="cube-ProfileDetails-resources">
-        {resourceParts(profile).map(part => (
-          <span key={part} className="cube-ServerRow-resource">
-            {part}
-          </span>
+      <ul
+        className="cube-ProfileDetails-enforcement"
+        data-testid="cube-profile-enforcement"
+      >
+        {(profile.enforcement ?? []).map(note => (
+          <li key={note}>{note}</li>
         ))}
-      </div>
-      {profile.image && (
-        <div className="cube-ProfileDetails-image" title={profile.image}>
-          {profile.image}
-        </div>
-      )}
+      </ul>
     </div>
   );
 }
