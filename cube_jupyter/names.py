@@ -9,6 +9,8 @@ from cube_jupyter.errors import InvalidInput, quote
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_LABEL_MAX = 63
+# A DNS-1123 label, in words a person acts on.
+LABEL_RULE = "use lower-case letters, digits and '-', starting and ending with a letter or digit"
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # A label value, or the name part of a label key ("qualified name").
 LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
@@ -22,19 +24,17 @@ _DECIMAL = {"m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15
 
 def validate_dns_label(value: object, field: str, max_length: int = DNS1123_LABEL_MAX) -> str:
     """Return `value` if it is a DNS-1123 label no longer than `max_length`, else raise naming `field`."""
-    if not isinstance(value, str) or not value:
-        raise InvalidInput(f"{field} is required and must be a string", field=field)
+    if value is None or value == "":
+        raise InvalidInput(f"{field} is required: {LABEL_RULE}", field=field)
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be text, got {quote(value)}: {LABEL_RULE}", field=field)
     if len(value) > max_length:
         raise InvalidInput(
             f"{field} {quote(value)} is {len(value)} characters long; the limit is {max_length}",
             field=field,
         )
     if not DNS1123_LABEL.match(value):
-        raise InvalidInput(
-            f"{field} {quote(value)} is not a valid DNS-1123 label: use lower-case letters, digits and "
-            "'-', starting and ending with a letter or digit",
-            field=field,
-        )
+        raise InvalidInput(f"{field} {quote(value)} is not a valid DNS-1123 label: {LABEL_RULE}", field=field)
     return value
 
 

@@ -16,7 +16,7 @@ from cube_jupyter.gpu.config import MAX_HISTORY_SECONDS
 from cube_jupyter.gpu.describe import holder, memory, mib, percent, quantity
 from cube_jupyter.gpu.model import GpuDevice, GpuReport, Series
 from cube_jupyter.gpu.pods import group_pods
-from cube_jupyter.gpu.sources import NoGpuVisible
+from cube_jupyter.gpu.sources import NO_GPU_VISIBLE, NoGpuVisible, no_gpu_visible
 
 BAR_WIDTH = 10
 HISTORY_POINTS = 300
@@ -69,7 +69,7 @@ def cluster_report(url: str, timeout: float, history_seconds: float) -> GpuRepor
     except NoGpuVisible as exc:
         return GpuReport(source="prometheus", available=False, timestamp=now, message=exc.message)
     if not devices:
-        message = f"no GPU visible: Prometheus at {url} has no DCGM exporter metrics"
+        message = no_gpu_visible(f"Prometheus at {url} has no DCGM exporter metrics")
         return GpuReport(source="prometheus", available=False, timestamp=now, message=message)
     history: list[Series] = []
     if history_seconds:
@@ -88,7 +88,7 @@ def cluster_report(url: str, timeout: float, history_seconds: float) -> GpuRepor
 def render_table(report: GpuReport) -> str:
     """One row per GPU, then who holds it: its pod (Prometheus) or its processes (NVML)."""
     if not report.available:
-        return report.message or "no GPU visible"
+        return report.message or NO_GPU_VISIBLE
     rows = [("GPU", "NAME", "UTIL", "MEMORY", "TEMP", "POWER", "HELD BY")]
     for device in report.devices:
         rows.append(

@@ -14,14 +14,6 @@ from cube_jupyter.gpu.model import GpuDevice, GpuProcess
 NOT_REPORTED = "n/a"
 
 
-def no_gpu(message: str) -> str:
-    """ "No GPU visible: <reason>", whether or not the source's message already starts so."""
-    prefix = "no gpu visible"
-    if message.lower().startswith(prefix):
-        return "No GPU visible" + message[len(prefix) :]
-    return f"No GPU visible: {message}"
-
-
 def percent(value: float | None) -> str:
     return NOT_REPORTED if value is None else f"{value:.0f} %"
 

@@ -124,7 +124,7 @@ class IdleWarning:
 
 @dataclass(frozen=True)
 class GpuReport:
-    """Everything `/gpu` answers. `available` is False with a `message` ("no GPU visible: ...")
+    """Everything `/gpu` answers. `available` is False with a `message` ("No GPU visible: ...")
     when the source sees no GPU; that is a state to show, not an error."""
 
     source: Source

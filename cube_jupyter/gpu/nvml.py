@@ -63,17 +63,17 @@ class NvmlSource:
                 count = int(nvml.nvmlDeviceGetCount())
             except nvml.NVMLError as err:
                 if type(err).__name__ != "NVMLError_Uninitialized":
-                    raise NoGpuVisible(f"no GPU visible: NVML could not count the GPUs ({err})") from None
+                    raise NoGpuVisible(f"NVML could not count the GPUs ({err})") from None
                 # Something else in this process shut NVML down: start it again, once.
                 self._initialised = None
                 self._init(nvml)
                 try:
                     count = int(nvml.nvmlDeviceGetCount())
                 except nvml.NVMLError as again:
-                    raise NoGpuVisible(f"no GPU visible: NVML could not count the GPUs ({again})") from None
+                    raise NoGpuVisible(f"NVML could not count the GPUs ({again})") from None
             if count == 0:
                 raise NoGpuVisible(
-                    "no GPU visible: the NVIDIA driver reports no GPU to this process "
+                    "the NVIDIA driver reports no GPU to this process "
                     "(none installed, or none assigned to this container)"
                 )
             devices = []
@@ -100,7 +100,7 @@ class NvmlSource:
             nvml.nvmlInit()
         except nvml.NVMLError as err:
             reason = _INIT_FAILURES.get(type(err).__name__, f"NVML could not start ({err})")
-            raise NoGpuVisible(f"no GPU visible: {reason}") from None
+            raise NoGpuVisible(reason) from None
         self._initialised = nvml
 
     def _read_device(self, nvml: Any, index: int) -> GpuDevice | None:

@@ -186,7 +186,7 @@ class PrometheusSource:
         results = self._query("/api/v1/query", {"query": expression}) if expression else []
         if not results and (namespaces is None or not self._has_dcgm()):
             raise NoGpuVisible(
-                f"no GPU visible: Prometheus at {self.url} has no DCGM exporter metrics "
+                f"Prometheus at {self.url} has no DCGM exporter metrics "
                 "(is dcgm-exporter running and scraped?)"
             )
         exported = _exported_targets(result["metric"] for result in results)

@@ -34,7 +34,7 @@ from cube_jupyter.gpu.model import (
     Series,
 )
 from cube_jupyter.gpu.pods import group_pods
-from cube_jupyter.gpu.sources import NoGpuVisible
+from cube_jupyter.gpu.sources import NoGpuVisible, no_gpu_visible
 from cube_jupyter.ledger import GpuLedger
 from cube_jupyter.notebooks.backend import NotebookBackend
 from cube_jupyter.notebooks.spec import NotebookServer
@@ -324,7 +324,7 @@ class GpuService:
         now = time.time()
         if not devices:
             where = f"namespace {', '.join(namespaces)}" if namespaces else "the cluster"
-            message = why or f"no GPU visible: Prometheus reports no GPU allocated to pods in {where}"
+            message = why or no_gpu_visible(f"Prometheus reports no GPU allocated to pods in {where}")
             return GpuReport(source="prometheus", available=False, timestamp=now, message=message)
         servers = self._servers(None if all_users else caller)
         notebooks: dict[str, set[str]] = {}

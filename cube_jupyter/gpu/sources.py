@@ -1,4 +1,4 @@
-"""The one interface every GPU metric source offers, and the "no GPU visible" state.
+"""The one interface every GPU metric source offers, and the "No GPU visible" state.
 
 `NoGpuVisible` is not a failure: a laptop or a CPU-only pod has no GPU, and every consumer (the
 widget in a user's kernel, `/gpu`, the CLI) shows its message instead of raising.
@@ -10,11 +10,20 @@ from typing import Protocol
 
 from cube_jupyter.gpu.model import GpuDevice
 
+# The state, in the words every consumer shows (`no_gpu_visible`): one string, one place.
+NO_GPU_VISIBLE = "No GPU visible"
+
+
+def no_gpu_visible(why: str) -> str:
+    """ "No GPU visible: <why>"."""
+    return f"{NO_GPU_VISIBLE}: {why}"
+
 
 class NoGpuVisible(Exception):
-    """The source sees no GPU; `message` says why in words a user can act on."""
+    """The source sees no GPU; `message` says so and why, in words a user can act on."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, why: str) -> None:
+        message = no_gpu_visible(why)
         super().__init__(message)
         self.message = message
 

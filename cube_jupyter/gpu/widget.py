@@ -203,7 +203,7 @@ class GpuMonitor:
                 if not self.available:
                     self._show_no_gpu(gone.message)
                 else:
-                    self._show_error(describe.no_gpu(gone.message))
+                    self._show_error(gone.message)
                 return
             except Exception as failure:  # an NVML error mid-run must not reach the user's kernel
                 self._show_error(f"Reading the GPUs failed: {type(failure).__name__}: {failure}")
@@ -226,9 +226,9 @@ class GpuMonitor:
 
     # -- drawing -----------------------------------------------------------------------------------
 
-    def _show_no_gpu(self, reason: str) -> None:
+    def _show_no_gpu(self, message: str) -> None:
         self.no_gpu = True
-        self.last_error = describe.no_gpu(reason)
+        self.last_error = message
         self._title.value = "<b>GPUs</b>"
         self._status.value = f"<span style='color:#a15c00'>{escape(self.last_error)}</span>"
 

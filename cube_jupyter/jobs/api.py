@@ -177,7 +177,7 @@ class RemoteJob:
 
 
 def _job_of(body: dict[str, Any], job_type: Any) -> Any:
-    from cube_jupyter.jobs.model import Condition, Replica, Trial
+    from cube_jupyter.jobs.model import Condition, JobError, Replica, Trial
 
     fields = {k: v for k, v in body.items() if k in job_type.__dataclass_fields__}
     fields["replicas"] = tuple(
@@ -185,6 +185,7 @@ def _job_of(body: dict[str, Any], job_type: Any) -> Any:
     )
     fields["trials"] = tuple(Trial(**t) for t in body.get("trials", ()))
     fields["conditions"] = tuple(Condition(**c) for c in body.get("conditions", ()))
+    fields["error"] = JobError.from_dict(body["error"]) if body.get("error") else None
     return job_type(**fields)
 
 

@@ -241,7 +241,13 @@ def _print_outcome(job: Job) -> None:
                 f"best trial: {best.name} objective={best.objective} parameters={json.dumps(best.parameters)}"
             )
     if job.phase == "Failed" and job.message:
-        print(job.message, file=sys.stderr)
+        print(job.message, file=sys.stderr)  # the cause first (`tracebacks`), when its log had one
+    if job.phase == "Failed" and job.error is not None and job.error.replica:
+        command = next(c for c, (kind, _) in COMMANDS.items() if kind == job.kind)
+        print(
+            f"the whole traceback: cube-jupyter {command} logs {job.name} --replica {job.error.replica}",
+            file=sys.stderr,
+        )
 
 
 def _age(created: float) -> str:

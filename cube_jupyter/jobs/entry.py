@@ -8,7 +8,8 @@ given), puts it first on `sys.path`, and runs the script (as `__main__`, with AR
 the notebook (papermill; ARGS are `-p NAME VALUE` parameters) or the `module:function` (called with
 ARGS). The exit status is the replica's result: 0 when the code finished, 1 when it raised, the
 code's own status for `sys.exit(n)`, 2 for a bad invocation. It prints only what the user's code
-prints, its traceback, and which step failed: never the environment, where credentials may be.
+prints, which step failed and its traceback, last (`cube_jupyter.tracebacks` reads the cause from
+it): never the environment, where credentials may be.
 """
 
 from __future__ import annotations
@@ -197,8 +198,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cube-jupyter entry: {exc.message}", file=sys.stderr)
         return EXIT_USAGE
     except Exception:
+        # The traceback comes last: its exception is what `tracebacks.last_failure` reads as the cause.
+        print(f"cube-jupyter entry: {options.kind} {options.target!r} failed:", file=sys.stderr)
         traceback.print_exc()
-        print(f"cube-jupyter entry: {options.kind} {options.target!r} failed", file=sys.stderr)
         return EXIT_FAILED
     finally:
         sys.stdout.flush()

@@ -64,8 +64,10 @@ def job_name(value: object, field: str = "name") -> str:
 
 
 def string(value: object, field: str, *, allow_empty: bool = False) -> str:
-    if not isinstance(value, str) or (not allow_empty and not value.strip()):
-        raise InvalidInput(f"{field} must be a non-empty string, got {quote(value)}", field=field)
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be text, got {quote(value)}", field=field)
+    if not allow_empty and not value.strip():
+        raise InvalidInput(f"{field} is required", field=field)
     return check_text(value, field)
 
 

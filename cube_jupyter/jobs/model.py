@@ -63,6 +63,27 @@ class Trial:
 
 
 @dataclass(frozen=True)
+class JobError:
+    """Why a job failed, cause first (read by `cube_jupyter.tracebacks` from the failed replica's log):
+    the exception and the user's own frames to show, the whole traceback for whoever asks."""
+
+    cause: str  # one line: the exception's type and message
+    frames: tuple[str, ...]  # the user's own frames, oldest first, as Python printed them
+    traceback: str  # the whole traceback as logged, the workbench's frames too
+    context: str  # what ended: "PyTorchJob x has failed: replica worker-0 exited with code 1"
+    replica: str | None = None  # whose log holds it
+
+    def report(self) -> str:
+        """The cause, the user's frames, then what ended: the job's message, as the CLI prints it."""
+        return "\n".join([self.cause, *self.frames, self.context])
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> JobError:
+        """From its JSON (a local job's record, or the API's answer)."""
+        return cls(**{**raw, "frames": tuple(raw["frames"])})
+
+
+@dataclass(frozen=True)
 class Job:
     """A submitted job and its live status."""
 
@@ -76,7 +97,10 @@ class Job:
     conditions: tuple[Condition, ...] = ()
     replicas: tuple[Replica, ...] = ()
     gpus: int = 0  # GPUs the job holds in total, for the quota and the panel
-    message: str | None = None  # why it failed (with the failed replica's log tail), or is pending
+    message: str | None = (
+        None  # why it failed (cause first, else the failed replica's log tail), or is pending
+    )
+    error: JobError | None = None  # the traceback that failed it, when its log has one
     spec: dict[str, Any] = field(default_factory=dict)  # the normalized spec it was submitted with
     trials: tuple[Trial, ...] = ()  # tuning
     best_trial: str | None = None  # tuning

@@ -12,7 +12,7 @@ notebook server; open a notebook, run it, and once its kernel is the process the
 GPU 0, see the status bar show that kernel's GPU memory, the Kernels table name the notebook, and a
 warning (once per idle episode) when GPU 0 sits at 0% while the kernel holds memory.
 Then a MIG GPU (instances listed, utilization "not reported"), the layout restored on reload, and the
-real NVML on this GPU-less machine: the "no GPU visible" state with its message.
+real NVML on this GPU-less machine: the "No GPU visible" state with its message.
 Screenshots land in tests/browser/artifacts/ for a person to look at.
 """
 
@@ -392,7 +392,7 @@ def test_palette_and_no_gpu_visible_with_the_real_nvml(lab: ReplayLab, page: Pag
     except NoGpuVisible as exc:
         message = exc.message
     else:
-        pytest.skip("this machine has a real GPU: the 'no GPU visible' state cannot be shown here")
+        pytest.skip("this machine has a real GPU: the 'No GPU visible' state cannot be shown here")
     lab.replay(None)  # back to the real pynvml, in the server
     open_lab(page, lab)
     close_gpu_panel(page)

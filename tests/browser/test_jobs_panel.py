@@ -71,6 +71,10 @@ def job_row(page: Page, name: str) -> Locator:
     return page.locator(f'{PANEL} [data-testid="cube-jobs-row"][data-name="{name}"]')
 
 
+def column_widths(row: Locator) -> list[float]:
+    return row.evaluate("row => [...row.cells].map(cell => cell.getBoundingClientRect().width)")
+
+
 def shot(page: Page, name: str) -> None:
     shot_panel(page, name, PANEL)
 
@@ -145,6 +149,7 @@ def test_launch_a_two_replica_pytorch_job_and_watch_it_succeed(lab: Lab, page: P
     expect(row.get_by_test_id("cube-job-phase")).to_have_text("running")
     expect(row.get_by_test_id("cube-job-replicas")).to_have_text("2/2")
     expect(row.get_by_test_id("cube-job-gpus")).to_have_text("0")
+    running_widths = column_widths(row)
     lap("launch -> running")
 
     # The job is shown: its log follows the master while the job still runs.
@@ -169,7 +174,9 @@ def test_launch_a_two_replica_pytorch_job_and_watch_it_succeed(lab: Lab, page: P
     expect(log).to_contain_text("rank 1 done", timeout=30_000)
     expect(row).to_have_attribute("data-phase", "Succeeded", timeout=60_000)
     expect(row.get_by_test_id("cube-job-phase")).to_have_text("succeeded")
+    assert column_widths(row) == running_widths  # the list does not jump when a job finishes
     expect(detail.get_by_test_id("cube-job-log-state")).to_have_attribute("data-state", "ended")
+    expect(detail.get_by_test_id("cube-job-log-state")).to_have_text("complete")
     succeeded = detail.locator('[data-testid="cube-job-condition"][data-type="Succeeded"]')
     expect(succeeded).to_have_attribute("data-status", "True")
     picker.select_option("master-0")
@@ -193,6 +200,71 @@ def test_launch_a_two_replica_pytorch_job_and_watch_it_succeed(lab: Lab, page: P
     assert lab.request("GET", f"cube/api/v1/jobs/{JOB}")[0] == 404
     lap("delete")
     print(f"browser flow timings (s): {lap.timings}")
+
+
+BROKEN_SCRIPT = "broken.py"
+BROKEN = "print('loading the data', flush=True)\n\ndef load():\n    import not_a_module_xyz\n\nload()\n"
+CAUSE = "ModuleNotFoundError: No module named 'not_a_module_xyz'"
+
+
+def test_a_failed_job_leads_with_its_cause_and_folds_the_workbench_frames(lab: Lab, page: Page) -> None:
+    (lab.root / "work" / BROKEN_SCRIPT).write_text(BROKEN)
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    open_lab(page, lab)
+    page.evaluate("() => window.jupyterapp.commands.execute('cube:new-training-job')")
+    form = training_form(page)
+    expect(form).to_be_visible()
+    # Empty inputs show examples, marked as such, never what looks like a value already typed.
+    expect(field_input(form, "name")).to_have_attribute("placeholder", "e.g. mnist-ddp")
+    expect(field_input(form, "script")).to_have_attribute("placeholder", "e.g. train.py")
+    expect(field_input(form, "resources.memory")).to_have_attribute("placeholder", "e.g. 8Gi")
+    form.get_by_test_id("cube-job-launch").click()  # no name: the server's words, by the field
+    expect(field_error(form, "name")).to_have_text(re.compile(r"^name is required: use lower-case letters"))
+    shot(page, "38-jobs-form-placeholders")
+
+    field_input(form, "name").fill("broken")
+    field_input(form, "script").fill(BROKEN_SCRIPT)
+    field_input(form, "replicas.master.replicas").fill("0")
+    form.get_by_test_id("cube-job-launch").click()
+    row = job_row(page, "broken")
+    expect(row).to_have_attribute("data-phase", "Failed", timeout=60_000)
+
+    detail = page.locator(PANEL).get_by_test_id("cube-job-detail")
+    message = detail.get_by_test_id("cube-job-message")
+    # The cause first, then the user's frames; what ended under them.
+    expect(message.get_by_test_id("cube-job-error-cause")).to_have_text(CAUSE)
+    frames = message.get_by_test_id("cube-job-error-frames")
+    expect(frames).to_contain_text(f'{BROKEN_SCRIPT}", line 6, in <module>')
+    expect(frames).to_contain_text("line 4, in load")
+    expect(frames).not_to_contain_text("entry.py")
+    expect(frames).not_to_contain_text("^^^")
+    context = "PyTorchJob broken has failed: replica worker-0 exited with code 1"
+    expect(message.get_by_test_id("cube-job-error-context")).to_have_text(context)
+    # The workbench's frames are folded away, one click from view.
+    traceback = message.get_by_test_id("cube-job-error-traceback")
+    expect(traceback).to_be_hidden()
+    # The condition carries one line: what ended and why.
+    failed = detail.locator('[data-testid="cube-job-condition"][data-type="Failed"]')
+    expect(failed.locator(".cube-JobTable-message")).to_have_text(f"{context}: {CAUSE}")
+    # The log holds everything; the header says it is complete, not that something "ended".
+    log = detail.get_by_test_id("cube-job-log")
+    expect(log).to_contain_text("loading the data")
+    expect(log).to_contain_text("entry.py")
+    expect(detail.get_by_test_id("cube-job-log-state")).to_have_text("complete")
+    shot(page, "39-jobs-failed")
+    with dark_theme(page):
+        shot(page, "39-jobs-failed-dark")
+
+    message.get_by_test_id("cube-job-error-details").locator("summary").click()
+    expect(traceback).to_be_visible()
+    expect(traceback).to_contain_text("entry.py")
+    expect(traceback).to_contain_text(CAUSE)
+    page.set_viewport_size({"width": 900, "height": 1000})
+    shot(page, "39-jobs-failed-narrow")
+
+    detail.get_by_test_id("cube-job-delete").click()
+    confirm_dialog(page, "Delete")
+    expect(row).to_have_count(0)
 
 
 # A trial notebook: papermill sets `x`; the objective peaks at x = 0.3.
@@ -310,6 +382,10 @@ def test_serve_a_model_and_send_a_test_request(lab: Lab, page: Page) -> None:
     expect(field_error(form, "min_replicas")).to_have_text(
         "min_replicas (2) must not exceed max_replicas (1)"
     )
+    # The autoscaling metric's label shows whole: its select is as wide as its widest choice.
+    scale_on = field_input(form, "scale_metric")
+    assert scale_on.evaluate("select => select.scrollWidth <= select.clientWidth")
+    shot(page, "37-jobs-serving-form")
     field_input(form, "min_replicas").fill("1")
     form.get_by_test_id("cube-job-launch").click()
 

@@ -37,12 +37,12 @@ def _free_port() -> int:
 def test_no_gpu_visible_here(tmp_path: Path) -> None:
     table = cube_gpu(cwd=tmp_path)
     assert table.returncode == 0, table.stderr
-    assert table.stdout.startswith("no GPU visible") and table.stderr == ""
+    assert table.stdout.startswith("No GPU visible") and table.stderr == ""
     as_json = cube_gpu("--json", cwd=tmp_path)
     assert as_json.returncode == 0, as_json.stderr
     body = json.loads(as_json.stdout)
     assert body["available"] is False and body["source"] == "nvml"
-    assert body["message"].startswith("no GPU visible") and body["devices"] == []
+    assert body["message"].startswith("No GPU visible") and body["devices"] == []
 
 
 def test_cluster_gpus_as_json(tmp_path: Path, prometheus_url: str) -> None:  # noqa: F811

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -152,6 +153,23 @@ def test_a_failed_job_exits_1_with_its_reason(folder: Path) -> None:
     result = cube(folder, "train", "run", "ddp.yaml", "--wait")
     assert result.returncode == 1, result.stderr
     assert "ddp: Failed" in result.stdout and "no data found" in result.stderr
+
+
+def test_a_job_that_raises_prints_its_cause_first_and_where_the_whole_traceback_is(folder: Path) -> None:
+    (folder / "train.py").write_text("def load():\n    import not_a_module_xyz\n\nload()\n")
+    result = cube(folder, "train", "run", "ddp.yaml", "--wait")
+    assert result.returncode == 1, result.stderr
+    report = result.stderr[result.stderr.index("ModuleNotFoundError") :].splitlines()
+    assert report[0] == "ModuleNotFoundError: No module named 'not_a_module_xyz'"
+    assert report[1].endswith('train.py", line 4, in <module>') and report[3].endswith("line 2, in load")
+    assert re.fullmatch(r"PyTorchJob ddp has failed: replica (master|worker)-0 exited with code 1", report[5])
+    assert re.fullmatch(
+        r"the whole traceback: cube-jupyter train logs ddp --replica (master|worker)-0", report[6]
+    )
+    assert "entry.py" not in result.stderr and "^^^" not in result.stderr
+    replica = report[6].rpartition(" ")[2]
+    logs = cube(folder, "train", "logs", "ddp", "--replica", replica)
+    assert "entry.py" in logs.stdout and logs.stdout.rstrip().endswith(report[0])
 
 
 def test_ctrl_c_stops_the_local_job_train_run_follows(folder: Path) -> None:

@@ -1,6 +1,6 @@
 """The NVML source. There is no GPU on the test machines, so most tests run the real `NvmlSource` code
 against a REPLAY of recorded NVML readings (tests/gpu/nvml_replay.py, recordings in tests/data/nvml);
-the real pynvml is exercised for the "no GPU visible" state, and for real readings where a driver is."""
+the real pynvml is exercised for the "No GPU visible" state, and for real readings where a driver is."""
 
 from __future__ import annotations
 
@@ -149,7 +149,7 @@ def test_no_device_is_no_gpu_visible() -> None:
     for sample in recording["samples"]:
         sample["nvmlDeviceGetCount"], sample["devices"] = 0, []
 
-    with pytest.raises(NoGpuVisible, match="no GPU visible: the NVIDIA driver reports no GPU"):
+    with pytest.raises(NoGpuVisible, match="No GPU visible: the NVIDIA driver reports no GPU"):
         NvmlSource(nvml=NvmlReplay(recording)).read()
 
 
@@ -214,7 +214,7 @@ def test_real_pynvml_without_a_driver_is_no_gpu_visible() -> None:
     with pytest.raises(NoGpuVisible) as caught:
         NvmlSource().read()
     assert caught.value.message == (
-        "no GPU visible: the NVIDIA driver library libnvidia-ml.so.1 is not loaded on this machine"
+        "No GPU visible: the NVIDIA driver library libnvidia-ml.so.1 is not loaded on this machine"
     )
 
 
@@ -228,7 +228,7 @@ def test_record_without_a_gpu_exits_non_zero_and_writes_nothing(tmp_path: Path) 
         timeout=60,
     )
     assert done.returncode == 1
-    assert "no GPU visible" in done.stderr
+    assert "No GPU visible" in done.stderr
     assert "Traceback" not in done.stderr
     assert not out.exists()
 

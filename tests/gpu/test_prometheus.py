@@ -167,7 +167,7 @@ def test_no_dcgm_series_is_no_gpu_visible(dcgm_prometheus: DcgmPrometheus) -> No
         with pytest.raises(NoGpuVisible) as caught:
             source.read(namespaces)
         assert caught.value.message.startswith(
-            f"no GPU visible: Prometheus at {dcgm_prometheus.url} has no DCGM"
+            f"No GPU visible: Prometheus at {dcgm_prometheus.url} has no DCGM"
         )
 
 

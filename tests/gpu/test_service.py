@@ -100,7 +100,7 @@ async def test_no_gpu_is_a_state_not_an_error(tmp_path: Path) -> None:
     service = make_service(make_settings(tmp_path))
     report = await service.report("alice")
     assert report.available is False and report.source == "nvml"
-    assert report.message and report.message.startswith("no GPU visible")
+    assert report.message and report.message.startswith("No GPU visible")
     assert report.devices == () and report.quota is not None and report.quota.limit == 4
     body = report.to_dict()
     assert body["user"] == "alice" and body["is_admin"] is False

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -209,6 +210,10 @@ def test_failed_trials_are_counted_and_fail_the_experiment(tuner: LocalTuner, wo
     replicas = {r.name: r for r in job.replicas}
     messages = {t.parameters["mode"]: replicas[f"trial-{n}"].message or "" for n, t in enumerate(job.trials)}
     assert "ValueError" in messages["fail"] and "trial refuses" in messages["fail"]
+    assert messages["fail"].startswith("exited with code 1: ValueError") and "\n" not in messages["fail"]
+    # The experiment's condition names the latest failed trial and why, in one line.
+    last = re.search(r"; the last, (trial-\d+): (.*)$", job.conditions[-1].message)
+    assert last is not None and last[2] == replicas[last[1]].message
     assert "without printing its objective metric 'accuracy=<value>'" in messages["silent"]
     # the third trial starts only if the good one came before the second failure
     assert len(job.trials) in (2, 3)
@@ -348,6 +353,7 @@ def test_a_dead_driver_fails_the_experiment(tuner: LocalTuner, workdir: Path) ->
     job = tuner.status(USER, "orphan")
     assert job.phase == "Failed"
     assert "the tuning driver exited before the experiment finished" in (job.message or "")
+    assert "\n" not in job.conditions[-1].message  # one line; the message adds the driver's log
 
 
 @pytest.mark.parametrize("algorithm", ["random", "tpe", "bayesianoptimization", "cmaes", "grid"])

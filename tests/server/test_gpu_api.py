@@ -1,6 +1,6 @@
 """`GET /cube/api/v1/gpu` through a real Jupyter server, checked against openapi.yaml.
 
-- On this GPU-less machine: the "no GPU visible" state, auth, XSRF and bad input.
+- On this GPU-less machine: the "No GPU visible" state, auth, XSRF and bad input.
 - The local backend with a REPLAY of recorded NVML readings installed in the server's process (this
   machine has no GPU; tests/gpu/nvml_replay.py feeds the recording to the real NvmlSource): real
   kernels, started through the server and in a real child notebook server, take the place of the
@@ -61,7 +61,7 @@ async def test_no_gpu_visible_is_a_report_not_an_error(api: Any) -> None:
     code, body = await get_gpu(api)
     assert code == 200
     assert body["available"] is False and body["source"] == "nvml"
-    assert body["message"].startswith("no GPU visible")
+    assert body["message"].startswith("No GPU visible")
     assert body["user"] == "alice" and body["is_admin"] is False
     assert body["quota"] == {"used": 0, "limit": None, "holders": []}
     code, admin = await get_gpu(api, as_user="root-admin", all="1")

@@ -35,7 +35,7 @@ BOOM_SCRIPT = """
 import os, sys, time
 print("about to fail", flush=True)
 if os.environ["RANK"] == "1":
-    sys.exit(3)
+    raise RuntimeError("the data is bad")
 time.sleep(60)
 """
 DDP = {"name": "ddp", "framework": "pytorch", "replicas": {"master": 1, "worker": 1}, "script": "train.py"}
@@ -156,14 +156,20 @@ async def test_a_two_replica_pytorch_job_runs_streams_its_logs_and_is_deleted(
     assert status == 404 and body["field"] == "name"
 
 
-async def test_a_failing_replica_fails_the_job_with_its_log_tail(api: Any, root: Path) -> None:
-    # The worker (rank 1) dies at once; the master would run for a minute.
+async def test_a_failing_replica_fails_the_job_with_its_cause_first(api: Any, root: Path) -> None:
+    # The worker (rank 1) raises at once; the master would run for a minute.
     (root / "boom.py").write_text(BOOM_SCRIPT)
     await submit(api, "training", {**DDP, "name": "boom", "script": "boom.py"})
     master_pid = await _running_pid(api, "boom", "master-0")
     job = await wait_for(api, "boom", {"Succeeded", "Failed"})
     assert job["phase"] == "Failed"
-    assert "worker-0" in job["message"] and "about to fail" in job["message"], job["message"]
+    error = job["error"]  # the contract's JobError, checked by `call`
+    assert error["cause"] == "RuntimeError: the data is bad" and error["replica"] == "worker-0", error
+    assert job["message"].startswith(error["cause"]) and "worker-0" in job["message"], job["message"]
+    assert [frame.splitlines()[0].rpartition("/")[2] for frame in error["frames"]] == [
+        'boom.py", line 5, in <module>'
+    ]
+    assert "entry.py" in error["traceback"] and job["conditions"][-1]["message"].endswith(error["cause"])
     # The other replica is stopped and cleaned up (cleanPodPolicy Running).
     deadline = time.monotonic() + 30
     while psutil.pid_exists(master_pid) and psutil.Process(master_pid).status() != psutil.STATUS_ZOMBIE:

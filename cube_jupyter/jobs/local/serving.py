@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import cube_jupyter
+from cube_jupyter import tracebacks
 from cube_jupyter.errors import InvalidInput, NotFound
 from cube_jupyter.jobs.local.model_formats import LOCAL_FORMATS, find_model_file
 from cube_jupyter.jobs.model import Condition, Job, Replica
@@ -122,8 +123,8 @@ class LocalModelServing:
         if record is None:
             return None
         if record.phase == "Ready" and self._process(record) is None:
-            tail = processes.log_tail(self.log_path(user, name))
-            record = _failed(record, "ServerExited", f"the model server exited:\n{tail}".rstrip())
+            tail = processes.log_tail(self.log_path(user, name), *tracebacks.LOG_TAIL)
+            record = _failed(record, "ServerExited", "the model server exited", tail)
             with contextlib.suppress(OSError):
                 self._write(record)
         return self._job(record)
@@ -267,8 +268,8 @@ class LocalModelServing:
                 why = f"the model server exited with code {child.returncode} before it was ready"
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=1)
-            tail = processes.log_tail(job_dir / LOG)
-            return _failed(running, "ServerFailed", f"{why}:\n{tail}".rstrip())
+            tail = processes.log_tail(job_dir / LOG, *tracebacks.LOG_TAIL)
+            return _failed(running, "ServerFailed", why, tail)
         now = time.time()
         message = _replica_note(spec)
         return replace(
@@ -376,15 +377,19 @@ def _replica_note(spec: ServingSpec) -> str | None:
     return None
 
 
-def _failed(record: ServingRecord, reason: str, message: str) -> ServingRecord:
+def _failed(record: ServingRecord, reason: str, why: str, log_tail: str = "") -> ServingRecord:
+    """Failed: the condition says why in one line (with the cause, when the server's log ends with a
+    traceback); the job's message adds the last lines of the log."""
     now = time.time()
+    failure = tracebacks.last_failure(log_tail)
+    line = f"{why}: {failure.cause}" if failure is not None else why
     return replace(
         record,
         phase="Failed",
-        message=message,
+        message=tracebacks.with_log_tail(line, log_tail) if log_tail else line,
         completed=now,
         port=None,
-        conditions=(*record.conditions, Condition("Ready", "False", reason, message, now)),
+        conditions=(*record.conditions, Condition("Ready", "False", reason, line, now)),
     )
 
 

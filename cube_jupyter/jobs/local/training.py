@@ -9,9 +9,10 @@ the job's work directory, with stdout and stderr in a per-replica log. Each repl
 monitor (`cube_jupyter.local.monitor`, conmon's role for a container) that leads its process group
 and writes the replica's exit code to a file next to its log. `refresh` is the operator's reconcile
 loop: it reaps replicas, restarts failed ones while the restart policy and backoff limit allow, marks
-the job Succeeded or Failed (the failed replica's name, exit code and log tail in the message), stops
-the others by `clean_pod_policy` (SIGTERM to the process group, SIGKILL after a grace period),
-enforces `active_deadline_seconds`, and deletes finished jobs after `ttl_seconds_after_finished`.
+the job Succeeded or Failed (the failed replica's name, exit code and the cause its traceback gives,
+else its log tail, in the message: `training_plan.mark_failed`), stops the others by
+`clean_pod_policy` (SIGTERM to the process group, SIGKILL after a grace period), enforces
+`active_deadline_seconds`, and deletes finished jobs after `ttl_seconds_after_finished`.
 
 The process that starts a job supervises it (`owner` in the record). Replicas outlive it, as notebook
 servers do: the workbench's close leaves them running, and when a job's owner has died the next
@@ -42,6 +43,7 @@ from pathlib import Path
 
 import psutil
 
+from cube_jupyter import tracebacks
 from cube_jupyter.errors import BackendUnavailable, InvalidInput, NotFound
 from cube_jupyter.jobs import package as packaging
 from cube_jupyter.jobs.local import conditions as ops
@@ -56,7 +58,6 @@ from cube_jupyter.storage import ArtifactStore, open_store
 
 log = logging.getLogger(__name__)
 
-TAIL_LINES = 20
 # How long the other replicas may take to exit on their own once the job has succeeded.
 SUCCESS_SETTLE_SECONDS = 5.0
 ADOPT_LOCK = "supervisor.lock"
@@ -330,7 +331,7 @@ class LocalTrainingRunner:
                     plan.mark_restarting(record, replica, now)
                     self._spawn(record, replica)
                 else:
-                    tail = processes.log_tail(self._log_path(record, replica), TAIL_LINES)
+                    tail = processes.log_tail(self._log_path(record, replica), *tracebacks.LOG_TAIL)
                     plan.mark_failed(record, replica, *failure, tail, now)
                     self._clean_up(record)
             if record.completed is None:

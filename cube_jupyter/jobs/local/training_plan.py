@@ -17,12 +17,14 @@ import math
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 
+from cube_jupyter import tracebacks
 from cube_jupyter.errors import InvalidInput
 from cube_jupyter.jobs.local import conditions as ops
 from cube_jupyter.jobs.local import rendezvous
 from cube_jupyter.jobs.local.training_state import JobRecord, ReplicaRecord
-from cube_jupyter.jobs.model import Condition, Job, Replica
+from cube_jupyter.jobs.model import Condition, Job, JobError, Replica
 from cube_jupyter.jobs.training_spec import RoleSpec, TrainingSpec
 from cube_jupyter.names import parse_quantity
 from cube_jupyter.notebooks.local import children
@@ -221,11 +223,22 @@ def failure_of(record: JobRecord, replica: ReplicaRecord) -> tuple[str, str] | N
 def mark_failed(
     record: JobRecord, replica: ReplicaRecord, reason: str, summary: str, log_tail: str, now: float
 ) -> None:
-    message = f"{summary}: replica {replica.name} {how_it_ended(replica)}"
-    message += f"; last lines of its log:\n{log_tail}" if log_tail else " (its log is empty)"
-    replica.message = message
+    """Failed because of `replica`: the condition says so in one line, with the cause when its log
+    ends with a traceback; the job's message leads with that cause and the user's frames, else it
+    shows the last lines of the log."""
+    context = f"{summary}: replica {replica.name} {how_it_ended(replica)}"
+    failure = tracebacks.last_failure(log_tail)
+    if failure is None:
+        line = context
+        message = tracebacks.with_log_tail(context, log_tail)
+    else:
+        line = f"{context}: {failure.cause}"
+        error = JobError(failure.cause, failure.user_frames, failure.traceback, context, replica.name)
+        record.error = asdict(error)
+        message = error.report()
+    replica.message = line
     record.message = message
-    _add(record, "Failed", reason, message, now)
+    _add(record, "Failed", reason, line, now)
     record.completed = now
 
 
@@ -353,6 +366,7 @@ def job_view(record: JobRecord) -> Job:
         replicas=replicas,
         gpus=sum(r.gpus for r in record.replicas),
         message=record.message,
+        error=JobError.from_dict(record.error) if record.error is not None else None,
         spec=record.spec,
         completed=record.completed,
     )

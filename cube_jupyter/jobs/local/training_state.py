@@ -62,6 +62,7 @@ class JobRecord:
     active_deadline_seconds: int | None = None
     conditions: list[dict[str, Any]] = field(default_factory=list)
     message: str | None = None
+    error: dict[str, Any] | None = None  # the failed replica's traceback, cause first (`JobError`)
     completed: float | None = None
     restarts: int = 0
     package_uri: str | None = None

@@ -27,6 +27,7 @@ from typing import Any, cast
 import psutil
 
 import cube_jupyter
+from cube_jupyter import tracebacks
 from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound
 from cube_jupyter.jobs import package as packaging
 from cube_jupyter.jobs.local.tuning_state import (
@@ -129,12 +130,15 @@ class LocalTuner:
         state = read_state(directory)
         if state is None or state.finished or _driver(directory) is not None:
             return state
-        tail = processes.log_tail(directory / DRIVER_LOG)
+        tail = processes.log_tail(directory / DRIVER_LOG, *tracebacks.LOG_TAIL)
+        failure = tracebacks.last_failure(tail)
+        why = f"{DRIVER_GONE}: {failure.cause}" if failure is not None else DRIVER_GONE
         now = time.time()
         for trial in state.trials:
             if trial.state in ("Pending", "Running"):
                 trial.state, trial.message, trial.finished = "Failed", DRIVER_GONE, now
-        state.add_condition("Failed", "ExperimentFailed", f"{DRIVER_GONE}:\n{tail}".rstrip(), now)
+        state.add_condition("Failed", "ExperimentFailed", why, now)  # one line; the message adds the log
+        state.message = tracebacks.with_log_tail(why, tail)
         state.completed = now
         with contextlib.suppress(OSError):
             write_state(directory, state)

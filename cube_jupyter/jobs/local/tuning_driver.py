@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 import optuna
 
+from cube_jupyter import tracebacks
 from cube_jupyter.jobs.local import optuna_search
 from cube_jupyter.jobs.local.training_plan import DROPPED_ENV, ENTRY_MODULE
 from cube_jupyter.jobs.local.trial_metrics import TrialMetrics
@@ -118,7 +119,13 @@ class NotebookRun:
         return self.proc.poll()
 
     def failure(self) -> str:
-        return f"exited with code {self.proc.returncode}:\n{processes.log_tail(self.log_path, 10)}".rstrip()
+        """How the trial ended: with the cause its traceback gives (one line), else its log's tail."""
+        ended = f"exited with code {self.proc.returncode}"
+        tail = processes.log_tail(self.log_path, *tracebacks.LOG_TAIL)
+        failure = tracebacks.last_failure(tail)
+        if failure is not None:
+            return f"{ended}: {failure.cause}"
+        return tracebacks.with_log_tail(ended, tail)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -164,7 +171,9 @@ class TrainingRun:
                 self.code = 0
             elif job.phase == "Failed":
                 self.code = 1
-                self.message = job.message or "the training job failed"
+                # One line with the cause when its replica's traceback gave one (`training_plan`).
+                one_line = job.conditions[-1].message if job.error is not None else None
+                self.message = one_line or job.message or "the training job failed"
         return self.code
 
     def failure(self) -> str:
@@ -337,17 +346,27 @@ class Driver:
     def failed_count(self) -> int:
         return sum(1 for t in self.state.trials if t.state == "Failed")
 
+    def last_failure(self) -> str | None:
+        """`trial-3: exited with code 1: ModuleNotFoundError: ...`: the latest failed trial and why, in
+        one line, for the experiment's condition (the trials often fail alike)."""
+        failed = [t for t in self.state.trials if t.state == "Failed" and t.message]
+        if not failed:
+            return None
+        last = max(failed, key=lambda t: t.finished or 0.0)
+        return f"{last.replica}: {(last.message or '').splitlines()[0]}"
+
     def finish_if_done(self) -> bool:
         now = time.time()
         spec = self.spec
         failed = self.failed_count()
         if failed > spec.max_failed_trials:
+            last = self.last_failure()
             self.stop_all("stopped: the experiment failed")
             self.state.add_condition(
                 "Failed",
                 "ExperimentMaxFailedTrialsReached",
                 f"Experiment has failed because {failed} trials failed, more than max_failed_trials "
-                f"({spec.max_failed_trials})",
+                f"({spec.max_failed_trials})" + (f"; the last, {last}" if last else ""),
                 now,
             )
         elif self.running:

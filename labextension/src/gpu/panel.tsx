@@ -108,7 +108,7 @@ export class GpuPanel extends VisibleRenderer<GpuModel> {
             role="status"
             data-testid="cube-gpu-none"
           >
-            {report.message || 'No GPU visible.'}
+            {report.message}
           </div>
         )}
         {report.devices.length > 0 && (

@@ -109,7 +109,7 @@ export interface IIdleWarning {
 /** The whole answer of `/gpu`. */
 export interface IGpuReport {
   source: GpuSource;
-  /** False with `message` ("no GPU visible: ...") when the source sees none: a state, not an error. */
+  /** False with `message` ("No GPU visible: ...") when the source sees none: a state, not an error. */
   available: boolean;
   timestamp: number;
   message: string | null;

@@ -2,7 +2,8 @@
  * Display formatting of jobs only: short text from what the server sent.
  */
 import { formatAge, formatDate, isoFromSeconds } from '../common/format';
-import type { IJob } from './types';
+import type { LogStreamState } from './logStream';
+import type { IJob, IJobReplica } from './types';
 
 /** Identifies a job: names are unique per user. */
 export function jobKey(job: { user: string; name: string }): string {
@@ -39,4 +40,23 @@ export function formatValue(value: unknown): string {
     return value;
   }
   return JSON.stringify(value);
+}
+
+/**
+ * What the log's header says: `live` while the log streams; once the stream has ended,
+ * `complete` when its replica has finished, else that the panel is reconnecting (it
+ * follows a replica that still runs again on the next poll).
+ */
+export function logStateLabel(
+  state: LogStreamState,
+  replica: Pick<IJobReplica, 'state'> | undefined
+): string {
+  if (state === 'streaming') {
+    return 'live';
+  }
+  if (state !== 'ended' || !replica) {
+    return '';
+  }
+  const running = replica.state === 'Pending' || replica.state === 'Running';
+  return running ? 'reconnecting…' : 'complete';
 }

@@ -9,7 +9,7 @@ import { PolledModel } from '../common/polledModel';
 import { RequestState } from '../common/request';
 import { JobsClient } from './client';
 import { jobKey } from './format';
-import { LogStream } from './logStream';
+import { LogStream, type LogStreamState } from './logStream';
 import type {
   IJob,
   IJobHistory,
@@ -34,7 +34,7 @@ export class JobsModel extends PolledModel {
   constructor(readonly client: JobsClient) {
     super({ name: 'cube-jupyter:jobs', interval: JOBS_POLL_INTERVAL });
     this.logs = new LogStream(client);
-    this.logs.changed.connect(() => this.stateChanged.emit(), this);
+    this.logs.changed.connect(this._onLogChanged, this);
   }
 
   /** The live log of the picked replica of the job shown. */
@@ -257,6 +257,19 @@ export class JobsModel extends PolledModel {
     }
   }
 
+  /**
+   * A log's stream ends when its replica has finished: fetch the list at once, so the
+   * replica's state says so too rather than Running until the next tick.
+   */
+  private _onLogChanged(): void {
+    const state = this.logs.current.state;
+    if (state === 'ended' && this._logState !== 'ended') {
+      this.pollNow();
+    }
+    this._logState = state;
+    this.stateChanged.emit();
+  }
+
   /** How to name a job to the server: with its owner when it is someone else's. */
   private _ref(job: IJob): IJobRef {
     return {
@@ -343,4 +356,5 @@ export class JobsModel extends PolledModel {
   private _historyKey: string | null = null;
   private _historyError: string | null = null;
   private _resumeLogs = false;
+  private _logState: LogStreamState = 'idle';
 }

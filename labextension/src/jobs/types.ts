@@ -50,6 +50,20 @@ export interface IJobTrial {
   objective: number | null;
 }
 
+/** Why a job failed, cause first: read from the failed replica's traceback. */
+export interface IJobError {
+  /** One line: the exception's type and message. */
+  cause: string;
+  /** The user's own frames, oldest first, as Python printed them. */
+  frames: string[];
+  /** The whole traceback as logged, the workbench's frames too. */
+  traceback: string;
+  /** What ended, e.g. `PyTorchJob x has failed: replica worker-0 exited with code 1`. */
+  context: string;
+  /** Whose log holds the traceback. */
+  replica: string | null;
+}
+
 export interface IJob {
   name: string;
   kind: JobKind;
@@ -63,7 +77,10 @@ export interface IJob {
   conditions: IJobCondition[];
   replicas: IJobReplica[];
   gpus: number;
+  /** Why it failed (cause first) or is pending. */
   message: string | null;
+  /** The traceback that failed it, when the failed replica's log has one. */
+  error: IJobError | null;
   /** The normalized spec it was submitted with. */
   spec: Record<string, unknown>;
   trials: IJobTrial[];

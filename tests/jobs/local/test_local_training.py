@@ -23,6 +23,7 @@ import xgboost
 
 from cube_jupyter.errors import Conflict, InvalidInput, NotFound
 from cube_jupyter.jobs.local.training import ADOPT_LOCK, LocalTrainingRunner
+from cube_jupyter.jobs.model import Job
 from cube_jupyter.jobs.package import package_function
 from cube_jupyter.local.locks import try_file_lock
 from cube_jupyter.storage.local import LocalStore
@@ -206,6 +207,66 @@ def test_a_dying_replica_fails_the_job_with_its_log_tail_and_stops_the_others(
     assert master.state == "Failed" and master.message and "stopped" in master.message
     assert gone(master_pid)
     assert "master up" in runner.logs(USER, "dies", "master-0")
+
+
+MISSING = "ModuleNotFoundError: No module named 'not_a_module_xyz'"
+HELPER = "def load():\n    import not_a_module_xyz\n"
+CELL = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None}
+NOTEBOOK = {
+    "cells": [
+        {**CELL, "id": "load", "source": "print('loading')"},
+        {**CELL, "id": "fail", "source": "import helper\nhelper.load()"},
+    ],
+    "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    "nbformat": 4,
+    "nbformat_minor": 5,
+}
+
+
+def raising_job(runner: LocalTrainingRunner, tmp_path: Path, code: dict[str, str]) -> Job:
+    """A one-worker job whose code imports `helper`, whose `load()` imports a module that is not there."""
+    work = tmp_path / "code"
+    work.mkdir()
+    (work / "helper.py").write_text(HELPER)
+    for name, text in code.items():
+        (work / name).write_text(text)
+    kind, target = ("notebook", "train.ipynb") if "train.ipynb" in code else ("script", "train.py")
+    spec = {"name": "raises", "framework": "pytorch", "replicas": {"worker": 1}, kind: target}
+    runner.start(training(spec), code_dir=work)
+    job = runner.wait(USER, "raises", TIMEOUT)
+    assert job.phase == "Failed", job.message
+    return job
+
+
+def test_a_replica_that_raises_fails_the_job_with_its_cause_first(
+    runner: LocalTrainingRunner, tmp_path: Path
+) -> None:
+    job = raising_job(runner, tmp_path, {"train.py": "import helper\nprint('loading')\nhelper.load()\n"})
+    # One line in the condition: what ended and why, no traceback.
+    context = "PyTorchJob raises has failed: replica worker-0 exited with code 1"
+    assert job.conditions[-1].message == f"{context}: {MISSING}"
+    assert job.error is not None
+    assert (job.error.cause, job.error.context, job.error.replica) == (MISSING, context, "worker-0")
+    assert [frame.splitlines()[0].rpartition("/")[2] for frame in job.error.frames] == [
+        'train.py", line 3, in <module>',
+        'helper.py", line 2, in load',
+    ]
+    # The message leads with the cause and the user's frames; the workbench's are in the traceback.
+    assert job.message == "\n".join([MISSING, *job.error.frames, context])
+    assert "entry.py" in job.error.traceback and "entry.py" not in job.message
+    assert job.error.traceback in runner.logs(USER, "raises", "worker-0")
+
+
+def test_a_notebook_replica_fails_with_the_failed_cells_exception_not_papermills(
+    runner: LocalTrainingRunner, tmp_path: Path
+) -> None:
+    job = raising_job(runner, tmp_path, {"train.ipynb": json.dumps(NOTEBOOK)})
+    assert job.conditions[-1].message.endswith(f": {MISSING}")
+    assert job.error is not None and job.error.cause == MISSING
+    cell, helper = job.error.frames
+    assert cell.startswith("Cell In[2], line 2") and "helper.load()" in cell
+    assert helper.startswith("File ") and "helper.py:2, in load()" in helper.splitlines()[0]
+    assert "PapermillExecutionError" in job.error.traceback and "papermill" not in job.message
 
 
 def test_clean_pod_policy_none_leaves_the_others_running_until_delete(runner: LocalTrainingRunner) -> None:

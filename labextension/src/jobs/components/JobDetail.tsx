@@ -14,6 +14,7 @@ import type { JobsModel } from '../model';
 import type { IJob } from '../types';
 import { Conditions } from './Conditions';
 import { HistoryPlot } from './HistoryPlot';
+import { JobMessage } from './JobMessage';
 import { LogView } from './LogView';
 import { ServingBox } from './ServingBox';
 import { BestTrial, objectiveOf, TrialTable } from './TrialTable';
@@ -66,14 +67,7 @@ export function JobDetail(props: IJobDetailProps): JSX.Element {
         message={model.actionError}
         testid="cube-job-action-error"
       />
-      {job.message && (
-        <pre
-          className={`cube-JobDetail-message${job.phase === 'Failed' ? ' cube-mod-failed' : ''}`}
-          data-testid="cube-job-message"
-        >
-          {job.message}
-        </pre>
-      )}
+      <JobMessage job={job} />
       <section className="cube-JobDetail-section">
         <SectionTitle level={4}>Conditions</SectionTitle>
         <Conditions conditions={job.conditions} />

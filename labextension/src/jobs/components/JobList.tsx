@@ -75,18 +75,22 @@ export function JobList(props: IJobListProps): JSX.Element {
                 </span>
               )}
             </td>
-            <td>
+            <td className="cube-JobList-status">
               <StatusBadge
                 status={job.phase.toLowerCase()}
                 testid="cube-job-phase"
               />
             </td>
-            <td data-testid="cube-job-replicas">{replicaCount(job)}</td>
-            <td data-testid="cube-job-gpus">{job.gpus}</td>
+            <td className="cube-JobList-count" data-testid="cube-job-replicas">
+              {replicaCount(job)}
+            </td>
+            <td className="cube-JobList-count" data-testid="cube-job-gpus">
+              {job.gpus}
+            </td>
             <td
               data-testid="cube-job-age"
               title={localTime(job.created)}
-              className="cube-JobList-age"
+              className="cube-JobList-count cube-JobList-age"
             >
               {jobAge(job, props.now)}
             </td>

@@ -6,6 +6,7 @@ import { HTMLSelect } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { ErrorMessage } from '../../common/components/ErrorMessage';
+import { logStateLabel } from '../format';
 import type { ILogState } from '../logStream';
 import type { IJobReplica } from '../types';
 
@@ -62,11 +63,10 @@ export function LogView(props: ILogViewProps): JSX.Element {
           data-testid="cube-job-log-state"
           data-state={log.state}
         >
-          {log.state === 'streaming'
-            ? 'live'
-            : log.state === 'ended'
-              ? 'ended'
-              : ''}
+          {logStateLabel(
+            log.state,
+            props.replicas.find(r => r.name === replica)
+          )}
         </span>
       </div>
       <ErrorMessage message={log.error} testid="cube-job-log-error" />

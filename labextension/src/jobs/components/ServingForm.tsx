@@ -7,6 +7,7 @@ import * as React from 'react';
 
 import {
   compact,
+  example,
   FieldGroup,
   IFieldSpec,
   ILaunchFormProps,
@@ -42,7 +43,7 @@ export function ServingForm(props: ILaunchFormProps): JSX.Element {
   const { text, bind } = form;
   type Key = keyof typeof text;
   const model: IFieldSpec<Key>[] = [
-    { key: 'name', label: 'Name', path: 'name', placeholder: 'iris' },
+    { key: 'name', label: 'Name', path: 'name', placeholder: example('iris') },
     {
       key: 'format',
       label: 'Model format',
@@ -54,7 +55,7 @@ export function ServingForm(props: ILaunchFormProps): JSX.Element {
       label: 'Storage URI',
       path: 'storage_uri',
       hint: 's3://, pvc:// or a path on this machine',
-      placeholder: 's3://models/iris'
+      placeholder: example('s3://models/iris')
     }
   ];
   const percent = scale_metrics.find(m => m.value === text.metric)?.percent;

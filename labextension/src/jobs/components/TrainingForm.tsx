@@ -8,6 +8,7 @@ import * as React from 'react';
 import type { IFrameworkRole } from '../types';
 import {
   compact,
+  example,
   FieldGroup,
   IBound,
   IFieldSpec,
@@ -58,13 +59,20 @@ export function TrainingForm(props: ILaunchFormProps): JSX.Element {
       path: 'framework',
       options: frameworks
     },
-    { key: 'name', label: 'Name', path: 'name', placeholder: 'mnist-ddp' },
+    {
+      key: 'name',
+      label: 'Name',
+      path: 'name',
+      placeholder: example('mnist-ddp')
+    },
     {
       key: 'image',
       label: 'Image',
       path: 'image',
       hint: "the admin's default when empty",
-      placeholder: 'docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime'
+      placeholder: example(
+        'docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime'
+      )
     }
   ];
   const replicas: IFieldSpec<string>[] = roles.map(role => ({
@@ -145,7 +153,7 @@ export function TrainingForm(props: ILaunchFormProps): JSX.Element {
               label={code?.label ?? codeKind}
               path={codeKind}
               hint={code?.hint}
-              placeholder={code?.example}
+              placeholder={code && example(code.example)}
               {...bind('code')}
             />
           </div>
@@ -153,7 +161,7 @@ export function TrainingForm(props: ILaunchFormProps): JSX.Element {
         <TextField
           label="Arguments"
           path="args"
-          placeholder="--epochs 3 --lr 0.01"
+          placeholder={example('--epochs 3 --lr 0.01')}
           {...bind('args')}
         />
       </fieldset>

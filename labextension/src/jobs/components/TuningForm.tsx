@@ -12,6 +12,7 @@ import { isWithin } from '../../common/fieldError';
 import type { IJobsConfig } from '../types';
 import {
   compact,
+  example,
   FieldError,
   FieldGroup,
   IFieldSpec,
@@ -117,13 +118,18 @@ export function TuningForm(props: ILaunchFormProps): JSX.Element {
   };
   type Key = keyof typeof text;
   const job: IFieldSpec<Key>[] = [
-    { key: 'name', label: 'Name', path: 'name', placeholder: 'tune-mnist' },
+    {
+      key: 'name',
+      label: 'Name',
+      path: 'name',
+      placeholder: example('tune-mnist')
+    },
     {
       key: 'notebook',
       label: 'Trial notebook',
       path: 'trial.notebook',
       hint: "run with each trial's parameters",
-      placeholder: 'train.ipynb'
+      placeholder: example('train.ipynb')
     }
   ];
   const objective: IFieldSpec<Key>[] = [
@@ -132,7 +138,7 @@ export function TuningForm(props: ILaunchFormProps): JSX.Element {
       label: 'Metric',
       path: 'objective.metric',
       hint: 'name=value',
-      placeholder: 'accuracy'
+      placeholder: example('accuracy')
     },
     {
       key: 'goalType',
@@ -145,7 +151,7 @@ export function TuningForm(props: ILaunchFormProps): JSX.Element {
       label: 'Goal',
       path: 'objective.goal',
       hint: 'optional',
-      placeholder: '0.99'
+      placeholder: example('0.99')
     },
     {
       key: 'algorithm',
@@ -285,7 +291,7 @@ function ParameterRow(props: IParameterRowProps): JSX.Element {
             testid="cube-job-input-parameter-name"
             ariaLabel="Parameter name"
             value={row.name}
-            placeholder="lr"
+            placeholder={example('lr')}
             onChange={name => props.onChange({ name })}
           />
         </td>
@@ -304,13 +310,13 @@ function ParameterRow(props: IParameterRowProps): JSX.Element {
             <td className="cube-mod-disabled">—</td>
             {cell(
               'values',
-              props.values === 'number' ? '16, 32, 64' : 'sgd, adam'
+              example(props.values === 'number' ? '16, 32, 64' : 'sgd, adam')
             )}
           </>
         ) : (
           <>
-            {cell('min', '0.0001')}
-            {cell('max', '0.1')}
+            {cell('min', example('0.0001'))}
+            {cell('max', example('0.1'))}
             {cell('step', 'optional')}
             <td className="cube-mod-disabled">—</td>
           </>

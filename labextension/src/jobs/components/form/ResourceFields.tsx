@@ -9,6 +9,7 @@ import {
   pathsOf,
   textOrNothing
 } from '../../../common/form';
+import { example } from './placeholders';
 
 /** The resources as typed. */
 export interface IResourcesText {
@@ -20,7 +21,8 @@ export interface IResourcesText {
 /** The resources a form starts with: none asked (the admin's defaults apply). */
 export const NO_RESOURCES: IResourcesText = { cpu: '', memory: '', gpu: '' };
 
-/** The CPU, memory and GPU fields, with examples in the empty CPU and memory inputs. */
+/** The CPU, memory and GPU fields, with examples in the empty CPU and memory inputs (empty: the
+ * admin's defaults). */
 export function resourceFields(placeholders: {
   cpu: string;
   memory: string;
@@ -30,20 +32,20 @@ export function resourceFields(placeholders: {
       key: 'cpu',
       label: 'CPU',
       path: 'resources.cpu',
-      placeholder: placeholders.cpu
+      placeholder: example(placeholders.cpu)
     },
     {
       key: 'memory',
       label: 'Memory',
       path: 'resources.memory',
-      placeholder: placeholders.memory
+      placeholder: example(placeholders.memory)
     },
     {
       key: 'gpu',
       label: 'GPUs',
       path: 'resources.gpu',
       min: 0,
-      placeholder: '0'
+      placeholder: 'none'
     }
   ];
 }
