@@ -18,11 +18,11 @@ from cube_jupyter.gpu.cli import add_gpu_commands
 from cube_jupyter.jobs.cli import add_job_commands
 from cube_jupyter.notebooks.cli import add_notebook_commands
 from cube_jupyter.pipelines.cli import add_pipeline_commands
-from cube_jupyter.startup import skip_unused_schema_formats
+from cube_jupyter.startup import skip_schema_format_libraries
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    skip_unused_schema_formats()
+    skip_schema_format_libraries()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "run"):

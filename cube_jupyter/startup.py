@@ -34,3 +34,22 @@ def skip_papermill_remote_io() -> None:
     """
     for name in ("papermill.s3", "papermill.adl", "papermill.abs", "gcsfs", "pyarrow.fs", "github"):
         sys.modules.setdefault(name, None)  # type: ignore[arg-type]
+
+
+def skip_schema_format_libraries() -> None:
+    """In the CLI, keep jsonschema from importing any optional library it checks formats with
+    (isoduration pulls in arrow and dateutil; webcolors, uri_template, jsonpointer and the rest):
+    nbformat checks no format, and the CLI process runs no one else's code that could. About 0.05 s
+    of every command that reads a notebook. The same None-in-`sys.modules` as above."""
+    skip_unused_schema_formats()
+    for name in (
+        "isoduration",
+        "webcolors",
+        "uri_template",
+        "jsonpointer",
+        "fqdn",
+        "rfc3339_validator",
+        "rfc3986_validator",
+        "rfc3987",
+    ):
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+import nbformat
+
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import CubeError, InvalidInput
 from cube_jupyter.pipelines.history import ACTIVE_RUN, COMPLETED_STEP, DONE_STEP, RunRecord, StepRecord
@@ -106,6 +108,8 @@ async def _run_async(args: argparse.Namespace, settings: Settings) -> int:
     cluster = await _cluster_runs(settings) if args.target == "cluster" else None
     service = PipelineService(settings, root, pool_size=parallel, cluster=cluster)
     user = args.user or settings.workbench.default_user
+    if args.no_cache and cluster is None:
+        service.start_workers()  # every step will run: no need to wait to know
     try:
         try:
             pipeline = service.load(user, path)
@@ -335,5 +339,6 @@ def _write_notebooks(service: PipelineService, user: str, run: RunRecord, direct
     directory.mkdir(parents=True, exist_ok=True)
     for step in run.steps:
         if step.notebook:
-            (directory / f"{step.name}.ipynb").write_bytes(service.executed_notebook(user, run.id, step.name))
+            executed = service.executed_notebook(user, run.id, step.name)
+            nbformat.write(executed, directory / f"{step.name}.ipynb")
     print(f"executed step notebooks in {directory}", file=sys.stderr)

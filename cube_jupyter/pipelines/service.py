@@ -19,9 +19,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import nbformat
+from nbformat import NotebookNode
+
 from cube_jupyter import access
 from cube_jupyter.config import Settings
-from cube_jupyter.errors import Conflict, InvalidInput, NotFound
+from cube_jupyter.errors import Conflict, CubeError, InvalidInput, NotFound
 from cube_jupyter.pipelines.dag import build_pipeline, load_notebook
 from cube_jupyter.pipelines.history import ACTIVE_RUN, RunHistory, RunRecord, StepRecord, now
 from cube_jupyter.pipelines.model import Pipeline, PipelineError, pipeline_from_dict
@@ -69,6 +72,7 @@ class PipelineService:
             )
         self._pool = pool
         self._owns_pool = pool is None
+        self._warming: asyncio.Task[None] | None = None  # a worker started ahead of a run
         self.limits = settings.pipelines.pipelines
         self.pool_size = pool_size or self.limits.max_workers
         self.cluster = cluster
@@ -93,15 +97,32 @@ class PipelineService:
         return build_pipeline(load_notebook(full), path)
 
     def graph(self, caller: str, path: object) -> Pipeline:
-        return self.load(caller, path)
+        pipeline = self.load(caller, path)
+        self._warm_for(caller, pipeline)
+        return pipeline
 
     def graph_of_content(self, caller: str, path: object, notebook: object) -> Pipeline:
         """The pipeline of unsaved notebook content (the Lab panel's view of what is on screen)."""
         access.file_path(path, "path")  # only names the content: nothing is read from the disk
         assert isinstance(path, str)
-        if not isinstance(notebook, Mapping):
-            raise InvalidInput("notebook must be nbformat JSON (an object)", field="notebook")
-        return build_pipeline(notebook, path)
+        pipeline = _pipeline_of_content(path, notebook)
+        self._warm_for(caller, pipeline)
+        return pipeline
+
+    def _warm_for(self, caller: str, pipeline: Pipeline) -> None:
+        """Start the local worker and its next kernels for this notebook while its graph is looked at
+        (the Lab panel asks for it before the user presses Run), so a server's first run does not
+        wait for them. Only in a server (a running loop), and only for a caller who may run here."""
+        try:
+            asyncio.get_running_loop()
+            access.require_local_execution(self.settings, caller, self.multi_user, "run here", "path")
+            folder = self.resolve(caller, pipeline.path).parent
+            store = open_store(None, self.storage, check=False)  # the default store: no request made
+        except (RuntimeError, CubeError):
+            return
+        pool = self._pool_for(pipeline, str(folder), store, self.limits.max_parallel_per_run)
+        if pool.worker_count == 0:
+            self.start_workers()
 
     # -- runs --------------------------------------------------------------------------------------
 
@@ -114,10 +135,15 @@ class PipelineService:
         store: object = None,
         parallel: object = None,
         no_cache: object = False,
+        notebook: object = None,
         *,
         observer: Observer | None = None,
     ) -> RunRecord:
-        """Validate and start a run; it goes on in the background (local) or on the cluster."""
+        """Validate and start a run; it goes on in the background (local) or on the cluster.
+
+        With `notebook` (nbformat JSON: the editor's unsaved content) the run executes that content
+        as the notebook at `path`, which must still be one of the caller's files (its folder is the
+        steps' working directory); the file itself is neither read nor written."""
         if target not in TARGETS:
             raise InvalidInput(f"target must be one of {', '.join(TARGETS)}, not {target!r}", field="target")
         if not isinstance(no_cache, bool):
@@ -142,7 +168,8 @@ class PipelineService:
                     f"({self.limits.max_parallel_per_run})",
                     field="parallel",
                 )
-        pipeline = self.load(caller, path)
+        full = self.resolve(caller, path)  # read or not, the caller's file: the steps run in its folder
+        pipeline = self.load(caller, path) if notebook is None else _pipeline_of_content(str(path), notebook)
         if not pipeline.steps:
             raise PipelineError(
                 f"{pipeline.path}: the notebook has no steps; tag a cell 'step:NAME'", field="path"
@@ -154,9 +181,9 @@ class PipelineService:
             store = access.local_store(self.settings, caller, self.root_dir, store, self.multi_user, "store")
         # Reached by the run, not here: a slow or broken store fails the run, never the request.
         opened = await asyncio.to_thread(open_store, store or None, self.storage, check=False)
-        notebook_dir = str(self.resolve(caller, path).parent)
-        pool = self._pool_for(pipeline, notebook_dir, opened)
-        parallel = parallel or min(self.limits.max_parallel_per_run, pool.size)
+        notebook_dir = str(full.parent)
+        parallel = parallel or min(self.limits.max_parallel_per_run, self._local_pool().size)
+        self._pool_for(pipeline, notebook_dir, opened, parallel)
         spec = {
             "pipeline": pipeline.to_dict(),
             "parallel": parallel,
@@ -192,7 +219,7 @@ class PipelineService:
         opened = await asyncio.to_thread(open_store, run.store, self.storage, check=False)
         record = self.history.claim_for_resume(run.id)
         LOG.info("resuming pipeline run %s for %s", run.id, caller)
-        self._pool_for(pipeline, spec["cwd"], opened)
+        self._pool_for(pipeline, spec["cwd"], opened, spec["parallel"])
         return self._drive(record, pipeline, opened, spec, observer)
 
     def _drive(
@@ -222,15 +249,30 @@ class PipelineService:
         handle.task.add_done_callback(lambda _t: self._runs.pop(record.id, None))
         return record
 
-    def _pool_for(self, pipeline: Pipeline, cwd: str, store: ArtifactStore) -> WorkerPool:
-        """The shared pool, its next kernels warmed for this run (the run starts its workers)."""
-        from cube_jupyter.pipelines.local.workers import KernelSpec, WorkerPool
+    def start_workers(self) -> None:
+        """Start the local worker now, for a run the caller knows will execute steps (`--no-cache`):
+        its interpreter start and imports then overlap reading the notebook and the run's records.
+        A run that may be fully cached does not call this: it starts nothing."""
+        pool = self._local_pool()
+        if self._warming is None or self._warming.done():
+            self._warming = asyncio.create_task(pool.start())
 
-        kernel = KernelSpec(pipeline.kernel_name, cwd, tuple(sorted(store.kernel_env().items())))
+    def _local_pool(self) -> WorkerPool:
+        from cube_jupyter.pipelines.local.workers import WorkerPool
+
         if self._pool is None:
-            self._pool = WorkerPool(self.pool_size, warm=kernel, idle_seconds=self.limits.worker_idle_seconds)
-        self._pool.warm_spec = kernel
+            self._pool = WorkerPool(self.pool_size, idle_seconds=self.limits.worker_idle_seconds)
         return self._pool
+
+    def _pool_for(self, pipeline: Pipeline, cwd: str, store: ArtifactStore, parallel: int) -> WorkerPool:
+        """The shared pool, with as many kernels warmed for this run as it can use at once (the run
+        starts the worker)."""
+        from cube_jupyter.pipelines.local.workers import KernelSpec
+
+        pool = self._local_pool()
+        kernel = KernelSpec(pipeline.kernel_name, cwd, tuple(sorted(store.kernel_env().items())))
+        pool.warm(kernel, min(parallel, len(pipeline.steps)))
+        return pool
 
     async def _start_cluster(
         self, caller: str, pipeline: Pipeline, values: dict[str, Any], store: str | None, parallel: int | None
@@ -319,8 +361,10 @@ class PipelineService:
             LOG.warning("run %s still settling %.0fs after cancel", run.id, CANCEL_WAIT)
         return self.get_run(caller, run.id)
 
-    def executed_notebook(self, caller: str, run_id: object, step: object) -> bytes:
-        """The executed step notebook (nbformat JSON bytes) from the run's artifact store."""
+    def executed_notebook(self, caller: str, run_id: object, step: object) -> NotebookNode:
+        """The executed step notebook from the run's artifact store, as Jupyter's contents API
+        serves a notebook: each multi-line string one string (the file splits them into lists of
+        lines, which JupyterLab's notebook model would show joined by commas)."""
         run = self.get_run(caller, run_id)
         if not isinstance(step, str):
             raise InvalidInput("step must be a step name", field="step")
@@ -329,7 +373,7 @@ class PipelineService:
             raise NotFound(
                 f"step {step!r} of run {run.id!r} has no executed notebook ({record.status})", field="step"
             )
-        return open_store(run.store, self.storage).get(record.notebook)
+        return nbformat.reads(open_store(run.store, self.storage).get(record.notebook), as_version=4)
 
     async def close(self) -> None:
         """Cancel local runs still going (they are recorded as cancelled) and stop the workers."""
@@ -338,6 +382,9 @@ class PipelineService:
         for handle in list(self._runs.values()):
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(handle.wait(), CANCEL_WAIT)
+        if self._warming is not None:
+            with contextlib.suppress(Exception):
+                await self._warming
         if self._pool is not None and self._owns_pool:
             await self._pool.close()
         if self.cluster is not None:
@@ -353,6 +400,13 @@ class PipelineService:
         except NotFound:
             return run
         return _merge_workflow(run, workflow)
+
+
+def _pipeline_of_content(path: str, notebook: object) -> Pipeline:
+    """The pipeline of notebook content sent in a request, named by `path`."""
+    if not isinstance(notebook, Mapping):
+        raise InvalidInput("notebook must be nbformat JSON (an object)", field="notebook")
+    return build_pipeline(notebook, path)
 
 
 def _merge_workflow(run: RunRecord, workflow: WorkflowRun) -> RunRecord:

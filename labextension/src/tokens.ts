@@ -40,7 +40,9 @@ export const INotebookServers = new Token<INotebookServers>(
 /** Command ids of the Pipeline panel. */
 export const PipelineCommandIDs = {
   open: 'cube:open-pipeline',
-  run: 'cube:run-as-pipeline'
+  run: 'cube:run-as-pipeline',
+  /** The pipeline graph, large, in the main area. */
+  openGraph: 'cube:open-pipeline-graph'
 } as const;
 
 /** Command ids of the GPU panel. */

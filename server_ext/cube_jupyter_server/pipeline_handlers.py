@@ -8,7 +8,9 @@
     GET         /cube/api/v1/pipelines/runs/{id}/steps/{step}/notebook   the executed step notebook
 
 `graph` takes the notebook's unsaved content as `notebook` (nbformat JSON) so the Lab panel can show
-the graph of what is on screen; `path` then only names it. Runs always execute the saved file.
+the graph of what is on screen; `path` then only names it. A run takes it too, so the panel runs what
+is on screen without saving it: `path` must then still be the caller's notebook (the steps run in its
+folder), and the file is left as it is.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from cube_jupyter.errors import InvalidInput
 from cube_jupyter.pipelines.service import PipelineService
 from cube_jupyter_server.handlers import API_PREFIX, CubeAPIHandler, cube_endpoint
 
-START_FIELDS = frozenset({"path", "parameters", "target", "store", "parallel", "no_cache"})
+START_FIELDS = frozenset({"path", "parameters", "target", "store", "parallel", "no_cache", "notebook"})
 
 
 class PipelineAPIHandler(CubeAPIHandler):
@@ -80,6 +82,7 @@ class RunsHandler(PipelineAPIHandler):
             store=body.get("store"),
             parallel=body.get("parallel"),
             no_cache=body.get("no_cache", False),
+            notebook=body.get("notebook"),
         )
         self.write_json(run.to_dict(), status=201)
 
@@ -111,8 +114,7 @@ class StepNotebookHandler(PipelineAPIHandler):
     async def get(self, run_id: str, step: str) -> None:
         # The store may be S3: read it off the event loop.
         notebook = await asyncio.to_thread(self.pipelines.executed_notebook, self.caller, run_id, step)
-        self.set_header("Content-Type", "application/json")
-        self.finish(notebook)
+        self.write_json(notebook)
 
 
 PIPELINES = f"{API_PREFIX}/pipelines"

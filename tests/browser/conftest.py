@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 
-from tests.browser.lab import ARTIFACTS, Lab, running_lab
+from tests.browser.lab import ARTIFACTS, Lab, PageErrors, running_lab
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -62,11 +62,17 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
+    """A fresh page; the test fails at teardown if any page it opened (tabs included) threw an
+    uncaught error or logged a console error."""
     ARTIFACTS.mkdir(exist_ok=True)
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     context.set_default_timeout(30_000)
+    errors = PageErrors()
+    context.on("page", errors.watch)
     page = context.new_page()
     try:
         yield page
     finally:
         context.close()
+    if errors.errors:
+        pytest.fail("the page had errors:\n" + "\n".join(errors.errors), pytrace=False)

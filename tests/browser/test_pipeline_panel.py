@@ -2,15 +2,18 @@
 
 A person's path: open a notebook whose last step is not tagged yet, see its steps and DAG in the panel,
 make a bad edit and see the server's error by the cell, tag the step from the panel (the notebook's
-cell tags change, unsaved), see the DAG grow with the variables on its edges, set a parameter, run,
-watch every step succeed, open an executed step notebook in a new tab, then run again from the
-notebook toolbar's "Run as pipeline" and see every step come from the cache.
+cell tags change, unsaved), see the DAG grow with the variables on its edges, set a parameter, run
+what is on screen (the file on disk is not saved nor touched), watch every step succeed, open an
+executed step notebook in a new tab (outputs as Lab shows any notebook's, no kernel), then run again
+from the notebook toolbar's "Run as pipeline" and see every step come from the cache; then run a
+notebook as it is, without editing it, let it fail, and resume it: its file is never written.
 Screenshots land in tests/browser/artifacts/ for a person to look at.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from playwright.sync_api import Locator, Page, expect
 
@@ -29,6 +32,24 @@ def write_notebook(lab: Lab) -> None:
     content = json.loads(FANOUT_ML.read_text())
     content["cells"][EVALUATE_CELL]["metadata"]["tags"] = []
     (lab.root / "work" / NOTEBOOK).write_text(json.dumps(content, indent=1))
+
+
+def on_disk(path: Path) -> tuple[bytes, int]:
+    """What running must leave as it is: the file's bytes and its mtime."""
+    return path.read_bytes(), path.stat().st_mtime_ns
+
+
+def document(page: Page, path: str) -> dict[str, object]:
+    """The open document's state in Lab: unsaved changes, its kernel, its Contents model's times."""
+    script = (
+        "(path) => { const w = window.jupyterapp.shell.widgets('main').find("
+        "w => w.context && w.context.path === path); const m = w.context.contentsModel; "
+        "return {dirty: w.context.model.dirty, canSave: w.context.canSave, "
+        "kernel: w.sessionContext.session ? w.sessionContext.session.kernel.name : null, "
+        "editable: w.content.model.cells.get(0).getMetadata('editable'), "
+        "created: m.created, last_modified: m.last_modified}; }"
+    )
+    return dict(page.evaluate(script, path))
 
 
 def cell_row(page: Page, index: int) -> Locator:
@@ -56,6 +77,8 @@ def test_tag_run_and_open_a_step_notebook(lab: Lab, page: Page) -> None:
     lap = LapTimer()
 
     write_notebook(lab)
+    churn = lab.root / "work" / NOTEBOOK
+    saved = on_disk(churn)
     open_lab(page, lab)
     page.evaluate("(p) => window.jupyterapp.commands.execute('docmanager:open', {path: p})", NOTEBOOK)
     expect(page.locator(".jp-NotebookPanel .jp-Cell").nth(EVALUATE_CELL)).to_be_attached(timeout=30_000)
@@ -116,9 +139,10 @@ def test_tag_run_and_open_a_step_notebook(lab: Lab, page: Page) -> None:
     )
     expect(run).to_contain_text("n_samples=300")
     expect(run.get_by_test_id("cube-run-metrics")).to_contain_text("accuracy=")  # the metrics cell
-    # The run executed the saved file: the panel saved the tag edit first.
-    saved = json.loads((lab.root / "work" / NOTEBOOK).read_text())
-    assert saved["cells"][EVALUATE_CELL]["metadata"]["tags"] == ["step:evaluate"]
+    # The run executed what is on screen (the `evaluate` step exists only there), and the panel did
+    # not save it: the file is as it was and the tag edit is still unsaved.
+    assert on_disk(churn) == saved
+    assert document(page, NOTEBOOK)["dirty"] is True
     run_id = run.get_attribute("data-run")
     lap("run 5 steps")
     run.scroll_into_view_if_needed()
@@ -133,12 +157,25 @@ def test_tag_run_and_open_a_step_notebook(lab: Lab, page: Page) -> None:
     executed = page.locator(".jp-NotebookPanel:visible")
     expect(executed.locator(".jp-OutputArea-output").first).to_be_visible()
     expect(executed).to_contain_text("accuracy")
-    opened = page.evaluate(
-        "() => { const w = window.jupyterapp.shell.currentWidget; return {path: w.context.path, "
-        "canSave: w.context.canSave, editable: w.content.model.cells.get(0).getMetadata('editable')}; }"
-    )
-    # Served from the run's store through the read-only `cube-runs:` drive; nothing is written.
-    assert opened == {"path": f"cube-runs:{run_id}/evaluate.ipynb", "canSave": False, "editable": False}
+    # A multi-line output reads as printed: one `loaded ...` line per input, nothing glued to them.
+    loaded = executed.locator(".jp-OutputArea-output", has_text="loaded model").inner_text()
+    assert [line.split(" ")[:2] for line in loaded.strip().splitlines()] == [
+        ["loaded", "X_test"],
+        ["loaded", "model"],
+        ["loaded", "y_test"],
+    ], loaded
+    # Served from the run's store through the read-only `cube-runs:` drive, with the step's times;
+    # opened without a kernel (a record: nothing runs, nothing changes it); nothing is written.
+    _, recorded = lab.request("GET", f"cube/api/v1/pipelines/runs/{run_id}")
+    (evaluated,) = [s for s in recorded["steps"] if s["name"] == "evaluate"]
+    assert document(page, f"cube-runs:{run_id}/evaluate.ipynb") == {
+        "dirty": False,
+        "canSave": False,
+        "kernel": None,
+        "editable": False,
+        "created": evaluated["started"],
+        "last_modified": evaluated["finished"],
+    }
     assert [p.name for p in (lab.root / "work").iterdir() if p.name != ".ipynb_checkpoints"] == [NOTEBOOK]
     lap("open executed step notebook")
     page.screenshot(path=str(ARTIFACTS / "15-executed-step.png"))
@@ -152,6 +189,7 @@ def test_tag_run_and_open_a_step_notebook(lab: Lab, page: Page) -> None:
         expect(steps.nth(index)).to_have_attribute("data-status", "cached")
     history = panel.get_by_test_id("cube-history-row")
     expect(history).to_have_count(2)
+    assert on_disk(churn) == saved
     lap("run again from the toolbar (cached)")
     shot(page, "16-pipeline-cached")
 
@@ -161,12 +199,16 @@ def test_tag_run_and_open_a_step_notebook(lab: Lab, page: Page) -> None:
     expect(steps.first).to_have_attribute("data-status", "succeeded")
 
     # A run that failed on its last step resumes in one click: the first step is kept, not rerun.
+    # The notebook is run as it is (its metadata as the examples', which its kernel fills in): the
+    # file is never written.
     fixed = lab.root / "work" / "fixed"
     flaky = notebook(
         code("x = 20", "step:make"),
         code(f"import os\nassert os.path.exists({str(fixed)!r}), 'the input is missing'", "step:use"),
     )
-    write(flaky, lab.root / "work" / "flaky.ipynb")
+    flaky.metadata = json.loads(FANOUT_ML.read_text())["metadata"]
+    flaky_file = write(flaky, lab.root / "work" / "flaky.ipynb")
+    flaky_saved = on_disk(flaky_file)
     open_file = "(p) => { window.jupyterapp.commands.execute('docmanager:open', {path: p}); }"
     page.evaluate(open_file, "flaky.ipynb")
     expect(panel.get_by_test_id("cube-pipeline-path")).to_have_text("flaky.ipynb")
@@ -184,6 +226,159 @@ def test_tag_run_and_open_a_step_notebook(lab: Lab, page: Page) -> None:
     expect(made).to_have_attribute("data-status", "succeeded")
     expect(made).to_have_attribute("data-started", made_at)  # kept, not run again
     expect(panel.get_by_test_id("cube-history-row")).to_have_count(1)  # the same run, resumed
+    assert on_disk(flaky_file) == flaky_saved
     lap("resume a failed run")
     shot(page, "17-pipeline-resumed")
     print(f"pipeline panel timings (s): {lap.timings}")
+
+
+def thirty_steps() -> list[tuple[str, str]]:
+    """A 30-step pipeline of every shape: a chain, a 10-way fan-out and fan-in, six parallel
+    train-and-evaluate pairs, an edge that skips ranks, and two steps after the last."""
+    steps = [("load", "raw = list(range(100))"), ("clean", "df = [v for v in raw if v % 7]")]
+    steps += [(f"feature-{i}", f"f_{i} = sum(df) * {i}") for i in range(10)]
+    steps.append(("combine", f"table = [{', '.join(f'f_{i}' for i in range(10))}]"))
+    steps.append(("split", "train_set, test_set = table[:7], table[7:]"))
+    for i in range(6):
+        steps.append((f"train-{i}", f"model_{i} = max(train_set) + {i}"))
+        steps.append((f"evaluate-{i}", f"score_{i} = model_{i} - min(test_set)"))
+    steps.append(("compare", f"best = max([{', '.join(f'score_{i}' for i in range(6))}])"))
+    steps.append(("report", "summary = f'{best} of {len(raw)}'"))
+    steps += [("publish", "url = 'https://example.org/' + summary"), ("archive", "archive = summary.upper()")]
+    return steps
+
+
+def transform(viewport: Locator, before: str = "") -> tuple[float, float, float]:
+    """(x, y, k) of the large graph's `translate(x y) scale(k)`, once it is no longer `before`."""
+    if before:
+        expect(viewport).not_to_have_attribute("transform", before)
+    value = viewport.get_attribute("transform") or ""
+    translate, scale = value.split(") scale(")
+    x, y = translate.removeprefix("translate(").split(" ")
+    return float(x), float(y), float(scale.rstrip(")"))
+
+
+BOXES = """(root) => {
+  const rect = el => { const r = el.getBoundingClientRect();
+    return {x: r.left, y: r.top, right: r.right, bottom: r.bottom}; };
+  const text = el => el.querySelector('text').getBoundingClientRect().width;
+  return [...root.querySelectorAll('[data-testid="cube-dag-node"], [data-testid="cube-dag-label"]')]
+    .map(g => ({name: g.dataset.step || g.textContent, box: rect(g.querySelector('rect')), text: text(g)}));
+}"""
+
+
+def test_graph_in_the_main_area(lab: Lab, page: Page) -> None:
+    """The DAG of 30 steps, large, in the main area: no box on another, text inside its box; the wheel
+    zooms around the cursor, a drag pans, the buttons and keys zoom and fit; it follows the notebook's
+    edits and a run's step states live. Screenshots at 1600x1000, light and dark."""
+    lap = LapTimer()
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    steps = thirty_steps()
+    thirty = notebook(*(code(source, f"step:{name}") for name, source in steps))
+    write(thirty, lab.root / "work" / "thirty.ipynb")
+    open_lab(page, lab)
+    page.evaluate("(p) => window.jupyterapp.commands.execute('docmanager:open', {path: p})", "thirty.ipynb")
+    page.evaluate("() => window.jupyterapp.commands.execute('cube:open-pipeline')")
+    panel = page.locator(PANEL)
+    expect(panel.get_by_test_id("cube-pipeline-path")).to_have_text("thirty.ipynb")
+    expect(dag_nodes(page)).to_have_count(30)
+    overview = panel.get_by_test_id("cube-dag-overview")
+    overview.screenshot(path=str(ARTIFACTS / "18-pipeline-graph-overview.png"))
+
+    # The overview opens the large view, which follows the same notebook.
+    overview.click()
+    graph = page.get_by_test_id("cube-pipeline-graph")
+    expect(graph).to_be_visible()
+    expect(graph.get_by_test_id("cube-pipeline-graph-path")).to_have_text("thirty.ipynb")
+    nodes = graph.locator('[data-testid="cube-dag-node"]')
+    expect(nodes).to_have_count(30)
+    edge = graph.locator('[data-testid="cube-dag-edge"][data-upstream="report"][data-downstream="publish"]')
+    expect(edge).to_have_attribute("data-variables", "summary")
+    lap("open the graph large")
+
+    # As drawn on screen: no box on another, and every name and label inside its box.
+    boxes = graph.locator("svg").evaluate(BOXES)
+    assert len(boxes) == 30 + len(graph.locator('[data-testid="cube-dag-label"]').all())
+    for i, a in enumerate(boxes):
+        width = a["box"]["right"] - a["box"]["x"]
+        assert a["text"] <= width, f"{a['name']!r} overflows its box"
+        for b in boxes[i + 1 :]:
+            apart = (
+                a["box"]["right"] <= b["box"]["x"] + 0.5
+                or b["box"]["right"] <= a["box"]["x"] + 0.5
+                or a["box"]["bottom"] <= b["box"]["y"] + 0.5
+                or b["box"]["bottom"] <= a["box"]["y"] + 0.5
+            )
+            assert apart, f"{a['name']!r} overlaps {b['name']!r}"
+
+    # The wheel zooms around the cursor: the point under it stays put.
+    viewport = graph.get_by_test_id("cube-dag-viewport")
+    fitted = viewport.get_attribute("transform") or ""
+    x0, y0, k0 = transform(viewport)
+    canvas = graph.get_by_test_id("cube-dag-canvas")
+    frame = canvas.bounding_box()
+    assert frame
+    cx, cy = frame["width"] * 0.3, frame["height"] * 0.6
+    page.mouse.move(frame["x"] + cx, frame["y"] + cy)
+    page.mouse.wheel(0, -400)
+    x, y, k = transform(viewport, fitted)
+    assert k > k0
+    assert abs((cx - x) / k - (cx - x0) / k0) < 0.5
+    assert abs((cy - y) / k - (cy - y0) / k0) < 0.5
+    # A drag pans, at the same zoom.
+    zoomed = viewport.get_attribute("transform") or ""
+    page.mouse.down()
+    page.mouse.move(frame["x"] + cx + 120, frame["y"] + cy + 80, steps=6)
+    page.mouse.up()
+    panned = transform(viewport, zoomed)
+    assert all(abs(a - b) < 0.01 for a, b in zip(panned, (x + 120, y + 80, k), strict=True))
+    # The buttons, then the keyboard.
+    graph.get_by_test_id("cube-dag-fit").click()
+    expect(viewport).to_have_attribute("transform", fitted)
+    graph.get_by_test_id("cube-dag-zoom-in").click()
+    assert transform(viewport, fitted)[2] > k0
+    graph.get_by_test_id("cube-dag-zoom-out").click()
+    graph.get_by_test_id("cube-dag-zoom-out").click()
+    expect(graph.get_by_test_id("cube-dag-zoom")).to_have_text(f"{round(k0 / 1.25 * 100)}%")
+    canvas.focus()
+    page.keyboard.press("0")
+    expect(viewport).to_have_attribute("transform", fitted)
+    page.keyboard.press("+")
+    assert transform(viewport, fitted)[2] > k0
+    page.keyboard.press("0")
+    expect(viewport).to_have_attribute("transform", fitted)
+    canvas.blur()
+    lap("pan and zoom")
+    page.screenshot(path=str(ARTIFACTS / "18-pipeline-graph.png"))
+    with dark_theme(page):
+        page.screenshot(path=str(ARTIFACTS / "18-pipeline-graph-dark.png"))
+
+    # It follows the notebook's edits (a new step), the sidebar closed too; then a run's states.
+    page.evaluate("() => window.jupyterapp.shell.collapseRight()")
+    expect(panel).to_be_hidden()
+    page.evaluate(
+        "() => { const nb = window.jupyterapp.shell.widgets('main').find(w => w.context && "
+        "w.context.path === 'thirty.ipynb'); nb.content.model.sharedModel.insertCell(30, {cell_type: 'code', "
+        "source: 'notice = url + archive', metadata: {tags: ['step:notify']}}); }"
+    )
+    expect(nodes).to_have_count(31)
+    page.evaluate("() => window.jupyterapp.shell.expandRight()")
+    panel.get_by_test_id("cube-run-start").click()
+    succeeded = graph.locator('[data-testid="cube-dag-node"][data-status="succeeded"]')
+    expect(succeeded).to_have_count(31, timeout=120_000)
+    expect(graph.get_by_test_id("cube-graph-run-status")).to_have_text("succeeded")
+    lap("run 31 steps")
+    page.screenshot(path=str(ARTIFACTS / "19-pipeline-graph-run.png"))
+    with dark_theme(page):
+        page.screenshot(path=str(ARTIFACTS / "19-pipeline-graph-run-dark.png"))
+
+    # The example notebook: the view follows the notebook made current.
+    (lab.root / "work" / "fanout_ml.ipynb").write_text(FANOUT_ML.read_text())
+    open_file = "(p) => { window.jupyterapp.commands.execute('docmanager:open', {path: p}); }"
+    page.evaluate(open_file, "fanout_ml.ipynb")
+    expect(panel.get_by_test_id("cube-pipeline-path")).to_have_text("fanout_ml.ipynb")
+    page.evaluate("() => window.jupyterapp.commands.execute('cube:open-pipeline-graph')")
+    expect(graph.get_by_test_id("cube-pipeline-graph-path")).to_have_text("fanout_ml.ipynb")
+    expect(nodes).to_have_count(len(STEPS))
+    page.screenshot(path=str(ARTIFACTS / "19-pipeline-graph-fanout.png"))
+    print(f"pipeline graph timings (s): {lap.timings}")

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
 import pytest
 from traitlets.config import Config
 
@@ -29,7 +28,7 @@ PIPELINE = notebook(
     code("import time", "imports"),
     code("rate = 0.5\nlabel = 'base'", "parameters"),
     code("values = [rate * i for i in range(4)]", "step:make"),
-    code("print(label, sum(values))", "step:show"),
+    code("print(label, sum(values), sep='\\n')", "step:show"),
 )
 
 
@@ -124,9 +123,15 @@ def test_runs_are_per_user_and_survive_a_restart(env: Env) -> None:
     run = env.run("alice", "work/calc.ipynb", {"rate": 2, "label": "tuned"}, no_cache=True)
     assert run.status == "succeeded", run.error
     assert run.parameters == {"rate": 2, "label": "tuned"} and run.path == "work/calc.ipynb"
-    shown = nbformat.reads(env.service.executed_notebook("alice", run.id, "show").decode(), as_version=4)
+    # Served as Jupyter's contents API serves notebooks: a multi-line output is one string (the file
+    # holds a list of lines, which JupyterLab's notebook model would join with commas).
+    shown = env.service.executed_notebook("alice", run.id, "show")
     texts = [o.get("text", "") for c in shown.cells for o in c.get("outputs", [])]
-    assert any("tuned 12" in t for t in texts), texts
+    assert "tuned\n12\n" in texts, texts
+    key = run.step("show").notebook
+    assert key
+    stored = json.loads(open_store(run.store, env.service.storage).get(key))
+    assert ["tuned\n", "12\n"] in [o.get("text") for c in stored["cells"] for o in c.get("outputs", [])]
 
     assert run.id in [r.id for r in env.service.list_runs("alice")]
     assert run.id not in [r.id for r in env.service.list_runs("bob")]
@@ -154,6 +159,42 @@ def test_runs_are_per_user_and_survive_a_restart(env: Env) -> None:
     body = again.to_dict()
     assert {s["name"]: s["status"] for s in body["steps"]} == {"make": "succeeded", "show": "succeeded"}
     assert body["store"].startswith("file://") and body["target"] == "local"
+
+
+def test_a_run_of_unsaved_content_leaves_the_notebook_file_alone(env: Env) -> None:
+    """The Lab panel runs what is on screen: the request's content, in the notebook's folder, while
+    the file keeps its bytes and mtime; a resume runs that content on, not the file."""
+    path = env.root / "work" / "calc.ipynb"
+    saved, mtime = path.read_bytes(), path.stat().st_mtime_ns
+    marker = env.root / "work" / "edited-input"
+    edited = json.loads(saved)
+    edited["cells"][3]["source"] = (
+        f"import os\nassert os.path.exists({str(marker)!r}), 'no input yet'\nprint('edited in', os.getcwd())"
+    )
+
+    async def start(**kwargs: object) -> str:
+        run = await env.service.start_run("alice", "work/calc.ipynb", notebook=edited, **kwargs)  # type: ignore[arg-type]
+        return (await env.service.wait("alice", run.id)).id
+
+    failed = env.service.get_run("alice", env.loop.run_until_complete(start(no_cache=True)))
+    assert failed.status == "failed" and "no input yet" in str(failed.step("show").error)
+    marker.touch()
+    resumed = env.loop.run_until_complete(env.service.resume_run("alice", failed.id))
+    resumed = env.loop.run_until_complete(env.service.wait("alice", resumed.id))
+    assert [s.status for s in resumed.steps] == ["succeeded", "succeeded"], resumed.error
+    assert resumed.step("make").started == failed.step("make").started  # kept, not run again
+    shown = env.service.executed_notebook("alice", resumed.id, "show")
+    texts = [o.get("text", "") for c in shown.cells for o in c.get("outputs", [])]
+    assert f"edited in {path.parent}\n" in texts, texts
+    assert path.read_bytes() == saved and path.stat().st_mtime_ns == mtime
+
+    for bad, field in ((["cells"], "notebook"), ({"cells": "none"}, "path")):
+        with pytest.raises(InvalidInput) as caught:
+            env.loop.run_until_complete(env.service.start_run("alice", "work/calc.ipynb", notebook=bad))
+        assert caught.value.field == field
+    with pytest.raises(NotFound) as missing:  # content names a notebook of the caller's; it must exist
+        env.loop.run_until_complete(env.service.start_run("alice", "work/unsaved.ipynb", notebook=edited))
+    assert missing.value.field == "path"
 
 
 def test_cancel_through_the_service(env: Env) -> None:
@@ -223,6 +264,10 @@ def test_on_a_shared_local_host_each_user_reads_only_their_own_files(env: Env) -
             env.loop.run_until_complete(shared.start_run("alice", "lab/mine.ipynb", store=elsewhere))
         assert refused.value.field == "store", elsewhere
     assert not (env.root / "elsewhere").exists() and not bob_area.exists()
+    content = json.loads((alice_area / "lab" / "mine.ipynb").read_text())
+    with pytest.raises(NotFound) as refused:  # content sent along runs only as one of the caller's files
+        env.loop.run_until_complete(shared.start_run("bob", "lab/mine.ipynb", notebook=content))
+    assert refused.value.field == "path"
     started = env.loop.run_until_complete(shared.start_run("alice", "lab/mine.ipynb", store="lab/artifacts"))
     assert started.store == (alice_area / "lab" / "artifacts").resolve().as_uri()
     assert env.loop.run_until_complete(shared.wait("alice", started.id)).status == "succeeded"

@@ -80,10 +80,18 @@ export abstract class PolledModel
     }
   }
 
-  /** The panel tells the model when it is shown or hidden. */
-  setVisible(visible: boolean): void {
-    if (visible !== this._visible) {
-      this._visible = visible;
+  /**
+   * A view tells the model when it is shown or hidden; with several views of one model
+   * (a sidebar panel and a main-area view), the model is visible while any of them is.
+   */
+  setVisible(visible: boolean, view: object = this): void {
+    if (visible) {
+      this._views.add(view);
+    } else {
+      this._views.delete(view);
+    }
+    if (this._views.size > 0 !== this._visible) {
+      this._visible = this._views.size > 0;
       this.onVisibilityChanged();
     }
   }
@@ -157,6 +165,7 @@ export abstract class PolledModel
 
   private _poll: Poll;
   private _visible = false;
+  private _views = new Set<object>();
   private _polling = false;
   private _isAdmin = false;
   private _allUsers = false;

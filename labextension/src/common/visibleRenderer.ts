@@ -4,9 +4,9 @@
 import { LabIcon, VDomModel, VDomRenderer } from '@jupyterlab/ui-components';
 import type { Message } from '@lumino/messaging';
 
-/** A model told when its panel is shown or hidden. */
+/** A model told when its panel (one of its views) is shown or hidden. */
 export interface IVisibilityAware {
-  setVisible(visible: boolean): void;
+  setVisible(visible: boolean, view?: object): void;
 }
 
 /** How a panel presents itself. */
@@ -46,21 +46,21 @@ export abstract class VisibleRenderer<
 
   protected onAfterShow(msg: Message): void {
     super.onAfterShow(msg);
-    this.model.setVisible(true);
+    this.model.setVisible(true, this);
   }
 
   protected onAfterHide(msg: Message): void {
     super.onAfterHide(msg);
-    this.model.setVisible(false);
+    this.model.setVisible(false, this);
   }
 
   protected onAfterAttach(msg: Message): void {
     super.onAfterAttach(msg);
-    this.model.setVisible(this.isVisible);
+    this.model.setVisible(this.isVisible, this);
   }
 
   protected onBeforeDetach(msg: Message): void {
-    this.model.setVisible(false);
+    this.model.setVisible(false, this);
     super.onBeforeDetach(msg);
   }
 }

@@ -25,7 +25,10 @@ export class PipelineClient {
    * content instead of the saved file, so unsaved tag edits show at once.
    */
   graph(path: string, notebook?: unknown): Promise<IPipeline> {
-    const body = notebook === undefined ? { path } : { path, notebook };
+    const body =
+      notebook === undefined
+        ? { path }
+        : { path, notebook: withoutOutputs(notebook) };
     return this.cube.request<IPipeline>('pipelines/graph', {
       method: 'POST',
       body: JSON.stringify(body)
@@ -37,11 +40,18 @@ export class PipelineClient {
     return this.cube.request<IRunList>('pipelines/runs');
   }
 
-  /** Start a run of the saved notebook at `request.path`. */
+  /**
+   * Start a run of the notebook at `request.path`: of `request.notebook` (nbformat JSON)
+   * when given, so what is on screen runs without the file being saved.
+   */
   startRun(request: IStartRun): Promise<IRun> {
+    const body =
+      request.notebook === undefined
+        ? request
+        : { ...request, notebook: withoutOutputs(request.notebook) };
     return this.cube.request<IRun>('pipelines/runs', {
       method: 'POST',
-      body: JSON.stringify(request)
+      body: JSON.stringify(body)
     });
   }
 
@@ -83,4 +93,28 @@ function runPath(id: string): string {
 
 function stepNotebookPath(id: string, step: string): string {
   return `${runPath(id)}/steps/${encodeURIComponent(step)}/notebook`;
+}
+
+/**
+ * Notebook content as the server needs it for a graph or a run: the cells' sources and tags.
+ * Outputs (plots, tables) are left out, and so are execution counts: they change nothing there,
+ * and a notebook's outputs can be far larger than the request limit.
+ */
+export function withoutOutputs(notebook: unknown): unknown {
+  if (typeof notebook !== 'object' || notebook === null) {
+    return notebook; // the server names what is wrong with it
+  }
+  const content = notebook as { cells?: unknown };
+  if (!Array.isArray(content.cells)) {
+    return notebook;
+  }
+  return {
+    ...content,
+    cells: content.cells.map(cell => {
+      const c = cell as Record<string, unknown>;
+      return c?.cell_type === 'code'
+        ? { ...c, outputs: [], execution_count: null }
+        : cell;
+    })
+  };
 }

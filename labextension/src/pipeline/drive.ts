@@ -5,18 +5,40 @@
  * `cube-runs:{run id}/{step}.ipynb` is fetched from
  * `GET /cube/api/v1/pipelines/runs/{id}/steps/{step}/notebook`; the model says
  * `writable: false`, so Lab neither saves nor checkpoints it, and every cell is marked
- * `editable: false` / `deletable: false` so it reads as the record it is.
+ * `editable: false` / `deletable: false` so it reads as the record it is. Its times are
+ * the step's, from the run. `StepNotebookKernel` opens it without a kernel: running a
+ * cell again would change the record (and starting one changes the notebook's metadata).
  */
+import type { DocumentRegistry } from '@jupyterlab/docregistry';
+import type { INotebookModel, NotebookPanel } from '@jupyterlab/notebook';
 import type { Contents, ServerConnection } from '@jupyterlab/services';
 import { Signal } from '@lumino/signaling';
 
 import type { PipelineClient } from './client';
+import type { IRun, IRunStep } from './types';
 
 export const DRIVE_NAME = 'cube-runs';
 
 /** The path Lab opens for a step's executed notebook. */
 export function stepNotebookPath(runId: string, step: string): string {
   return `${DRIVE_NAME}:${runId}/${step}.ipynb`;
+}
+
+/** Whether `path` (as Lab names it, drive included) is an executed step notebook. */
+export function isStepNotebookPath(path: string): boolean {
+  return path.startsWith(`${DRIVE_NAME}:`);
+}
+
+/**
+ * A step notebook's times for its Contents model: made when the step started, last
+ * changed when it finished (the run's, for a step that never started).
+ */
+export function stepNotebookTimes(
+  run: IRun,
+  step: IRunStep
+): { created: string; last_modified: string } {
+  const created = step.started ?? run.started ?? run.created;
+  return { created, last_modified: step.finished ?? created };
 }
 
 /** A copy of an nbformat notebook whose cells cannot be edited or deleted in Lab. */
@@ -70,20 +92,23 @@ export class StepNotebookDrive implements Contents.IDrive {
       );
     }
     const [, runId, step] = match;
-    const content =
-      options?.content === false
-        ? null
-        : readOnlyCopy(await this._client.stepNotebook(runId, step));
+    const [run, notebook] = await Promise.all([
+      this._client.getRun(runId),
+      options?.content === false ? null : this._client.stepNotebook(runId, step)
+    ]);
+    const record = run.steps.find(s => s.name === step);
+    if (!record) {
+      throw new Error(`run ${runId} has no step named ${step}`);
+    }
     return {
       name: `${step}.ipynb`,
       path: localPath,
       type: 'notebook',
       format: 'json',
       mimetype: 'application/x-ipynb+json',
-      content,
+      content: notebook === null ? null : readOnlyCopy(notebook),
       writable: false,
-      created: '',
-      last_modified: ''
+      ...stepNotebookTimes(run, record)
     };
   }
 
@@ -131,4 +156,22 @@ export class StepNotebookDrive implements Contents.IDrive {
   }
 
   private _isDisposed = false;
+}
+
+/** Opens every executed step notebook without a kernel (and with no way to start one). */
+export class StepNotebookKernel implements DocumentRegistry.IWidgetExtension<
+  NotebookPanel,
+  INotebookModel
+> {
+  createNew(panel: NotebookPanel): void {
+    if (isStepNotebookPath(panel.context.path)) {
+      // Set before the context initializes its session (the document manager does that next).
+      panel.sessionContext.kernelPreference = {
+        ...panel.sessionContext.kernelPreference,
+        shouldStart: false,
+        canStart: false,
+        autoStartDefault: false
+      };
+    }
+  }
 }

@@ -1,33 +1,46 @@
 /**
- * A layered drawing of the pipeline's DAG: presentation only. The server decides the
- * steps and edges; this places them, top to bottom, for an SVG.
- *
- * Each step goes one layer below its lowest upstream step; within a layer, steps keep
- * notebook order and are then pulled under their upstream steps (barycenter sweeps),
- * which keeps the crossings of small pipelines few.
+ * The drawing of a pipeline's DAG: presentation only (the server decides the steps and
+ * edges). dagre, a layered layout built for this, places the steps and the variable
+ * labels of the edges — each label is a node of the layout in its own right, so no
+ * label lands on a step or on another label. This module sizes the boxes for the text
+ * they show, has the edges routed between them (routing.ts), and picks the direction
+ * (top to bottom, or left to right) that shows a graph largest in a given frame.
  */
+import { graphlib, layout as dagreLayout } from '@dagrejs/dagre';
 
-export interface ILayoutNode {
+import { Direction, drawRoute, IBox, IPoint, routeEdges } from './routing';
+
+export type { Direction, IBox, IPoint } from './routing';
+
+export interface ILayoutNode extends IBox {
   name: string;
-  x: number;
-  y: number;
-  width: number;
-  height: number;
-  layer: number;
+  /** The name as shown: clipped with an ellipsis when too long for the widest box. */
+  text: string;
+}
+
+/** The variables an edge carries, as the lines of text shown on it. */
+export interface ILayoutLabel extends IBox {
+  lines: string[];
 }
 
 export interface ILayoutEdge {
   upstream: string;
   downstream: string;
   variables: string[];
-  /** SVG path data of the edge, from the bottom of upstream to the top of downstream. */
+  /** The route: from the upstream step's border to the downstream step's border. */
+  points: IPoint[];
+  /** SVG path data of the line (rounded corners), which stops where the arrowhead starts. */
   path: string;
-  /** Where the variable label sits (its centre). */
-  labelX: number;
-  labelY: number;
+  /** The arrowhead's polygon points; its tip is the route's last point. */
+  arrow: string;
+  /** Null for an edge that only orders two steps (no variables flow). */
+  label: ILayoutLabel | null;
 }
 
 export interface ILayout {
+  direction: Direction;
+  /** Of the text in the boxes (labels may have several lines). */
+  lineHeight: number;
   nodes: ILayoutNode[];
   edges: ILayoutEdge[];
   width: number;
@@ -43,211 +56,207 @@ export interface ILayoutInput {
   }[];
 }
 
-export const NODE_HEIGHT = 28;
-const LAYER_GAP = 56;
-const NODE_GAP = 20;
-const MARGIN = 12;
-const CHAR_WIDTH = 7;
-const MIN_WIDTH = 72;
-const MAX_WIDTH = 168;
-
-/** The width of a node that shows `name` (monospace estimate; clipped by the view). */
-export function nodeWidth(name: string): number {
-  return Math.min(
-    MAX_WIDTH,
-    Math.max(MIN_WIDTH, name.length * CHAR_WIDTH + 24)
-  );
+/** The size of the (monospace) text the drawing shows, in drawing units. */
+export interface ITextMetrics {
+  charWidth: number;
+  lineHeight: number;
 }
 
-/** Lay out `input` as layers, top to bottom. */
-export function layoutDag(input: ILayoutInput): ILayout {
-  const names = input.steps.map(s => s.name);
-  const known = new Set(names);
-  const edges = input.edges.filter(
-    e => known.has(e.upstream) && known.has(e.downstream)
-  );
-  const layerOf = assignLayers(names, edges);
-  const layers = orderLayers(names, edges, layerOf);
+/** JupyterLab's code font at its default 13px. */
+export const DEFAULT_METRICS: ITextMetrics = { charWidth: 7.8, lineHeight: 17 };
 
-  const rowWidths = layers.map(
-    row =>
-      row.reduce((sum, name) => sum + nodeWidth(name), 0) +
-      NODE_GAP * Math.max(0, row.length - 1)
-  );
-  const width = Math.max(MIN_WIDTH, ...rowWidths) + 2 * MARGIN;
-  const nodes = new Map<string, ILayoutNode>();
-  layers.forEach((row, layer) => {
-    let x = (width - rowWidths[layer]) / 2;
-    for (const name of row) {
-      const w = nodeWidth(name);
-      nodes.set(name, {
-        name,
-        x,
-        y: MARGIN + layer * (NODE_HEIGHT + LAYER_GAP),
-        width: w,
-        height: NODE_HEIGHT,
-        layer
-      });
-      x += w + NODE_GAP;
-    }
-  });
-  const height =
-    layers.length === 0
-      ? 2 * MARGIN
-      : 2 * MARGIN +
-        layers.length * NODE_HEIGHT +
-        (layers.length - 1) * LAYER_GAP;
+const NODE_PAD_X = 12;
+const NODE_PAD_Y = 8;
+const NODE_MIN_CHARS = 6;
+const NODE_MAX_CHARS = 24;
+const LABEL_PAD_X = 5;
+const LABEL_PAD_Y = 2;
+const LABEL_LINE_CHARS = 24;
+const LABEL_MAX_LINES = 3;
+const NODE_SEP = 28;
+const EDGE_SEP = 14;
+/** Between a step's rank and its labels' rank is half of this (dagre halves it). */
+const RANK_SEP = 48;
+const MARGIN = 8;
 
-  const fractions = labelFractions(edges, layerOf, nodes);
-  const drawn = edges.map((edge, i) => {
-    const from = nodes.get(edge.upstream)!;
-    const to = nodes.get(edge.downstream)!;
-    const x1 = from.x + from.width / 2;
-    const y1 = from.y + from.height;
-    const x2 = to.x + to.width / 2;
-    const y2 = to.y;
-    const bend = Math.max(24, (y2 - y1) / 2);
-    const curve: Curve = [x1, y1, x1, y1 + bend, x2, y2 - bend, x2, y2];
-    // Labels sit in the gap below the upstream step, where no other step is drawn.
-    const labelY = y1 + Math.min(LAYER_GAP, y2 - y1) * fractions[i];
-    return {
-      upstream: edge.upstream,
-      downstream: edge.downstream,
-      variables: [...edge.variables],
-      path: `M ${x1} ${y1} C ${x1} ${y1 + bend}, ${x2} ${y2 - bend}, ${x2} ${y2}`,
-      labelX: xAtY(curve, labelY),
-      labelY
-    };
-  });
-  return { nodes: [...nodes.values()], edges: drawn, width, height };
-}
-
-/** Longest-path layering: a step sits one layer below its lowest upstream step. */
-function assignLayers(
-  names: readonly string[],
-  edges: readonly { upstream: string; downstream: string }[]
-): Map<string, number> {
-  const upstream = new Map<string, string[]>(names.map(n => [n, []]));
-  for (const edge of edges) {
-    upstream.get(edge.downstream)!.push(edge.upstream);
-  }
-  const layer = new Map<string, number>();
-  const visiting = new Set<string>();
-  const visit = (name: string): number => {
-    const done = layer.get(name);
-    if (done !== undefined) {
-      return done;
-    }
-    if (visiting.has(name)) {
-      return 0; // The server rejects cycles; never loop on one here.
-    }
-    visiting.add(name);
-    const ups = upstream.get(name) ?? [];
-    const value = ups.length ? Math.max(...ups.map(visit)) + 1 : 0;
-    visiting.delete(name);
-    layer.set(name, value);
-    return value;
-  };
-  names.forEach(visit);
-  return layer;
-}
-
-/** Rows of names per layer: notebook order, then two barycenter sweeps downwards. */
-function orderLayers(
-  names: readonly string[],
-  edges: readonly { upstream: string; downstream: string }[],
-  layerOf: Map<string, number>
-): string[][] {
-  const rows: string[][] = [];
-  for (const name of names) {
-    const layer = layerOf.get(name) ?? 0;
-    while (rows.length <= layer) {
-      rows.push([]);
-    }
-    rows[layer].push(name);
-  }
-  const upstream = new Map<string, string[]>(names.map(n => [n, []]));
-  for (const edge of edges) {
-    upstream.get(edge.downstream)!.push(edge.upstream);
-  }
-  for (let sweep = 0; sweep < 2; sweep++) {
-    for (let layer = 1; layer < rows.length; layer++) {
-      const position = new Map<string, number>();
-      rows.forEach(row => row.forEach((n, i) => position.set(n, i)));
-      const centre = (name: string, fallback: number): number => {
-        const ups = upstream.get(name)!.filter(u => layerOf.get(u)! < layer);
-        if (!ups.length) {
-          return fallback;
-        }
-        return ups.reduce((s, u) => s + position.get(u)!, 0) / ups.length;
-      };
-      rows[layer] = rows[layer]
-        .map((name, i) => ({ name, key: centre(name, i), i }))
-        .sort((a, b) => a.key - b.key || a.i - b.i)
-        .map(entry => entry.name);
-    }
-  }
-  return rows;
-}
-
-/** A cubic Bézier's x1, y1, c1x, c1y, c2x, c2y, x2, y2. */
-type Curve = [number, number, number, number, number, number, number, number];
-
-function bezier(p0: number, p1: number, p2: number, p3: number, t: number) {
-  const u = 1 - t;
-  return (
-    u * u * u * p0 + 3 * u * u * t * p1 + 3 * u * t * t * p2 + t * t * t * p3
-  );
-}
-
-/** The x where the (downward, monotone) edge curve reaches height `y`. */
-function xAtY(c: Curve, y: number): number {
-  let lo = 0;
-  let hi = 1;
-  for (let i = 0; i < 30; i++) {
-    const mid = (lo + hi) / 2;
-    if (bezier(c[1], c[3], c[5], c[7], mid) < y) {
-      lo = mid;
-    } else {
-      hi = mid;
-    }
-  }
-  return bezier(c[0], c[2], c[4], c[6], (lo + hi) / 2);
+function clip(text: string, chars: number): string {
+  return text.length > chars ? `${text.slice(0, chars - 1)}…` : text;
 }
 
 /**
- * How far down the gap below its upstream step each edge's label sits (0..1). Edges into
- * the same step from the layer just above are staggered, so the labels of a fan-in do not
- * overprint each other; edges that skip layers label just below their upstream step.
+ * The lines of an edge's label: variables joined by commas, wrapped between them, at
+ * most a few lines (the last says how many more there are).
  */
-function labelFractions(
-  edges: readonly { upstream: string; downstream: string }[],
-  layerOf: Map<string, number>,
-  nodes: Map<string, ILayoutNode>
-): number[] {
-  const fractions = edges.map(() => 0.5);
-  const groups = new Map<string, number[]>();
-  edges.forEach((edge, i) => {
-    const span = layerOf.get(edge.downstream)! - layerOf.get(edge.upstream)!;
-    if (span > 1) {
-      fractions[i] = 0.25;
-      return;
+export function labelLines(variables: readonly string[]): string[] {
+  const lines: string[] = [];
+  let line = '';
+  for (const variable of variables.map(v => clip(v, LABEL_LINE_CHARS))) {
+    const joined = line ? `${line}, ${variable}` : variable;
+    if (line && joined.length > LABEL_LINE_CHARS) {
+      lines.push(`${line},`);
+      line = variable;
+    } else {
+      line = joined;
     }
-    const group = groups.get(edge.downstream) ?? [];
-    group.push(i);
-    groups.set(edge.downstream, group);
+  }
+  if (line) {
+    lines.push(line);
+  }
+  if (lines.length <= LABEL_MAX_LINES) {
+    return lines;
+  }
+  const shown = lines.slice(0, LABEL_MAX_LINES - 1);
+  const count = shown.reduce((n, l) => n + l.split(', ').length, 0);
+  return [...shown, `+${variables.length - count} more`];
+}
+
+/** Lay out `input` in one direction. */
+export function layoutDag(
+  input: ILayoutInput,
+  direction: Direction = 'TB',
+  metrics: ITextMetrics = DEFAULT_METRICS
+): ILayout {
+  const known = new Set(input.steps.map(s => s.name));
+  const edges = input.edges.filter(
+    e =>
+      known.has(e.upstream) &&
+      known.has(e.downstream) &&
+      e.upstream !== e.downstream
+  );
+  const graph = new graphlib.Graph({ multigraph: true });
+  graph.setGraph({
+    rankdir: direction,
+    nodesep: NODE_SEP,
+    edgesep: EDGE_SEP,
+    ranksep: RANK_SEP
   });
-  for (const group of groups.values()) {
-    if (group.length < 2) {
-      continue;
-    }
-    group.sort(
-      (a, b) =>
-        nodes.get(edges[a].upstream)!.x - nodes.get(edges[b].upstream)!.x
+  const nodeHeight = metrics.lineHeight + 2 * NODE_PAD_Y;
+  for (const { name } of input.steps) {
+    const chars = Math.min(
+      NODE_MAX_CHARS,
+      Math.max(NODE_MIN_CHARS, name.length)
     );
-    group.forEach((edgeIndex, k) => {
-      fractions[edgeIndex] = 0.3 + (0.4 * k) / (group.length - 1);
+    graph.setNode(name, {
+      width: chars * metrics.charWidth + 2 * NODE_PAD_X,
+      height: nodeHeight
     });
   }
-  return fractions;
+  const lines = edges.map(e => labelLines(e.variables));
+  // dagre orders a step's downstream steps the reverse of how their edges were added:
+  // adding the last edge first keeps siblings in notebook order, left to right.
+  [...edges.keys()].reverse().forEach(i => {
+    const edge = edges[i];
+    const text = lines[i];
+    const chars = Math.max(0, ...text.map(l => l.length));
+    graph.setEdge(
+      edge.upstream,
+      edge.downstream,
+      {
+        labelpos: 'c',
+        width: text.length ? chars * metrics.charWidth + 2 * LABEL_PAD_X : 0,
+        height: text.length
+          ? text.length * metrics.lineHeight + 2 * LABEL_PAD_Y
+          : 0
+      },
+      String(i)
+    );
+  });
+  dagreLayout(graph);
+
+  const nodes = input.steps.map(({ name }): ILayoutNode => {
+    const { x, y, width, height } = graph.node(name);
+    return {
+      name,
+      text: clip(name, NODE_MAX_CHARS),
+      x: x! - width / 2,
+      y: y! - height / 2,
+      width,
+      height
+    };
+  });
+  const placed = edges.map((edge, i) =>
+    graph.edge(edge.upstream, edge.downstream, String(i))
+  );
+  const labels = placed.map((routed, i): ILayoutLabel | null =>
+    lines[i].length
+      ? {
+          lines: lines[i],
+          x: routed.x! - routed.width! / 2,
+          y: routed.y! - routed.height! / 2,
+          width: routed.width!,
+          height: routed.height!
+        }
+      : null
+  );
+  // dagre's first and last points are where a straight line to the step's centre
+  // leaves it; the rest are the waypoints the routes go through.
+  const routes = routeEdges(
+    direction,
+    new Map(nodes.map(n => [n.name, n])),
+    labels.filter((l): l is ILayoutLabel => l !== null),
+    edges.map((edge, i) => ({
+      upstream: edge.upstream,
+      downstream: edge.downstream,
+      waypoints: placed[i].points!.slice(1, -1)
+    }))
+  );
+  // Trim the drawing to what is drawn (dagre's extent may be wider), with a margin.
+  const drawnBoxes = [...nodes, ...labels.filter(l => l !== null)];
+  const points = routes.flat();
+  const xs = [
+    ...drawnBoxes.flatMap(b => [b.x, b.x + b.width]),
+    ...points.map(p => p.x)
+  ];
+  const ys = [
+    ...drawnBoxes.flatMap(b => [b.y, b.y + b.height]),
+    ...points.map(p => p.y)
+  ];
+  const dx = nodes.length ? MARGIN - Math.min(...xs) : 0;
+  const dy = nodes.length ? MARGIN - Math.min(...ys) : 0;
+  const shift = <T extends IPoint>(p: T): T => ({
+    ...p,
+    x: p.x + dx,
+    y: p.y + dy
+  });
+  return {
+    direction,
+    lineHeight: metrics.lineHeight,
+    nodes: nodes.map(shift),
+    edges: edges.map((edge, i): ILayoutEdge => {
+      const route = routes[i].map(shift);
+      const label = labels[i];
+      return {
+        upstream: edge.upstream,
+        downstream: edge.downstream,
+        variables: [...edge.variables],
+        points: route,
+        ...drawRoute(route),
+        label: label && shift(label)
+      };
+    }),
+    width: nodes.length ? Math.max(...xs) + dx + MARGIN : 2 * MARGIN,
+    height: nodes.length ? Math.max(...ys) + dy + MARGIN : 2 * MARGIN
+  };
+}
+
+/**
+ * Lay out `input` both ways and keep the one that shows largest when fitted into
+ * `frame` (a wide fan of steps reads better left to right, a chain top to bottom).
+ */
+export function layoutToFit(
+  input: ILayoutInput,
+  frame: { width: number; height: number },
+  metrics: ITextMetrics = DEFAULT_METRICS
+): ILayout {
+  const down = layoutDag(input, 'TB', metrics);
+  const across = layoutDag(input, 'LR', metrics);
+  return fitScale(across, frame) > fitScale(down, frame) ? across : down;
+}
+
+/** The scale at which `layout` just fits into `frame`. */
+export function fitScale(
+  layout: { width: number; height: number },
+  frame: { width: number; height: number }
+): number {
+  return Math.min(frame.width / layout.width, frame.height / layout.height);
 }

@@ -256,9 +256,10 @@ export class PipelineModel extends PolledModel {
   }
 
   /**
-   * Save the notebook if it has unsaved changes (a run executes the saved file),
-   * then start a run with the typed parameters. Returns the run, or null (see
-   * `starting.error`).
+   * Start a run of the notebook as it is on screen, with the typed parameters. The
+   * content goes with the request and the notebook is not saved: running never changes
+   * the file (nor its kernel metadata), and unsaved edits stay unsaved. Returns the run,
+   * or null (see `starting.error`).
    */
   async startRun(target: RunTarget = this.target): Promise<IRun | null> {
     const panel = this._notebook;
@@ -267,15 +268,12 @@ export class PipelineModel extends PolledModel {
     }
     this._actionError = null;
     const run = await this.starting.run(async () => {
-      const parameters = this._parametersToSend();
-      if (panel.context.model.dirty) {
-        await panel.context.save();
-      }
       return this.client.startRun({
         path: panel.context.path,
-        parameters,
+        parameters: this._parametersToSend(),
         target,
-        no_cache: this._noCache
+        no_cache: this._noCache,
+        notebook: panel.context.model.toJSON()
       });
     });
     if (run) {

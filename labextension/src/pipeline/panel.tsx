@@ -3,7 +3,11 @@
  * the DAG, the parameters form, Run, the run being watched and the run history.
  * It renders the model and turns clicks into model calls or cell-tag edits.
  */
-import { Button, HTMLSelect } from '@jupyterlab/ui-components';
+import {
+  Button,
+  HTMLSelect,
+  ToolbarButtonComponent
+} from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { ErrorMessage } from '../common/components/ErrorMessage';
@@ -41,7 +45,8 @@ const TARGET_LABELS: Record<RunTarget, string> = {
 export class PipelinePanel extends VisibleRenderer<PipelineModel> {
   constructor(
     model: PipelineModel,
-    private readonly _openStep: StepOpener
+    private readonly _openStep: StepOpener,
+    private readonly _openGraph: () => void
   ) {
     super(model, {
       id: 'cube-pipeline',
@@ -116,9 +121,18 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
           )}
         </section>
         <section className="cube-Pipeline-section">
-          <SectionTitle note={model.graphLoading && 'updating…'}>
-            Graph
-          </SectionTitle>
+          <div className="cube-Dag-head">
+            <SectionTitle note={model.graphLoading && 'updating…'}>
+              Graph
+            </SectionTitle>
+            <ToolbarButtonComponent
+              label="Open large"
+              tooltip="Open the graph in the main area: pan, zoom, open a step's notebook"
+              dataset={{ testid: 'cube-dag-open' }}
+              enabled={!!graph}
+              onClick={this._openGraph}
+            />
+          </div>
           {graphError && (
             <ErrorMessage
               message={graphError.message}
@@ -134,12 +148,7 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
                 steps={graph.steps}
                 edges={graph.edges}
                 states={states}
-                onStepClick={name => {
-                  const step = run?.steps.find(s => s.name === name);
-                  if (run && step?.notebook) {
-                    void this._open(run, step);
-                  }
-                }}
+                onOpen={this._openGraph}
               />
             </div>
           )}
@@ -236,6 +245,15 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
         </section>
       </>
     );
+  }
+
+  /** Open the executed notebook of the shown run's step `name`, if it has one. */
+  openRunStep(name: string): void {
+    const run = this.model.selectedRun;
+    const step = run?.steps.find(s => s.name === name);
+    if (run && step?.notebook) {
+      void this._open(run, step);
+    }
   }
 
   /**

@@ -124,4 +124,6 @@ export interface IStartRun {
   parameters: Record<string, unknown>;
   target: RunTarget;
   no_cache?: boolean;
+  /** The notebook's content to run instead of the saved file (which is left as it is). */
+  notebook?: unknown;
 }

@@ -22,19 +22,22 @@ import { CubeClient, probe } from '../common/api';
 import { PipelineClient } from '../pipeline/client';
 import { PipelineModel } from '../pipeline/model';
 import {
-  DRIVE_NAME,
+  isStepNotebookPath,
   StepNotebookDrive,
+  StepNotebookKernel,
   stepNotebookPath
 } from '../pipeline/drive';
+import { PipelineGraph } from '../pipeline/graphWidget';
 import { pipelineIcon } from '../pipeline/icons';
 import { PipelinePanel } from '../pipeline/panel';
 import type { IRun, IRunStep } from '../pipeline/types';
 import { PipelineCommandIDs } from '../tokens';
 import { offerIfAvailable } from './catalog';
+import { MainAreaPanel } from './mainAreaPanel';
 
 /** Whether a notebook panel shows an executed step notebook (from the `cube-runs:` drive). */
 function isStepNotebook(panel: NotebookPanel): boolean {
-  return panel.context.path.startsWith(`${DRIVE_NAME}:`);
+  return isStepNotebookPath(panel.context.path);
 }
 
 /** Adds "Run as pipeline" to each notebook panel's toolbar. */
@@ -85,7 +88,25 @@ export const pipelinePlugin: JupyterFrontEndPlugin<void> = {
         factory: 'Notebook'
       });
     };
-    const panel = new PipelinePanel(model, openStep);
+    const panel = new PipelinePanel(
+      model,
+      openStep,
+      () => void app.commands.execute(PipelineCommandIDs.openGraph)
+    );
+    // The graph, large, in the main area: the same model, so the same notebook and run.
+    const graph = new MainAreaPanel(app, {
+      id: 'cube-pipeline-graph',
+      label: 'Pipeline Graph',
+      caption: 'The pipeline graph of the active notebook',
+      icon: pipelineIcon,
+      create: () => new PipelineGraph(model, step => panel.openRunStep(step))
+    });
+
+    // At once, not when the server has answered: Lab restores step notebooks left open at reload.
+    app.serviceManager.contents.addDrive(
+      new StepNotebookDrive(client, app.serviceManager.serverSettings)
+    );
+    app.docRegistry.addWidgetExtension('Notebook', new StepNotebookKernel());
 
     const show = (notebook: NotebookPanel | null) => {
       if (notebook) {
@@ -103,7 +124,7 @@ export const pipelinePlugin: JupyterFrontEndPlugin<void> = {
 
     // Every server that lists `pipelines` in /info gets the panel (the workbench and the
     // user servers it starts); the first answer is the run targets and tag vocabulary.
-    void offerIfAvailable(
+    const available = offerIfAvailable(
       probe(client.cube, 'pipelines', () => client.config()),
       {
         parts: [panel, model],
@@ -111,9 +132,6 @@ export const pipelinePlugin: JupyterFrontEndPlugin<void> = {
           if (config) {
             model.setConfig(config);
           }
-          app.serviceManager.contents.addDrive(
-            new StepNotebookDrive(client, app.serviceManager.serverSettings)
-          );
           // The panel follows the notebook being worked on, not step notebooks opened from it.
           const follow = (notebook: NotebookPanel | null) => {
             if (!notebook || !isStepNotebook(notebook)) {
@@ -148,5 +166,17 @@ export const pipelinePlugin: JupyterFrontEndPlugin<void> = {
         commands: Object.values(PipelineCommandIDs)
       }
     );
+    app.commands.addCommand(PipelineCommandIDs.openGraph, {
+      label: 'Open Pipeline Graph',
+      caption:
+        'Show the active notebook’s pipeline graph large: pan, zoom, follow a run',
+      icon: pipelineIcon,
+      execute: async () => {
+        if (await available) {
+          graph.show();
+        }
+      }
+    });
+    graph.restore(restorer, PipelineCommandIDs.openGraph);
   }
 };
