@@ -17,7 +17,7 @@ from pathlib import Path
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from traitlets.config import Config
 
-from cube_jupyter.config import load_settings
+from cube_jupyter.config import DEFAULT_PROFILES, load_settings
 from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
 from cube_jupyter.notebooks.spec import NotebookSpec
 from tests.benchmarks.timing import print_table, time_async
@@ -83,22 +83,30 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="cube-bench-") as tmp:
         config = Config()
         config.CubeWorkbench.state_dir = str(Path(tmp) / "state")
+        # The default profile (1 CPU, enforced locally: a quota or affinity), and one asking for the
+        # whole machine, which no limit slows: what the workbench itself adds to a start.
+        whole = {**DEFAULT_PROFILES[0], "name": "whole", "cpu": str(os.cpu_count() or 1), "default": False}
+        config.CubeSpawner.profiles = [{**DEFAULT_PROFILES[0], "default": True}, whole]
         settings = load_settings(config)
         backend = LocalNotebookBackend(settings)
         await backend.start()
-        spawns, bare = [], []
+        spawns: list[float] = []
+        unlimited: list[float] = []
+        bare: list[float] = []
         try:
-            for i in range(RUNS):  # interleaved, so machine noise hits both alike
+            for i in range(RUNS):  # interleaved, so machine noise hits each alike
                 bare.append(await bare_lab_start(Path(tmp)))
-                spec = NotebookSpec(user="bench", name=f"nb{i}", profile=settings.profile(None))
-                spawns.append(await workbench_spawn(backend, spec))
+                for profile, times in ((None, spawns), ("whole", unlimited)):
+                    spec = NotebookSpec(user="bench", name=f"nb{i}", profile=settings.profile(profile))
+                    times.append(await workbench_spawn(backend, spec))
         finally:
             await backend.close()
     print_table(
         "Local notebook server: spawn to ready (median of 5)",
         [
             ("bare `jupyter lab` start -> /api/status (baseline)", bare),
-            ("workbench create -> running", spawns),
+            ("workbench create -> running, default profile (1 CPU, enforced)", spawns),
+            (f"workbench create -> running, all {os.cpu_count()} cores (no CPU limit)", unlimited),
         ],
         baseline="bare `jupyter lab` start -> /api/status (baseline)",
     )
