@@ -12,6 +12,7 @@ first use, stopped by `close()`); where none can start, kernels are spawned.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -81,8 +82,6 @@ class ForkedProvisioner(LocalProvisioner):
         return -1
 
     async def _until_ended(self) -> None:
-        import asyncio
-
         while self.forked is not None and not _ended(self.forked):
             await asyncio.sleep(POLL_INTERVAL)
 
@@ -90,21 +89,14 @@ class ForkedProvisioner(LocalProvisioner):
         if self.forked is None:
             await super().send_signal(signum)
         elif not _ended(self.forked):
-            os.killpg(self.forked.pid, signum)
+            with contextlib.suppress(ProcessLookupError):  # it ended since: nothing to signal
+                os.killpg(self.forked.pid, signum)
 
     async def kill(self, restart: bool = False) -> None:
-        if self.forked is None:
-            await super().kill(restart)
-            return
-        with contextlib.suppress(ProcessLookupError):
-            await self.send_signal(signal.SIGKILL)
+        await (super().kill(restart) if self.forked is None else self.send_signal(signal.SIGKILL))
 
     async def terminate(self, restart: bool = False) -> None:
-        if self.forked is None:
-            await super().terminate(restart)
-            return
-        with contextlib.suppress(ProcessLookupError):
-            await self.send_signal(signal.SIGTERM)
+        await (super().terminate(restart) if self.forked is None else self.send_signal(signal.SIGTERM))
 
 
 class ForkedKernelManager(KernelManager):

@@ -31,6 +31,7 @@ import traceback
 from typing import Any
 
 READY = b"ready\n"
+REQUEST_TIMEOUT = 5.0  # seconds a client gets to send its request line
 REAP_EVERY = 0.2  # seconds between checks for ended kernels and for the parent's death
 PRELOADED = (  # what a kernel imports while it initialises, so a fork need not
     "ipykernel.kernelapp",
@@ -108,6 +109,7 @@ def _become_kernel(request: dict[str, Any], base_path: list[str]) -> None:
 
 def _serve_one(listener: socket.socket, base_path: list[str], kernels: set[int]) -> None:
     connection, _ = listener.accept()
+    connection.settimeout(REQUEST_TIMEOUT)  # a client that connects and says nothing cannot stall us
     with connection:
         try:
             request = json.loads(connection.makefile("rb").readline())
@@ -117,6 +119,8 @@ def _serve_one(listener: socket.socket, base_path: list[str], kernels: set[int])
                 raise ValueError(f"no such working directory: {request['cwd']}")
         except ValueError as exc:
             connection.sendall(json.dumps({"error": str(exc)}).encode() + b"\n")
+            return
+        except OSError:  # it went away, or said nothing in time: no kernel for it
             return
         pid = os.fork()
         if pid == 0:

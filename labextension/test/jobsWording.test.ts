@@ -1,7 +1,7 @@
 /** The jobs panel's wording: the log header's state and the forms' placeholders. */
 import { describe, expect, it } from 'vitest';
 
-import { example } from '../src/jobs/components/form/placeholders';
+import { example } from '../src/common/form/placeholders';
 import { logStateLabel } from '../src/jobs/format';
 
 describe('log header', () => {

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -208,3 +209,17 @@ def test_the_server_and_its_kernels_go_when_their_owner_is_killed(tmp_path: Path
             return True
 
     wait_until(lambda: gone(server_pid) and gone(kernel_pid), 30, "the fork server and its kernel gone")
+
+
+def test_a_client_that_says_nothing_does_not_stall_the_server(forks: KernelForks, tmp_path: Path) -> None:
+    first = forked(forks, tmp_path)
+    first.shutdown_kernel(now=True)
+    server = next(iter(forks._servers.values()))
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as silent:
+        silent.connect(str(server.path))  # and never sends its request line
+        after = forked(forks, tmp_path)  # answered once the server gives up on the silent one
+        try:
+            assert probe(after)["mine"] is None
+        finally:
+            after.shutdown_kernel(now=True)
+    assert server.process.poll() is None

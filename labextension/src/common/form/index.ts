@@ -3,4 +3,5 @@ export * from './context';
 export * from './fields';
 export * from './formText';
 export * from './inputs';
+export * from './placeholders';
 export * from './values';

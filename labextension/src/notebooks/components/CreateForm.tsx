@@ -8,7 +8,12 @@ import * as React from 'react';
 
 import { ErrorMessage } from '../../common/components/ErrorMessage';
 import { IFieldError, placed } from '../../common/fieldError';
-import { PlacedErrorContext, SelectInput, TextInput } from '../../common/form';
+import {
+  example,
+  PlacedErrorContext,
+  SelectInput,
+  TextInput
+} from '../../common/form';
 import type { IProfile } from '../types';
 
 /** The fields the form writes, as the server's errors name them. */
@@ -66,7 +71,7 @@ export function CreateForm(props: ICreateFormProps): JSX.Element {
           testid="cube-create-name"
           path="name"
           inputRef={nameInput}
-          placeholder="e.g. my-notebook"
+          placeholder={example('my-notebook')}
           value={name}
           onChange={value => {
             setName(value);

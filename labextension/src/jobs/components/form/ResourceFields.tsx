@@ -4,12 +4,12 @@
  */
 import {
   compact,
+  example,
   IFieldSpec,
   numberOrText,
   pathsOf,
   textOrNothing
 } from '../../../common/form';
-import { example } from './placeholders';
 
 /** The resources as typed. */
 export interface IResourcesText {

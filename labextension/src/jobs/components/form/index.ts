@@ -1,5 +1,4 @@
 /** The building blocks of the jobs' launch forms: the workbench's form fields and more. */
 export * from '../../../common/form';
 export * from './LaunchForm';
-export * from './placeholders';
 export * from './ResourceFields';
