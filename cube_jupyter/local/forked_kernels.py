@@ -2,12 +2,12 @@
 
 `ForkedKernelManager` is a `jupyter_client.KernelManager` in every way its callers see (papermill,
 nbclient, interrupts, shutdown): only the launch differs. When the kernel spec's command is
-`<interpreter> [flags] -m ipykernel_launcher -f {connection_file}`, its provisioner asks a
-`kernel_fork_server` started with that same interpreter and flags for a fork, instead of starting
-an interpreter; any other kernel (another language, a wrapper script) is spawned as usual.
+`<interpreter> [flags] -m ipykernel_launcher [args]`, its provisioner asks a `fork_server` started
+with that same interpreter and flags (and `forks.KERNEL_MODULES` preloaded) for a fork, instead of
+starting an interpreter; any other kernel (another language, a wrapper script) is spawned as usual.
 
-The servers belong to a `KernelForks` (`kernel_forks`: one per interpreter command line, started on
-first use, stopped by `close()`); where none can start, kernels are spawned.
+The servers belong to a `Forks` (`forks`: one per interpreter command line, started on first use,
+stopped by `close()`); where none can start, kernels are spawned.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Sequence
 from typing import Any
 
 import psutil
@@ -24,17 +23,10 @@ from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.manager import KernelManager
 from jupyter_client.provisioning import LocalProvisioner
 
-from cube_jupyter.local.kernel_forks import KernelForks
+from cube_jupyter.local.forks import ForkRequest, Forks, module_command
 
-LAUNCHER = ["-m", "ipykernel_launcher", "-f"]
+LAUNCHER = "ipykernel_launcher"
 POLL_INTERVAL = 0.01  # a killed kernel is a zombie within milliseconds: what a shutdown waits for
-
-
-def fork_prefix(cmd: Sequence[str]) -> tuple[str, ...] | None:
-    """The interpreter and its flags when `cmd` starts ipykernel's launcher, else None."""
-    if len(cmd) < 5 or list(cmd[-4:-1]) != LAUNCHER:
-        return None
-    return tuple(cmd[:-4])
 
 
 def _ended(process: psutil.Process) -> bool:
@@ -57,11 +49,21 @@ class ForkedProvisioner(LocalProvisioner):
         return self.forked is not None or bool(super().has_process)
 
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
-        prefix = fork_prefix(cmd)
+        command = module_command(cmd)
+        if command is None or command.module != LAUNCHER:
+            return await super().launch_kernel(cmd, **kwargs)
         env = kwargs.get("env") or os.environ
-        forks: KernelForks = getattr(self.parent, "forks")  # noqa: B009  (a ForkedKernelManager's)
         cwd = str(kwargs.get("cwd") or os.getcwd())
-        pid = forks.fork(prefix, cmd[-1], cwd, env) if prefix is not None else None
+
+        def request(server: int) -> ForkRequest:
+            # as a spawned kernel names the process that started it, and watches it: its server
+            args = [*command.args, f"--IPKernelApp.parent_handle={server}"]
+            return ForkRequest(
+                LAUNCHER, args, cwd, {**env, "JPY_PARENT_PID": str(server)}, title=" ".join(cmd)
+            )
+
+        forks: Forks = getattr(self.parent, "forks")  # noqa: B009  (a ForkedKernelManager's)
+        pid = forks.fork(command.prefix, env, request)
         if pid is None:
             return await super().launch_kernel(cmd, **kwargs)
         self.pid = self.pgid = pid
@@ -102,7 +104,7 @@ class ForkedProvisioner(LocalProvisioner):
 class ForkedKernelManager(KernelManager):
     """A KernelManager whose Python kernels come from `forks`."""
 
-    def __init__(self, forks: KernelForks, **kwargs: Any) -> None:
+    def __init__(self, forks: Forks, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.forks = forks
 

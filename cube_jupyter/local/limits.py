@@ -7,8 +7,9 @@ may not (an unprivileged container, a read-only /sys/fs/cgroup), memory falls ba
 each process and CPU to an affinity of whole cores. Which of them applies is found once, by making a
 cgroup and writing its limits, never assumed; `Limiter` says which, for users to be told.
 
-A child joins its cgroup (or sets its rlimit and affinity) itself, between fork and exec, so no code
-of its own ever runs unconfined and nothing it starts can escape.
+A spawned child joins its cgroup (or sets its rlimit and affinity) itself, between fork and exec; a
+forked one (`forks`) is confined by its owner before it may go on. Either way no code of its own
+ever runs unconfined and nothing it starts can escape.
 """
 
 from __future__ import annotations
@@ -105,9 +106,11 @@ class Limiter:
         """Whether the memory limit is below what this machine has (else it never holds anyone back)."""
         return limits.memory_bytes < self.ram
 
-    def preexec(self, limits: Limits) -> Callable[[], None]:
-        """What a child runs between fork and exec to put itself under `limits`. Only system calls
-        and no logging: other threads of the parent may hold locks the child cannot take."""
+    def confine(self, limits: Limits) -> Callable[[int], None]:
+        """What puts process `pid` under `limits` (its cgroup joined, or its rlimit and affinity
+        set); raises OSError saying why it could not. Only system calls and no logging: it also runs
+        in a child between fork and exec (`preexec`), where other threads of the parent may have
+        held locks."""
         groups: dict[Path, list[tuple[str, str]]] = {}
         for controller in (self.memory, self.cpu):
             if controller is not None:
@@ -118,20 +121,29 @@ class Limiter:
         pinned = None if self.cpu or cores is None else int(cores)
         allowed = self.cores
 
-        def confine() -> None:
-            pid = os.getpid()
+        def confine(pid: int) -> None:
+            for group, settings in writes:
+                _join(os.path.join(group, str(pid)), settings, pid)
+            if data is not None:
+                resource.prlimit(pid, resource.RLIMIT_DATA, (data, data))
+            if pinned is not None:
+                os.sched_setaffinity(pid, _spread(allowed, pinned, pid))
+
+        return confine
+
+    def preexec(self, limits: Limits) -> Callable[[], None]:
+        """What a child runs between fork and exec to put itself under `limits`; why it could not is
+        said in its log (its stderr), and Popen raises SubprocessError."""
+        confine = self.confine(limits)
+
+        def confine_self() -> None:
             try:
-                for group, settings in writes:
-                    _join(os.path.join(group, str(pid)), settings, pid)
-                if data is not None:
-                    resource.setrlimit(resource.RLIMIT_DATA, (data, data))
-                if pinned is not None:
-                    os.sched_setaffinity(0, _spread(allowed, pinned, pid))
-            except OSError as exc:  # said in the child's log (its stderr); Popen raises SubprocessError
+                confine(os.getpid())
+            except OSError as exc:
                 os.write(2, f"cube-jupyter: could not apply the limits: {exc}\n".encode())
                 raise
 
-        return confine
+        return confine_self
 
     def release(self) -> None:
         """Remove the cgroups of children that have exited: each whose process is gone (reaped) and

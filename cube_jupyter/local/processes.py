@@ -1,6 +1,7 @@
 """The one local process supervisor: how every local child (notebook server, replica, trial driver,
 model server, pipeline worker) is started, found again, stopped and read.
 
+- a child is spawned, or forked from a server that has imported its program already (`forks`);
 - a child runs in its own session and process group, so a restart of the workbench does not take it
   down and stopping it stops everything it started;
 - a process is found again by (pid, create time) or by a marker in its argv, so a recycled pid is
@@ -25,6 +26,8 @@ from typing import TypeAlias
 import psutil
 
 from cube_jupyter.local import files
+from cube_jupyter.local.fork_server import EXIT_NOTE
+from cube_jupyter.local.forks import ForkRequest, Forks, module_command
 
 LOOPBACK = "127.0.0.1"
 LOG_SEPARATOR = "==== cube-jupyter: starting "
@@ -71,6 +74,43 @@ def spawn(
             close_fds=True,
             preexec_fn=preexec,
         )
+
+
+def fork(
+    forks: Forks,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    cwd: Path,
+    log_path: Path,
+    header: str,
+    confine: Callable[[int], None] | None = None,
+) -> psutil.Process | None:
+    """`spawn`, but as a fork of the running fork server of `forks` for argv's interpreter
+    (`python [flags] -m module ...`): the same session, log, working directory, environment, and
+    command line in `ps`, without the interpreter's start and imports. `confine(pid)` puts it under
+    its limits before it runs (`limits.Limiter.confine`). None when no such server is up (it is
+    never waited for): the caller spawns.
+
+    Raises OSError when the log cannot be opened or the fork cannot be confined (it then exits
+    without running anything), RuntimeError when the server refuses.
+    """
+    command = module_command(argv)
+    if command is None:
+        return None
+    with files.open_private_append(log_path) as log, open(os.devnull, "rb") as stdin:
+        log.write(f"{LOG_SEPARATOR}{header} ====\n".encode())
+        log.flush()
+        request = ForkRequest(
+            command.module,
+            command.args,
+            str(cwd),
+            env,
+            title=" ".join(argv),
+            stdio=(stdin.fileno(), log.fileno(), log.fileno()),
+            confine=confine,
+        )
+        pid = forks.fork(command.prefix, env, lambda _server: request, start=False)
+    return None if pid is None else psutil.Process(pid)
 
 
 # -- find ------------------------------------------------------------------------------------------
@@ -125,6 +165,21 @@ def exited(proc: subprocess.Popen[bytes]) -> bool:
         return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except ChildProcessError:
         return True
+
+
+def logged_exit_code(pid: int, log_path: Path, wait: float = 0.0) -> int | None:
+    """The exit code a forked child's server noted in its log as it reaped it (since the child's
+    latest start); `wait` s for an exiting one to be reaped (its server does within a fraction of
+    a second). None when nothing was noted (its server was gone first)."""
+    deadline = time.monotonic() + wait
+    while psutil.pid_exists(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    since_start = read_log(log_path).rpartition(LOG_SEPARATOR.encode())[2]
+    for line in reversed(since_start.decode("utf-8", "replace").splitlines()):
+        if line.startswith(EXIT_NOTE):
+            with contextlib.suppress(ValueError):
+                return int(line.removeprefix(EXIT_NOTE))
+    return None
 
 
 def finished(proc: psutil.Process) -> bool:

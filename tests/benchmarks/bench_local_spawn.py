@@ -1,6 +1,8 @@
-"""Local spawn-to-ready latency: a workbench server vs. a bare `jupyter lab` (the floor), median of 5.
+"""Local spawn-to-ready latency: a workbench server vs. a bare `jupyter lab`, median of 5.
 
 Spawn-to-ready is from the create call until the child answers `/api/status` through its base_url.
+A running workbench forks its servers from a process that has imported `jupyter lab` already; the
+cold row is a create at the moment the workbench starts (the fork server's imports still to do).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from traitlets.config import Config
 
-from cube_jupyter.config import DEFAULT_PROFILES, load_settings
+from cube_jupyter.config import DEFAULT_PROFILES, Settings, load_settings
 from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
 from cube_jupyter.notebooks.spec import NotebookSpec
 from tests.benchmarks.timing import print_table, time_async
@@ -79,6 +81,23 @@ async def workbench_spawn(backend: LocalNotebookBackend, spec: NotebookSpec) -> 
     return elapsed
 
 
+async def cold_workbench_spawn(settings: Settings, spec: NotebookSpec) -> float:
+    """From the workbench's start (its backend's) to a server created at once running."""
+    backend = LocalNotebookBackend(settings)
+
+    async def start_and_spawn() -> None:
+        await backend.start()
+        await backend.create_server(spec)
+        await backend.wait_until_ready(spec.user, spec.name, timeout=60)
+
+    try:
+        elapsed = await time_async(start_and_spawn)
+        await backend.delete_server(spec.user, spec.name)
+    finally:
+        await backend.close()
+    return elapsed
+
+
 async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="cube-bench-") as tmp:
         config = Config()
@@ -92,6 +111,7 @@ async def main() -> None:
         await backend.start()
         spawns: list[float] = []
         unlimited: list[float] = []
+        cold: list[float] = []
         bare: list[float] = []
         try:
             for i in range(RUNS):  # interleaved, so machine noise hits each alike
@@ -99,6 +119,8 @@ async def main() -> None:
                 for profile, times in ((None, spawns), ("whole", unlimited)):
                     spec = NotebookSpec(user="bench", name=f"nb{i}", profile=settings.profile(profile))
                     times.append(await workbench_spawn(backend, spec))
+                spec = NotebookSpec(user="bench", name=f"cold{i}", profile=settings.profile(None))
+                cold.append(await cold_workbench_spawn(settings, spec))
         finally:
             await backend.close()
     print_table(
@@ -107,6 +129,7 @@ async def main() -> None:
             ("bare `jupyter lab` start -> /api/status (baseline)", bare),
             ("workbench create -> running, default profile (1 CPU, enforced)", spawns),
             (f"workbench create -> running, all {os.cpu_count()} cores (no CPU limit)", unlimited),
+            ("workbench start + create at once -> running (cold)", cold),
         ],
         baseline="bare `jupyter lab` start -> /api/status (baseline)",
     )

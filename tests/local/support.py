@@ -6,16 +6,19 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psutil
 from jupyter_client.jsonutil import json_default
 from jupyter_client.session import Session
 from jupyter_server.services.kernels.connection.base import deserialize_msg_from_ws_v1, serialize_msg_to_ws_v1
+from tornado.httpclient import AsyncHTTPClient
 from tornado.websocket import WebSocketClientConnection
 from traitlets.config import Config
 
 from cube_jupyter.config import Settings, load_settings
+from cube_jupyter.notebooks.backend import Upstream
+from tests.waiting import wait_until_async
 
 BASE_URL = "/a%40b/"  # pytest-jupyter's default base_url: an escaped character keeps us honest
 KERNEL_V1 = "v1.kernel.websocket.jupyter.org"
@@ -72,6 +75,24 @@ def children_of(state_dir: Path) -> list[psutil.Process]:
         ):
             found.append(proc)
     return found
+
+
+async def kernel_environment(upstream: Upstream, server_pid: int) -> dict[str, str]:
+    """The environment of a kernel the child server `server_pid` starts: the server's own, as user
+    code sees it. (A forked server's /proc/PID/environ is its fork server's start environment.)"""
+    url = f"http://{upstream.host}:{upstream.port}{upstream.base_url}api/kernels"
+    headers = {"Authorization": f"token {upstream.token}"}
+    response = await AsyncHTTPClient().fetch(url, method="POST", body="{}", headers=headers)
+    kernel_id = json.loads(response.body)["id"]
+    try:
+        kernels = await wait_until_async(
+            lambda: [p for p in psutil.Process(server_pid).children() if "ipykernel_launcher" in p.cmdline()],
+            60,
+            "the server's kernel process",
+        )
+        return cast(dict[str, str], kernels[0].environ())
+    finally:
+        await AsyncHTTPClient().fetch(f"{url}/{kernel_id}", method="DELETE", headers=headers)
 
 
 def execute_request(code: str) -> dict[str, Any]:

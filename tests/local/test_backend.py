@@ -24,7 +24,8 @@ from cube_jupyter.local.locks import KeyedLocks
 from cube_jupyter.notebooks.local.backend import DOWN_REASON, LocalNotebookBackend
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import NotebookSpec, ServerStatus
-from tests.local.support import EXITING_LAB, children_of, make_settings
+from tests.local.support import EXITING_LAB, children_of, kernel_environment, make_settings
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(120)
 Backends = Callable[..., LocalNotebookBackend]
@@ -371,3 +372,68 @@ def test_concurrent_creates_of_one_name_make_one_server(
     assert sum(not isinstance(r, BaseException) for r in results) == 1
     assert [type(r) for r in results if isinstance(r, BaseException)] == [Conflict] * 4
     assert [s.name for s in backend.list_servers("alice")] == ["same"]
+
+
+def test_a_supervising_backend_forks_its_servers_and_they_outlive_it(
+    state_dir: Path, backends: Backends, loop: asyncio.AbstractEventLoop
+) -> None:
+    """Once its fork server is up, a started backend's children are forks of it, yet the server a
+    spawn makes: its own session and log, its argv in `ps` (how it is found again), the profile's
+    environment and limits, a user server on its own config. They outlive the backend and its fork
+    server and are re-attached; one that dies is failed with its exit code."""
+    settings = make_settings(state_dir)
+    spec = NotebookSpec("alice", "nb1", settings.profile(None))
+
+    async def run() -> None:
+        first = backends(settings)
+        await first.start()
+        await first.create_server(spec)  # after the fork server's imports: they are under way
+        await first.wait_until_ready("alice", "nb1", timeout=60)
+        record = first.state.get("alice", "nb1")
+        assert record is not None and record.pid and record.token
+        child = psutil.Process(record.pid)
+        assert psutil.Process(child.ppid()).cmdline()[1:3] == ["-m", "cube_jupyter.local.fork_server"]
+        assert os.getsid(record.pid) == record.pid
+        shown = child.cmdline()
+        assert shown[1:3] == ["-m", "jupyterlab"] and f"--ServerApp.base_url={record.base_url}" in shown
+        assert record.token not in " ".join(shown)
+        assert Path(child.cwd()) == state_dir / "workspaces" / "alice" / "nb1"
+        upstream = first.upstream("alice", "nb1")
+        assert upstream is not None
+        env = await kernel_environment(upstream, record.pid)
+        assert env["CUBE_TEST_PROFILE"] == "small" and env["CUDA_VISIBLE_DEVICES"] == ""
+        assert env["JUPYTER_TOKEN"] == record.token  # its own, not the workbench's
+        info = await child_get(first, "alice", "nb1", "cube/api/v1/info")
+        assert info["role"] == "user" and info["user"] == "alice"  # a user server, from its own config
+        if first.limiter.memory is None:  # else its cgroup holds it (test_limits)
+            assert child.rlimit(psutil.RLIMIT_DATA)[0] == 1 << 30
+        else:
+            assert f"/{record.pid}" in Path(f"/proc/{record.pid}/cgroup").read_text()
+        log = (state_dir / "logs" / "alice" / "nb1.log").read_text()
+        assert "Jupyter Server" in log and "is running at" in log
+
+        await first.close()  # the workbench goes, and its fork server: the server stays
+        assert not child.is_running() or child.status() != psutil.STATUS_ZOMBIE
+        second = backends(settings)
+        await second.start()
+        assert second.get_server("alice", "nb1").status == ServerStatus.RUNNING  # type: ignore[union-attr]
+        assert (await child_get(second, "alice", "nb1", "api/status"))["started"]
+
+        again = backends(settings)  # a fork of a fork server that lives on, killed
+        await again.start()
+        await again.create_server(NotebookSpec("alice", "nb2", settings.profile(None)))
+        await again.wait_until_ready("alice", "nb2", timeout=60)
+        doomed = again.state.get("alice", "nb2")
+        assert doomed is not None and doomed.pid
+        os.kill(doomed.pid, signal.SIGKILL)
+        failed = await wait_until_async(
+            lambda: again.get_server("alice", "nb2"),
+            30,
+            "the killed server failed, with its exit code",
+            until=lambda s: (
+                s is not None and s.status == ServerStatus.FAILED and "code -9" in (s.reason or "")
+            ),
+        )
+        assert failed is not None
+
+    loop.run_until_complete(run())

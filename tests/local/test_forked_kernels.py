@@ -20,8 +20,8 @@ import psutil
 import pytest
 from jupyter_client.manager import KernelManager
 
-from cube_jupyter.local.forked_kernels import ForkedKernelManager, fork_prefix
-from cube_jupyter.local.kernel_forks import KernelForks
+from cube_jupyter.local.forked_kernels import ForkedKernelManager
+from cube_jupyter.local.forks import KERNEL_MODULES, Forks, ModuleCommand, module_command
 from cube_jupyter.local.kernel_sockets import kernel_transport
 from tests.waiting import wait_until
 
@@ -41,8 +41,8 @@ PROBE = textwrap.dedent(
 
 
 @pytest.fixture
-def forks(tmp_path: Path) -> Iterator[KernelForks]:
-    made = KernelForks(tmp_path / "forks")
+def forks(tmp_path: Path) -> Iterator[Forks]:
+    made = Forks(tmp_path / "forks", preload=KERNEL_MODULES)
     yield made
     made.close()
 
@@ -52,7 +52,7 @@ def started(km: KernelManager, cwd: Path, **env: str) -> KernelManager:
     return km
 
 
-def forked(forks: KernelForks, cwd: Path, **env: str) -> KernelManager:
+def forked(forks: Forks, cwd: Path, **env: str) -> KernelManager:
     return started(ForkedKernelManager(forks, kernel_name="python3", **kernel_transport()), cwd, **env)
 
 
@@ -76,18 +76,19 @@ def probe(km: KernelManager) -> dict[str, Any]:
     return result
 
 
-def test_only_ipykernel_commands_are_forked() -> None:
-    assert fork_prefix(
-        ["/v/bin/python", "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", "c.json"]
-    ) == (
-        "/v/bin/python",
-        "-Xfrozen_modules=off",
+def test_only_module_runs_are_forked() -> None:
+    assert module_command(
+        ["/v/bin/python", "-Xfrozen_modules=off", "-W", "ignore", "-m", "ipykernel_launcher", "-f", "c.json"]
+    ) == ModuleCommand(
+        ("/v/bin/python", "-Xfrozen_modules=off", "-W", "ignore"), "ipykernel_launcher", ["-f", "c.json"]
     )
-    assert fork_prefix(["/usr/bin/R", "--slave", "-e", "IRkernel::main()", "--args", "c.json"]) is None
-    assert fork_prefix(["python", "-m", "other_kernel", "-f", "c.json"]) is None
+    assert module_command(["/usr/bin/R", "--slave", "-e", "IRkernel::main()", "--args", "c.json"]) is None
+    assert module_command(["python", "script.py", "-m", "ipykernel_launcher"]) is None
+    assert module_command(["python", "-c", "pass", "-m", "ipykernel_launcher"]) is None
+    assert module_command(["conda", "run", "python", "-m", "ipykernel_launcher"]) is None
 
 
-def test_a_forked_kernel_runs_where_and_as_a_spawned_one_does(forks: KernelForks, tmp_path: Path) -> None:
+def test_a_forked_kernel_runs_where_and_as_a_spawned_one_does(forks: Forks, tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     extra = str(tmp_path / "lib")
@@ -104,12 +105,15 @@ def test_a_forked_kernel_runs_where_and_as_a_spawned_one_does(forks: KernelForks
         assert fork["cwd"] == str(work) and fork["path"][0] == extra
         assert fork["pgid"] == fork["pid"]  # a group of its own, signalled as a spawned kernel's is
         assert fork["parent_pid"] == str(fork["ppid"])
+        shown = psutil.Process(fork["pid"]).cmdline()  # as `ps` shows a spawned one, not its server's
+        assert shown == psutil.Process(spawned["pid"]).cmdline()[:3] + shown[3:]
+        assert shown[1:4] == ["-m", "ipykernel_launcher", "-f"]
     finally:
         spawned_km.shutdown_kernel(now=True)
         forked_km.shutdown_kernel(now=True)
 
 
-def test_two_forked_kernels_share_nothing(forks: KernelForks, tmp_path: Path) -> None:
+def test_two_forked_kernels_share_nothing(forks: Forks, tmp_path: Path) -> None:
     first, second = forked(forks, tmp_path), forked(forks, tmp_path)
     try:
         execute(first, "mine = 41\nimport json\njson.marked_by_another_kernel = True")
@@ -122,9 +126,7 @@ def test_two_forked_kernels_share_nothing(forks: KernelForks, tmp_path: Path) ->
         second.shutdown_kernel(now=True)
 
 
-def test_a_crashing_kernel_is_replaced_and_a_dead_server_restarted(
-    forks: KernelForks, tmp_path: Path
-) -> None:
+def test_a_crashing_kernel_is_replaced_and_a_dead_server_restarted(forks: Forks, tmp_path: Path) -> None:
     crashing = forked(forks, tmp_path)
     server = next(iter(forks._servers.values()))
     client = crashing.client()
@@ -150,7 +152,7 @@ def test_a_crashing_kernel_is_replaced_and_a_dead_server_restarted(
         replaced.shutdown_kernel(now=True)
 
 
-def test_interrupt_and_shutdown_reach_a_forked_kernel(forks: KernelForks, tmp_path: Path) -> None:
+def test_interrupt_and_shutdown_reach_a_forked_kernel(forks: Forks, tmp_path: Path) -> None:
     km = forked(forks, tmp_path)
     client = km.client()
     client.start_channels()
@@ -183,9 +185,9 @@ def test_the_server_and_its_kernels_go_when_their_owner_is_killed(tmp_path: Path
                 import json, os, sys, time
                 from pathlib import Path
                 from cube_jupyter.local.forked_kernels import ForkedKernelManager
-                from cube_jupyter.local.kernel_forks import KernelForks
+                from cube_jupyter.local.forks import Forks
                 from cube_jupyter.local.kernel_sockets import kernel_transport
-                forks = KernelForks(Path({str(tmp_path / "forks")!r}))
+                forks = Forks(Path({str(tmp_path / "forks")!r}))
                 km = ForkedKernelManager(forks, kernel_name="python3", **kernel_transport())
                 km.start_kernel(cwd={str(tmp_path)!r})
                 server = next(iter(forks._servers.values()))
@@ -211,7 +213,7 @@ def test_the_server_and_its_kernels_go_when_their_owner_is_killed(tmp_path: Path
     wait_until(lambda: gone(server_pid) and gone(kernel_pid), 30, "the fork server and its kernel gone")
 
 
-def test_a_client_that_says_nothing_does_not_stall_the_server(forks: KernelForks, tmp_path: Path) -> None:
+def test_a_client_that_says_nothing_does_not_stall_the_server(forks: Forks, tmp_path: Path) -> None:
     first = forked(forks, tmp_path)
     first.shutdown_kernel(now=True)
     server = next(iter(forks._servers.values()))

@@ -272,5 +272,5 @@ def test_each_step_runs_in_a_fresh_forked_kernel_in_the_notebook_folder(env: Env
     assert run.step("crash").status == "failed"
     first = notebook_text(env.store, run.step("first").notebook)
     assert f"cwd {env.folder}" in first
-    assert "parent ['-m', 'cube_jupyter.local.kernel_fork_server']" in first  # python -m …
+    assert "parent ['-m', 'cube_jupyter.local.fork_server']" in first  # python -m …
     assert "fresh" in notebook_text(env.store, run.step("second").notebook)

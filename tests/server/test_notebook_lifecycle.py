@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import psutil
 import pytest
 
 from cube_jupyter.local import gpus
 from cube_jupyter.notebooks.local import children
+from tests.local.support import kernel_environment
 from tests.server.openapi import assert_response_matches
 from tests.waiting import wait_until_async
 
@@ -128,7 +128,8 @@ async def test_gpu_server_gets_a_gpu_of_its_own(
     await settle(api, "g1", "running")
     backend = cube_app.web_app.settings["cube_notebooks"].backend
     record = backend.state.get("alice", "g1")
-    assert psutil.Process(record.pid).environ()["CUDA_VISIBLE_DEVICES"] == "0"
+    env = await kernel_environment(backend.upstream("alice", "g1"), record.pid)
+    assert env["CUDA_VISIBLE_DEVICES"] == "0"  # what its users' code sees
 
     # The only GPU is taken: a second GPU server is refused, naming the profile.
     code, error = await api("POST", "notebooks", as_user="bob", body={"name": "g2", "profile": "gpu"})

@@ -3,8 +3,13 @@
 The record is the source of truth; this object supervises the children it can see: it watches new
 ones until they answer, re-attaches to live ones after a restart, notices crashes, and culls idle
 servers. The profile's image is not used locally (there is no container); its cpu and memory are
-limits each child puts itself under (`local.limits`: a cgroup where this machine allows one, else
+limits each child is put under (`local.limits`: a cgroup where this machine allows one, else
 rlimit and affinity); its GPUs are handed out by `CUDA_VISIBLE_DEVICES`. `enforcement` says which.
+
+While supervising, the backend keeps a fork server that has imported `jupyter lab` and the
+workbench extension (`children.LAB_MODULES`): a child is forked from it, with its own argv,
+environment, config and log, and skips the second or more of imports a spawned one spends; until
+that server is up (or where it cannot start) children are spawned.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from datetime import UTC, datetime
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound
 from cube_jupyter.local import files, gpus, limits, processes
+from cube_jupyter.local.forks import Forks, module_command
+from cube_jupyter.local.kernel_sockets import socket_dir
 from cube_jupyter.local.locks import KeyedLocks
 from cube_jupyter.names import user_slug
 from cube_jupyter.notebooks import activity as culler
@@ -64,6 +71,8 @@ class LocalNotebookBackend:
         self._watchers: dict[Key, asyncio.Task[None]] = {}
         self._locks = KeyedLocks()
         self._supervisor: asyncio.Task[None] | None = None
+        self._forks: Forks | None = None
+        self._forks_started: asyncio.Future[None] | None = None
 
     @property
     def limiter(self) -> limits.Limiter:
@@ -82,8 +91,19 @@ class LocalNotebookBackend:
         if not supervise:
             return
         await self.reattach()
+        self._start_forks()
         if self._supervisor is None or self._supervisor.done():
             self._supervisor = asyncio.create_task(self._supervise(), name="cube-local-supervisor")
+
+    def _start_forks(self) -> None:
+        """Start the fork server children come from, in the background (children are spawned
+        until it is up); it keeps what it forked running when it stops, as spawned ones do."""
+        command = module_command(self.lab_command)
+        if command is None or self._forks is not None:
+            return
+        self._forks = Forks(socket_dir(os.getpid()), preload=children.LAB_MODULES, keep=True)
+        env = {k: v for k, v in os.environ.items() if k not in children.TOKEN_VARIABLES}
+        self._forks_started = asyncio.ensure_future(asyncio.to_thread(self._forks.start, command.prefix, env))
 
     async def close(self) -> None:
         """Stop background work; children keep running and are re-attached by the next start()."""
@@ -93,6 +113,11 @@ class LocalNotebookBackend:
         await asyncio.gather(*tasks, return_exceptions=True)
         self._supervisor = None
         self._watchers.clear()
+        if self._forks is not None:
+            await asyncio.to_thread(self._forks.close)
+            if self._forks_started is not None:
+                await asyncio.gather(self._forks_started, return_exceptions=True)
+            self._forks = self._forks_started = None
 
     def list_servers(self, user: str | None) -> list[NotebookServer]:
         return [record.to_server() for record in self.state.list(user)]
@@ -105,6 +130,9 @@ class LocalNotebookBackend:
         """Record the server as pending and spawn it; returns at once, a watcher marks it running.
         If spawning fails the record is removed again: nothing is left half-created. The insert is
         the atomic duplicate check (Conflict), also against the CLI in another process."""
+        if self._forks_started is not None and not self._forks_started.done():
+            # its imports are under way: a fork once they are done is sooner than a spawn beside them
+            await asyncio.wait([self._forks_started])
         slug = user_slug(spec.user)
         record = ServerRecord(
             user=spec.user,
@@ -265,7 +293,7 @@ class LocalNotebookBackend:
     # -- internals ---------------------------------------------------------------------------------
 
     def _launch(self, record: ServerRecord) -> ServerRecord:
-        """Spawn the child for `record` (status pending, fresh port and token) and record its pid."""
+        """Start the child for `record` (status pending, fresh port and token) and record its pid."""
         workspace = files.workspace_path(self.settings.state_dir, record.slug, record.name)
         log_path = files.log_path(self.settings.state_dir, record.slug, record.name)
         try:
@@ -289,20 +317,23 @@ class LocalNotebookBackend:
                 gpu_ids=record.gpu_ids,
                 config_dir=config_dir,
             )
-            child = processes.spawn(
-                argv,
-                env,
-                workspace,
-                log_path,
-                header=f"{record.user}/{record.name} at {_now()}",
-                preexec=self.limiter.preexec(limits.Limits.of(record.resources.cpu, record.resources.memory)),
-            )
+            limit = limits.Limits.of(record.resources.cpu, record.resources.memory)
+            header = f"{record.user}/{record.name} at {_now()}"
+            child: processes.Leader | None = None
+            if self._forks is not None:
+                confine = self.limiter.confine(limit)
+                child = processes.fork(self._forks, argv, env, workspace, log_path, header, confine)
+            if child is None:
+                child = processes.spawn(
+                    argv, env, workspace, log_path, header, preexec=self.limiter.preexec(limit)
+                )
         except OSError as exc:
             raise BackendUnavailable(f"could not start server {record.name!r}: {exc}", field="name") from None
         except subprocess.SubprocessError:
             why = processes.log_tail(log_path, lines=1)  # what the child wrote before it gave up
             raise BackendUnavailable(f"could not start server {record.name!r}: {why}", field="name") from None
-        self._children[record.key] = child
+        if isinstance(child, subprocess.Popen):  # a fork is its server's child: its exit code is logged
+            self._children[record.key] = child
         updated = self.state.update(
             record.user,
             record.name,
@@ -386,11 +417,15 @@ class LocalNotebookBackend:
         )
 
     def _exit_code(self, record: ServerRecord, wait: float = 0.0) -> int | None:
-        """The child's exit code if we started it and it has exited; `wait` covers an exiting process,
-        which loses its argv a moment before the kernel reports its exit code."""
+        """The child's exit code once it has exited: ours, or as its fork server noted it in its log
+        (read only with `wait`). `wait` covers an exiting process, which loses its argv a moment
+        before its exit code is known."""
         child = self._children.get(record.key)
         if child is None or child.pid != record.pid:
-            return None
+            if not wait or record.pid is None:
+                return None
+            log_path = files.log_path(self.settings.state_dir, record.slug, record.name)
+            return processes.logged_exit_code(record.pid, log_path, wait)
         try:
             return child.wait(timeout=wait) if wait else child.poll()
         except subprocess.TimeoutExpired:

@@ -29,6 +29,15 @@ LAB_COMMAND: tuple[str, ...] = (sys.executable, "-m", "jupyterlab")
 # the code users run in replicas.
 CHILD_MARKER_ENV = "CUBE_JUPYTER_CHILD"
 CONFIG_FILE = "jupyter_server_config.json"
+TOKEN_VARIABLES = ("JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE")  # the workbench's own: never a child's
+# What `python -m jupyterlab` imports as a user server starts: what its fork server preloads.
+LAB_MODULES = (
+    "jupyterlab.labapp",
+    "cube_jupyter_server.app",
+    "jupyter_lsp",
+    "jupyter_server_terminals",
+    "notebook_shim",
+)
 
 
 def base_url_arg(base_url: str) -> str:
@@ -87,7 +96,7 @@ def child_env(
     `CUDA_VISIBLE_DEVICES` is always set (empty when the profile asks for no GPU) so a CPU server
     cannot use GPUs that count against other users' quotas.
     """
-    env = {k: v for k, v in base.items() if k not in ("JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE")}
+    env = {k: v for k, v in base.items() if k not in TOKEN_VARIABLES}
     env.update(profile_env)
     env["JUPYTER_TOKEN"] = token
     env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids)

@@ -46,7 +46,7 @@ import psutil
 
 import cube_jupyter
 from cube_jupyter.local import processes
-from cube_jupyter.local.kernel_forks import KernelForks
+from cube_jupyter.local.forks import KERNEL_MODULES, Forks
 from cube_jupyter.local.kernel_sockets import kernel_transport, socket_dir
 from cube_jupyter.pipelines.stepnb import RUNTIME
 
@@ -405,7 +405,7 @@ class _KernelKeeper:
     `prepare` asked for), forked by `forks`; kernels start and stop on threads of their own, off the
     steps' threads."""
 
-    def __init__(self, slots: int, forks: KernelForks) -> None:
+    def __init__(self, slots: int, forks: Forks) -> None:
         self._forks = forks
         self._slots = slots
         self._starts = ThreadPoolExecutor(2 * slots, thread_name_prefix="kernel-start")
@@ -545,7 +545,7 @@ def worker_main(stdin: IO[str], protocol: IO[str], slots: int) -> None:
             protocol.write(json.dumps(event) + "\n")
             protocol.flush()
 
-    forks = KernelForks(socket_dir(os.getpid()), preload=[RUNTIME])
+    forks = Forks(socket_dir(os.getpid()), preload=[*KERNEL_MODULES, RUNTIME])
     # The usual kernel (the workbench's own interpreter) gets its server now, beside this worker's
     # imports; a kernel spec with another interpreter or flags starts its own on first use.
     threading.Thread(target=forks.start, args=((sys.executable,), dict(os.environ)), daemon=True).start()

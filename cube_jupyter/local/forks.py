@@ -1,0 +1,225 @@
+"""The fork servers of a process: `fork_server` processes it starts, one per interpreter command
+line, and asks for forks over their Unix sockets.
+
+Only the standard library, so a worker can start its server before it imports jupyter_client: the
+server's imports then run beside the worker's own. `forked_kernels` makes KernelManagers of them;
+the local notebook backend starts notebook servers with them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cube_jupyter.local.fork_server import KEEP, READY
+
+LOG = logging.getLogger(__name__)
+START_TIMEOUT = 60.0  # seconds a fork server gets to import what it preloads
+REQUEST_TIMEOUT = 30.0  # seconds a fork may take to be answered
+STOP_GRACE = 5.0
+# What a Python kernel imports while it initialises: what a fork server for kernels preloads.
+KERNEL_MODULES = (
+    "ipykernel.kernelapp",
+    "ipykernel.ipkernel",
+    "ipykernel.zmqshell",
+    "ipykernel.debugger",
+    "ipykernel.comm",
+    "ipykernel.eventloops",
+    "ipykernel.heartbeat",
+    "ipykernel.iostream",
+    "ipykernel.parentpoller",
+    "IPython.core.completer",
+    "IPython.core.interactiveshell",
+)
+
+
+@dataclass(frozen=True)
+class ModuleCommand:
+    """`prefix -m module *args`: what a fork server started with `prefix` can fork."""
+
+    prefix: tuple[str, ...]  # the interpreter and its flags
+    module: str
+    args: list[str]
+
+
+def module_command(cmd: Sequence[str]) -> ModuleCommand | None:
+    """`cmd` as a module run, when it is `python [flags] -m module [args]`; else None (a script,
+    code, a wrapper command)."""
+    i = 1
+    while i < len(cmd) - 1:
+        if cmd[i] == "-m":
+            return ModuleCommand(tuple(cmd[:i]), cmd[i + 1], list(cmd[i + 2 :]))
+        if not cmd[i].startswith("-") or cmd[i] == "-c":
+            return None
+        i += 2 if cmd[i] in ("-X", "-W") else 1  # flags whose value is the next argument
+    return None
+
+
+@dataclass(frozen=True)
+class ForkRequest:
+    """`python -m module *args` in `cwd` with `env`, as a fork. `title` is what `ps` shows of it (its
+    would-be command line); `stdio` are descriptors for its stdin, stdout and stderr (else it shares
+    the server's); `confine(pid)` puts it under its limits before any of its code runs."""
+
+    module: str
+    args: Sequence[str]
+    cwd: str
+    env: Mapping[str, str]
+    title: str = ""
+    stdio: Sequence[int] = ()
+    confine: Callable[[int], None] | None = None
+
+    def line(self) -> bytes:
+        fields = {"module": self.module, "args": list(self.args), "cwd": self.cwd, "env": dict(self.env)}
+        return json.dumps({**fields, "title": self.title, "hold": self.confine is not None}).encode() + b"\n"
+
+
+class ForkServer:
+    """One running `fork_server`; `fork()` may be called from any thread. With `keep`, its forks
+    outlive it (and this process)."""
+
+    def __init__(
+        self,
+        prefix: Sequence[str],
+        path: Path,
+        env: Mapping[str, str],
+        preload: Sequence[str] = (),
+        keep: bool = False,
+    ) -> None:
+        self.path = path
+        self.process = subprocess.Popen(
+            [*prefix, "-m", "cube_jupyter.local.fork_server", str(path), *([KEEP] if keep else []), *preload],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            env=dict(env),
+        )
+        assert self.process.stdout is not None
+        timer = threading.Timer(START_TIMEOUT, self.process.kill)
+        timer.start()
+        try:
+            ready = self.process.stdout.readline()
+        finally:
+            timer.cancel()
+            self.process.stdout.close()
+        if ready != READY:
+            self.process.kill()
+            raise RuntimeError(f"the fork server exited with code {self.process.wait()}")
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def fork(self, request: ForkRequest) -> int:
+        """The pid of a new fork running `request`; OSError when the server refuses or cannot be
+        reached. If `request.confine` fails, the fork exits without running anything and its error
+        is raised."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(REQUEST_TIMEOUT)
+            conn.connect(str(self.path))
+            if request.stdio:
+                socket.send_fds(conn, [request.line()], list(request.stdio))
+            else:
+                conn.sendall(request.line())
+            reply = json.loads(conn.makefile("rb").readline() or b"{}")
+            if "pid" not in reply:
+                raise OSError(f"the fork server refused: {reply.get('error', 'no answer')}")
+            pid = int(reply["pid"])
+            if request.confine is not None:
+                request.confine(pid)  # on failure the connection closes unanswered: the fork exits
+                conn.sendall(b"go\n")
+        return pid
+
+    def close(self) -> None:
+        """Stop the server; it kills its forks unless it keeps them."""
+        self.process.terminate()
+        try:
+            self.process.wait(STOP_GRACE)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+class Forks:
+    """This process's fork servers, one per interpreter command line, their sockets in a private
+    folder made in `parent`; `preload`: modules every fork asked of them imports, imported once by
+    each server; `keep`: forks outlive their server."""
+
+    def __init__(self, parent: Path, preload: Sequence[str] = (), keep: bool = False) -> None:
+        self.parent = parent
+        self.preload = tuple(preload)
+        self.keep = keep
+        self._folder: Path | None = None
+        self._servers: dict[tuple[str, ...], ForkServer] = {}
+        self._unavailable: set[tuple[str, ...]] = set()  # prefixes whose server could not start
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def fork(
+        self,
+        prefix: tuple[str, ...],
+        env: Mapping[str, str],
+        request: Callable[[int], ForkRequest],
+        *,
+        start: bool = True,
+    ) -> int | None:
+        """A fork of `request(server pid)` by the server for `prefix`, which is started with `env`
+        on first use and again if it died (with `start`), else only used when it is up. None when
+        there is no server to ask: the program is to be spawned."""
+        server = self._server(prefix, env) if start else self._running(prefix)
+        if server is None:
+            return None
+        try:
+            return server.fork(request(server.pid))
+        except OSError:
+            if server.process.poll() is None:
+                raise
+            server = self._server(prefix, env) if start else None  # it died: once more, anew
+            return None if server is None else server.fork(request(server.pid))
+
+    def start(self, prefix: tuple[str, ...], env: Mapping[str, str]) -> None:
+        """Have the server for `prefix` started (ahead of a first fork that will need it)."""
+        self._server(prefix, env)
+
+    def _running(self, prefix: tuple[str, ...]) -> ForkServer | None:
+        """The server for `prefix` if it is up now (never waits for one that is starting)."""
+        server = self._servers.get(prefix)
+        return server if server is not None and server.process.poll() is None else None
+
+    def _server(self, prefix: tuple[str, ...], env: Mapping[str, str]) -> ForkServer | None:
+        with self._lock:
+            if prefix in self._unavailable or self._closed:
+                return None
+            known = self._servers.get(prefix)
+            if known is not None and known.process.poll() is None:
+                return known
+            if known is not None:
+                LOG.warning("the fork server of %s exited; starting another", prefix[0])
+            if self._folder is None:
+                self.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                self._folder = Path(tempfile.mkdtemp(prefix="f", dir=self.parent))  # short: a socket's path
+            path = self._folder / f"{len(self._servers)}.sock"
+            path.unlink(missing_ok=True)
+            try:
+                self._servers[prefix] = ForkServer(prefix, path, env, self.preload, self.keep)
+            except (OSError, RuntimeError) as exc:
+                LOG.warning("%s is spawned: no fork server (%s)", prefix[0], exc)
+                self._unavailable.add(prefix)
+                return None
+            return self._servers[prefix]
+
+    def close(self) -> None:
+        with self._lock:
+            servers, self._servers, self._closed = list(self._servers.values()), {}, True
+        for server in servers:
+            server.close()
+        if self._folder is not None:
+            with contextlib.suppress(OSError):
+                self._folder.rmdir()
