@@ -33,6 +33,7 @@ import select
 import signal
 import socket
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -235,6 +236,10 @@ def main() -> None:
     path, *rest = sys.argv[1:]
     keep = KEEP in rest
     _preload([name for name in rest if name != KEEP])
+    if threading.active_count() > 1:  # a fork would hold a copy of their locks, maybe taken
+        names = ", ".join(thread.name for thread in threading.enumerate())
+        print(f"fork server: preloading started threads ({names}): not forking", file=sys.stderr)
+        os._exit(2)
     code = 0
     try:
         serve(path, keep)

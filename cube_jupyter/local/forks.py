@@ -188,6 +188,10 @@ class Forks:
         """Have the server for `prefix` started (ahead of a first fork that will need it)."""
         self._server(prefix, env)
 
+    def running(self, prefix: tuple[str, ...]) -> bool:
+        """Whether the server for `prefix` is up now."""
+        return self._running(prefix) is not None
+
     def _running(self, prefix: tuple[str, ...]) -> ForkServer | None:
         """The server for `prefix` if it is up now (never waits for one that is starting)."""
         server = self._servers.get(prefix)

@@ -97,11 +97,17 @@ class LocalNotebookBackend:
 
     def _start_forks(self) -> None:
         """Start the fork server children come from, in the background (children are spawned
-        until it is up); it keeps what it forked running when it stops, as spawned ones do."""
+        until it is up), or again if it died; it keeps what it forked running when it stops, as
+        spawned children are kept. Only a supervising backend has one (a CLI command starts none)."""
         command = module_command(self.lab_command)
-        if command is None or self._forks is not None:
+        if command is None:
             return
-        self._forks = Forks(socket_dir(os.getpid()), preload=children.LAB_MODULES, keep=True)
+        if self._forks is None:
+            self._forks = Forks(socket_dir(os.getpid()), preload=children.LAB_MODULES, keep=True)
+        elif self._forks_started is not None and (
+            not self._forks_started.done() or self._forks.running(command.prefix)
+        ):
+            return
         env = {k: v for k, v in os.environ.items() if k not in children.TOKEN_VARIABLES}
         self._forks_started = asyncio.ensure_future(asyncio.to_thread(self._forks.start, command.prefix, env))
 
@@ -130,6 +136,8 @@ class LocalNotebookBackend:
         """Record the server as pending and spawn it; returns at once, a watcher marks it running.
         If spawning fails the record is removed again: nothing is left half-created. The insert is
         the atomic duplicate check (Conflict), also against the CLI in another process."""
+        if self._forks is not None:
+            self._start_forks()  # again, if it died
         if self._forks_started is not None and not self._forks_started.done():
             # its imports are under way: a fork once they are done is sooner than a spawn beside them
             await asyncio.wait([self._forks_started])

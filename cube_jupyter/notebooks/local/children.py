@@ -34,9 +34,21 @@ TOKEN_VARIABLES = ("JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE")  # the workbench's own
 LAB_MODULES = (
     "jupyterlab.labapp",
     "cube_jupyter_server.app",
+    "cube_jupyter.notebooks.local.backend",
+    "cube_jupyter.jobs.local",
+    "cube_jupyter.gpu.nvml",
+    "cube_jupyter.storage.local",
     "jupyter_lsp",
+    "jupyter_lsp.virtual_documents_shadow",
     "jupyter_server_terminals",
-    "notebook_shim",
+    "jupyter_server.kernelspecs.handlers",
+    "jupyter_server.nbconvert.handlers",
+    "jupyter_server.services.api.handlers",
+    "jupyter_server.services.events.handlers",
+    "jupyter_server.services.shutdown",
+    "jupyter_server.view.handlers",
+    "notebook_shim.nbserver",
+    "httpcore",  # Lab's extension manager's HTTP client
 )
 
 
