@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import socket
 import subprocess
 import tempfile
@@ -21,9 +22,11 @@ from pathlib import Path
 
 from cube_jupyter.local.fork_server import KEEP, READY
 
+FORK_SERVER = "cube_jupyter.local.fork_server"
+
 LOG = logging.getLogger(__name__)
 START_TIMEOUT = 60.0  # seconds a fork server gets to import what it preloads
-REQUEST_TIMEOUT = 30.0  # seconds a fork may take to be answered
+FORK_TIMEOUT = 30.0  # seconds a fork may take to be answered
 STOP_GRACE = 5.0
 # What a Python kernel imports while it initialises: what a fork server for kernels preloads.
 KERNEL_MODULES = (
@@ -39,6 +42,27 @@ KERNEL_MODULES = (
     "IPython.core.completer",
     "IPython.core.interactiveshell",
 )
+
+
+# What an interpreter and the modules it imports read from the environment as they start: a fork has
+# the values its server started with, so it runs as a spawn would only where its own agree. ($PYTHONPATH
+# is not one: a fork builds its `sys.path` from its own.)
+READ_AT_START_PREFIXES = ("PYTHON", "LC_", "JUPYTER", "IPYTHON")
+READ_AT_START = frozenset({"LANG", "LANGUAGE", "HOME", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"})
+
+
+def _read_at_start(name: str) -> bool:
+    upper = name.upper()
+    return upper != "PYTHONPATH" and (upper.startswith(READ_AT_START_PREFIXES) or upper in READ_AT_START)
+
+
+def start_differences(
+    server_env: Mapping[str, str], env: Mapping[str, str], read_later: frozenset[str]
+) -> list[str]:
+    """The variables read at start (but for `read_later`, which the program reads after its imports)
+    whose values in `env` differ from those the fork server started with."""
+    names = {name for name in (*server_env, *env) if _read_at_start(name) and name not in read_later}
+    return sorted(name for name in names if server_env.get(name) != env.get(name))
 
 
 @dataclass(frozen=True)
@@ -76,6 +100,7 @@ class ForkRequest:
     title: str = ""
     stdio: Sequence[int] = ()
     confine: Callable[[int], None] | None = None
+    read_later: frozenset[str] = frozenset()
 
     def line(self) -> bytes:
         fields = {"module": self.module, "args": list(self.args), "cwd": self.cwd, "env": dict(self.env)}
@@ -96,11 +121,13 @@ class ForkServer:
     ) -> None:
         self.path = path
         self.process = subprocess.Popen(
-            [*prefix, "-m", "cube_jupyter.local.fork_server", str(path), *([KEEP] if keep else []), *preload],
+            [*prefix, "-m", FORK_SERVER, str(path), str(os.getpid()), *([KEEP] if keep else []), *preload],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             env=dict(env),
+            cwd=path.parent,  # private: its imports are found where a spawned program finds them
         )
+        self.env = dict(env)
         assert self.process.stdout is not None
         timer = threading.Timer(START_TIMEOUT, self.process.kill)
         timer.start()
@@ -122,15 +149,17 @@ class ForkServer:
         reached. If `request.confine` fails, the fork exits without running anything and its error
         is raised."""
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(REQUEST_TIMEOUT)
+            conn.settimeout(FORK_TIMEOUT)
             conn.connect(str(self.path))
             if request.stdio:
                 socket.send_fds(conn, [request.line()], list(request.stdio))
             else:
                 conn.sendall(request.line())
+            # answered by the fork once it has taken the request's place (its title shows), or
+            # by the server that refuses
             reply = json.loads(conn.makefile("rb").readline() or b"{}")
             if "pid" not in reply:
-                raise OSError(f"the fork server refused: {reply.get('error', 'no answer')}")
+                raise OSError(f"no fork: {reply.get('error', 'no answer (see the fork server log)')}")
             pid = int(reply["pid"])
             if request.confine is not None:
                 request.confine(pid)  # on failure the connection closes unanswered: the fork exits
@@ -177,12 +206,22 @@ class Forks:
         if server is None:
             return None
         try:
-            return server.fork(request(server.pid))
+            return self._fork(server, request(server.pid))
         except OSError:
             if server.process.poll() is None:
                 raise
             server = self._server(prefix, env) if start else None  # it died: once more, anew
-            return None if server is None else server.fork(request(server.pid))
+            return None if server is None else self._fork(server, request(server.pid))
+
+    @staticmethod
+    def _fork(server: ForkServer, request: ForkRequest) -> int | None:
+        differences = start_differences(server.env, request.env, request.read_later)
+        if differences:  # what it imported would not be what this program imports: a spawn is
+            LOG.info(
+                "%s is spawned: its %s differ from its fork server's", request.module, ", ".join(differences)
+            )
+            return None
+        return server.fork(request)
 
     def start(self, prefix: tuple[str, ...], env: Mapping[str, str]) -> None:
         """Have the server for `prefix` started (ahead of a first fork that will need it)."""

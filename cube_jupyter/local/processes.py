@@ -19,9 +19,9 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TypeAlias
+from typing import BinaryIO, TypeAlias
 
 import psutil
 
@@ -60,9 +60,7 @@ def spawn(
     Raises OSError when the log cannot be opened or the executable cannot be started, and
     SubprocessError when `preexec` fails (it says why in the log).
     """
-    with files.open_private_append(log_path) as log:
-        log.write(f"{LOG_SEPARATOR}{header} ====\n".encode())
-        log.flush()
+    with _start_log(log_path, header) as log:
         return subprocess.Popen(
             list(argv),
             env=dict(env),
@@ -84,22 +82,22 @@ def fork(
     log_path: Path,
     header: str,
     confine: Callable[[int], None] | None = None,
+    read_later: frozenset[str] = frozenset(),
 ) -> psutil.Process | None:
     """`spawn`, but as a fork of the running fork server of `forks` for argv's interpreter
     (`python [flags] -m module ...`): the same session, log, working directory, environment, and
     command line in `ps`, without the interpreter's start and imports. `confine(pid)` puts it under
-    its limits before it runs (`limits.Limiter.confine`). None when no such server is up (it is
-    never waited for): the caller spawns.
+    its limits before it runs (`limits.Limiter.confine`); `read_later`: see `ForkRequest`. None,
+    having started nothing, when no such server is up (it is never waited for) or the fork would
+    not be what a spawn is (`forks.start_differences`): the caller spawns.
 
-    Raises OSError when the log cannot be opened or the fork cannot be confined (it then exits
-    without running anything), RuntimeError when the server refuses.
+    Raises OSError when the log cannot be opened, the server refuses or the fork cannot be confined
+    (it then exits without running anything).
     """
     command = module_command(argv)
-    if command is None:
+    if command is None or not forks.running(command.prefix):
         return None
-    with files.open_private_append(log_path) as log, open(os.devnull, "rb") as stdin:
-        log.write(f"{LOG_SEPARATOR}{header} ====\n".encode())
-        log.flush()
+    with _start_log(log_path, header) as log, open(os.devnull, "rb") as stdin:
         request = ForkRequest(
             command.module,
             command.args,
@@ -108,9 +106,19 @@ def fork(
             title=" ".join(argv),
             stdio=(stdin.fileno(), log.fileno(), log.fileno()),
             confine=confine,
+            read_later=read_later,
         )
         pid = forks.fork(command.prefix, env, lambda _server: request, start=False)
     return None if pid is None else psutil.Process(pid)
+
+
+@contextlib.contextmanager
+def _start_log(log_path: Path, header: str) -> Iterator[BinaryIO]:
+    """The child's log, open for appending, after a separator line naming this start."""
+    with files.open_private_append(log_path) as log:
+        log.write(f"{LOG_SEPARATOR}{header} ====\n".encode())
+        log.flush()
+        yield log
 
 
 # -- find ------------------------------------------------------------------------------------------
@@ -168,14 +176,13 @@ def exited(proc: subprocess.Popen[bytes]) -> bool:
 
 
 def logged_exit_code(pid: int, log_path: Path, wait: float = 0.0) -> int | None:
-    """The exit code a forked child's server noted in its log as it reaped it (since the child's
+    """The exit code a forked child's server noted in its log before reaping it (since the child's
     latest start); `wait` s for an exiting one to be reaped (its server does within a fraction of
     a second). None when nothing was noted (its server was gone first)."""
     deadline = time.monotonic() + wait
     while psutil.pid_exists(pid) and time.monotonic() < deadline:
         time.sleep(0.02)
-    since_start = read_log(log_path).rpartition(LOG_SEPARATOR.encode())[2]
-    for line in reversed(since_start.decode("utf-8", "replace").splitlines()):
+    for line in reversed(_since_start(log_path).splitlines()):
         if line.startswith(EXIT_NOTE):
             with contextlib.suppress(ValueError):
                 return int(line.removeprefix(EXIT_NOTE))
@@ -285,6 +292,12 @@ def read_log(path: Path, offset: int = 0) -> bytes:
 
 def log_tail(path: Path, lines: int = 20, max_chars: int = 2000) -> str:
     """The last lines of a log since its latest start, for a failed child's reason."""
+    tail = "\n".join(_since_start(path).rstrip().splitlines()[-lines:])
+    return tail[-max_chars:]
+
+
+def _since_start(path: Path) -> str:
+    """A log's last 64 KiB from the line after its latest start's separator on."""
     try:
         with open(path, "rb") as log:
             log.seek(0, os.SEEK_END)
@@ -296,8 +309,7 @@ def log_tail(path: Path, lines: int = 20, max_chars: int = 2000) -> str:
     start = text.rfind(LOG_SEPARATOR)
     if start >= 0:
         text = text[start:].split("\n", 1)[1] if "\n" in text[start:] else ""
-    tail = "\n".join(text.rstrip().splitlines()[-lines:])
-    return tail[-max_chars:]
+    return text
 
 
 def select_lines(data: bytes, tags: tuple[bytes, ...], tail: int | None) -> bytes:

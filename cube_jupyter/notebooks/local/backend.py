@@ -330,7 +330,9 @@ class LocalNotebookBackend:
             child: processes.Leader | None = None
             if self._forks is not None:
                 confine = self.limiter.confine(limit)
-                child = processes.fork(self._forks, argv, env, workspace, log_path, header, confine)
+                child = processes.fork(
+                    self._forks, argv, env, workspace, log_path, header, confine, children.READ_LATER
+                )
             if child is None:
                 child = processes.spawn(
                     argv, env, workspace, log_path, header, preexec=self.limiter.preexec(limit)

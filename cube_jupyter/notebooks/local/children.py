@@ -30,6 +30,9 @@ LAB_COMMAND: tuple[str, ...] = (sys.executable, "-m", "jupyterlab")
 CHILD_MARKER_ENV = "CUBE_JUPYTER_CHILD"
 CONFIG_FILE = "jupyter_server_config.json"
 TOKEN_VARIABLES = ("JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE")  # the workbench's own: never a child's
+# What a child's environment sets that Jupyter reads as the server starts, not as it imports: a
+# child forked from a server that imported Jupyter without them still gets them right.
+READ_LATER = frozenset({"JUPYTER_TOKEN", "JUPYTER_CONFIG_PATH"})
 # What `python -m jupyterlab` imports as a user server starts: what its fork server preloads.
 LAB_MODULES = (
     "jupyterlab.labapp",
