@@ -111,6 +111,7 @@ def run_step(
     log: Log | None = None,
     inputs: Mapping[str, str] | None = None,
     storage: CubeStorage | None = None,
+    on_cells: Callable[[], None] | None = None,
 ) -> StepResult:
     """Run one step in a fresh kernel and store its executed notebook and outputs.
 
@@ -119,6 +120,8 @@ def run_step(
     and shuts down its own. `inputs` overrides where inputs are read ({variable: store key}, e.g.
     an upstream step's outputs cached from an earlier run); by default, this run's upstream outputs.
     `timeout` (default: the step's `timeout:` tag) interrupts, then kills, a step that runs too long.
+    `on_cells` is called as the step's own first cell starts (its kernel and generated cells done),
+    never if the step fails before.
     Bad arguments raise CubeError; a failure inside the step is a "failed" StepResult.
     """
     started = time.monotonic()
@@ -157,7 +160,9 @@ def run_step(
             key = _store_notebook(store, run_id, step, nb, pipeline)
             return StepResult(step, "failed", time.monotonic() - started, key, error=error)
     try:
-        executed, failure, timed_out = _execute(nb, params, pipeline.kernel_name, km, step, limit, say)
+        executed, failure, timed_out = _execute(
+            nb, params, pipeline.kernel_name, km, step, limit, say, on_cells or (lambda: None)
+        )
     finally:
         if kernel_manager is None:
             _stop_kernel(km)
@@ -293,6 +298,7 @@ def _execute(
     step: str,
     limit: float | None,
     say: Log,
+    on_cells: Callable[[], None],
 ) -> tuple[NotebookNode, BaseException | None, bool]:
     """(executed notebook, the exception that stopped it or None, whether the step timed out);
     the notebook is as far as it got on failure."""
@@ -302,11 +308,16 @@ def _execute(
     fired = threading.Event()
     timers = _watchdog(km, limit, fired)
     stream = _StreamToLog(say, f"[{step}] ")
+    under_way = False
 
     def on_cell_start(cell: NotebookNode, cell_index: int) -> None:
+        nonlocal under_way
         meta = cell.metadata.get(META, {"role": "injected-parameters"})
         where = f"cell {meta['source_index']}" if "source_index" in meta else meta["role"]
         say(f"[{step}] running {where}")
+        if meta["role"] == "cell" and not under_way:
+            under_way = True
+            on_cells()
 
     with tempfile.TemporaryDirectory(prefix="cube-step-") as tmp:
         out = os.path.join(tmp, f"{step}.ipynb")

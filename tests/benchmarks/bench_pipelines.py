@@ -28,7 +28,7 @@ from tests.benchmarks.timing import print_table, time_call
 from tests.pipelines.notebooks import code, notebook, write
 
 RUNS = 5
-FANOUT_RUNS = 3
+FANOUT_RUNS = 5
 STEPS = 8
 
 

@@ -251,13 +251,15 @@ def test_a_worker_that_dies_fails_its_step_and_is_replaced(env: Env) -> None:
 
 def test_each_step_runs_in_a_fresh_forked_kernel_in_the_notebook_folder(env: Env) -> None:
     """What a step leaves in its kernel (globals, a patched module) never reaches the next step, each
-    kernel is a fork of the worker's fork server working in the notebook's folder, and a step whose
-    kernel dies fails alone: the step after it gets a kernel of its own."""
+    kernel is a fork of the worker's fork server working in the notebook's folder (its input history
+    in memory, not in the user's history.sqlite), and a step whose kernel dies fails alone: the step
+    after it gets a kernel of its own."""
     cells = [
         code("import json, os, psutil", "imports"),
         code(
             "first_pid = os.getpid()\nsecret = 1\njson.patched_by_first = True\n"
-            "print('cwd', os.getcwd())\nprint('parent', psutil.Process().parent().cmdline()[1:3])",
+            "print('cwd', os.getcwd())\nprint('parent', psutil.Process().parent().cmdline()[1:3])\n"
+            "print('history', get_ipython().history_manager.hist_file)",
             "step:first",
         ),
         code("os._exit(3)", "step:crash"),
@@ -273,4 +275,5 @@ def test_each_step_runs_in_a_fresh_forked_kernel_in_the_notebook_folder(env: Env
     first = notebook_text(env.store, run.step("first").notebook)
     assert f"cwd {env.folder}" in first
     assert "parent ['-m', 'cube_jupyter.local.fork_server']" in first  # python -m …
+    assert "history :memory:" in first
     assert "fresh" in notebook_text(env.store, run.step("second").notebook)

@@ -49,9 +49,20 @@ def text_of(cell: nbformat.NotebookNode) -> str:
 def test_steps_pass_data_and_store_notebooks_and_hashed_outputs(store: ArtifactStore, tmp_path: Path) -> None:
     lines: list[str] = []
     first = run_step(
-        LINEAR, "prepare", "r1", store, {"n": 5, "label": "tuned"}, cwd=tmp_path, log=lines.append
+        LINEAR,
+        "prepare",
+        "r1",
+        store,
+        {"n": 5, "label": "tuned"},
+        cwd=tmp_path,
+        log=lines.append,
+        on_cells=lambda: lines.append("under way"),
     )
     assert first.status == "succeeded", first.error
+    # told once, as the first of the step's own cells starts, after the generated ones
+    assert lines.count("under way") == 1
+    assert lines.index("[prepare] running imports") < lines.index("under way")
+    assert lines.index("[prepare] running cell 2") + 1 == lines.index("under way")
     assert set(first.outputs) == {"total", "x"}
     for name, ref in first.outputs.items():
         data = store.get(ref.key)
@@ -97,7 +108,11 @@ def test_failing_cell_maps_to_the_source_notebook(store: ArtifactStore, tmp_path
 
 
 def test_missing_input_fails_in_the_load_cell(store: ArtifactStore, tmp_path: Path) -> None:
-    result = run_step(LINEAR, "train", "never-ran", store, {}, cwd=tmp_path)
+    told: list[str] = []
+    result = run_step(
+        LINEAR, "train", "never-ran", store, {}, cwd=tmp_path, on_cells=lambda: told.append("!")
+    )
+    assert told == []  # it never got to its own cells
     assert result.status == "failed" and result.error is not None
     assert (result.error.phase, result.error.cell, result.error.ename) == ("load-inputs", None, "NotFound")
     assert "runs/never-ran/outputs/prepare" in result.error.evalue

@@ -5,8 +5,10 @@ importing ipykernel; papermill with a started kernel (`km=`) costs a fraction of
 forks its kernels from a pre-imported fork server (`cube_jupyter.local.forked_kernels`: tens of
 milliseconds each) and keeps as many started as the run can use at once (its `parallel`, say 4 for a
 4-way fan-out; `SPARE_KERNELS` until told) for the next steps: when a step takes
-one, another starts in the background while the step runs, and the used kernel is killed
-afterwards, so every step gets a fresh kernel (isolation) without waiting for one.
+one, another starts in the background while the step runs (at once for a step set up alone; for
+steps set up together, such as a fan-out's branches, once all have reached their own cells: a
+kernel start is tens of milliseconds of CPU that would slow their setup), and the used kernel is
+killed afterwards, so every step gets a fresh kernel (isolation) without waiting for one.
 
 One worker process runs up to `size` steps at once, each on a thread of its own driving its kernel
 (the steps' code runs in their kernels; the worker only waits on them), so a run pays one
@@ -56,6 +58,7 @@ KILL_GRACE = 20.0  # seconds a worker gets to report after its kernel was killed
 RELEASE_GRACE = 5.0  # seconds a released worker gets to shut its kernels down before it is killed
 SPARE_KERNELS = 2  # started kernels a worker keeps ready for the next steps, unless told how many
 ASYNC_CLIENT = "jupyter_client.asynchronous.AsyncKernelClient"
+IN_MEMORY_HISTORY = ["--HistoryManager.hist_file=:memory:"]
 
 
 @dataclass(frozen=True)
@@ -403,7 +406,7 @@ class WorkerPool:
 class _KernelKeeper:
     """Keeps started kernels ready for the next steps (`SPARE_KERNELS`, or as many as the last
     `prepare` asked for), forked by `forks`; kernels start and stop on threads of their own, off the
-    steps' threads."""
+    steps' threads. A taken kernel is replaced as `take` says, each step telling `under_way`."""
 
     def __init__(self, slots: int, forks: Forks) -> None:
         self._forks = forks
@@ -414,6 +417,7 @@ class _KernelKeeper:
         self._spec: KernelSpec | None = None
         self._wanted = min(SPARE_KERNELS, slots)
         self._spares: deque[Future[Any]] = deque()
+        self._setting_up = 0  # steps that took a kernel and have not reached their own cells
 
     def prepare(self, spec: KernelSpec, kernels: int | None = None) -> None:
         """Have `kernels` spare kernels for `spec` started (the ones for another spec are stopped)."""
@@ -431,14 +435,29 @@ class _KernelKeeper:
             self._spares.append(self._starts.submit(self._start, spec))
 
     def take(self, spec: KernelSpec) -> Any:
-        """A started kernel for `spec`: a spare that is up, else the one that started first; the
-        spares are topped up meanwhile."""
+        """A started kernel for `spec`: a spare that is up, else the one that started first (none
+        left: they start now). A step taking one alone has it replaced at once; beside other steps
+        still being set up, the spares are topped up once none is (`under_way`)."""
         with self._lock:
-            self._prepare(spec)
+            if self._spec != spec or not self._spares:
+                self._prepare(spec)
             taken = next((f for f in self._spares if f.done()), self._spares[0])
             self._spares.remove(taken)
-            self._prepare(spec)
-        return taken.result()
+            self._setting_up += 1
+            if self._setting_up == 1:
+                self._prepare(spec)
+        try:
+            return taken.result()
+        except BaseException:
+            self.under_way()  # no step will come of it
+            raise
+
+    def under_way(self) -> None:
+        """Called once for each `take`: its step is set up (its own cells started) or over."""
+        with self._lock:
+            self._setting_up -= 1
+            if self._setting_up == 0 and self._spec is not None:
+                self._prepare(self._spec)
 
     def retire(self, km: Any) -> None:
         self._stops.submit(_shutdown, km)
@@ -465,8 +484,22 @@ class _KernelKeeper:
         km = ForkedKernelManager(
             self._forks, kernel_name=spec.name, client_class=ASYNC_CLIENT, **kernel_transport()
         )
-        km.start_kernel(cwd=spec.cwd, env={**os.environ, **dict(spec.env)})
+        km.start_kernel(
+            cwd=spec.cwd, env={**os.environ, **dict(spec.env)}, extra_arguments=_step_kernel_arguments(km)
+        )
         return km
+
+
+def _step_kernel_arguments(km: Any) -> list[str]:
+    """An IPython kernel's input history kept in memory: a step's cells are not the user's history
+    (`%history` still works within the step), and kernels that all write the one history.sqlite,
+    with a commit per cell, wait on each other: a 4-way fan-out lost ~0.1 s to it. Other kernels
+    are started as their spec says."""
+    from cube_jupyter.local.forked_kernels import LAUNCHER
+    from cube_jupyter.local.forks import module_command
+
+    command = module_command(km.kernel_spec.argv)
+    return IN_MEMORY_HISTORY if command is not None and command.module == LAUNCHER else []
 
 
 def _shutdown(km: Any) -> None:
@@ -506,6 +539,14 @@ def _run_step(
     except Exception as exc:
         return _failure(step, f"step {step!r}: kernel {spec.name!r} did not start: {exc}", "kernel")
     send({"event": "started", "id": message["id"], "kernel_pid": _kernel_pid(km)})
+    told = False
+
+    def under_way() -> None:  # once: when the step's own cells start, else as it ends
+        nonlocal told
+        if not told:
+            told = True
+            keeper.under_way()
+
     try:
         storage = CubeStorage(**message["storage"])
         return run_step(
@@ -518,8 +559,10 @@ def _run_step(
             cwd=spec.cwd,
             inputs=message["inputs"],
             storage=storage,
+            on_cells=under_way,
         ).to_dict()
     finally:
+        under_way()  # a step that failed before its own cells
         keeper.retire(km)
 
 
