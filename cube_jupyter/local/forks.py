@@ -259,10 +259,13 @@ class Forks:
             return self._servers[prefix]
 
     def close(self) -> None:
+        """Stop the servers, and remove their folder and `parent` when nothing else is left in it
+        (made for sockets: a notebook backend's holds only this folder)."""
         with self._lock:
             servers, self._servers, self._closed = list(self._servers.values()), {}, True
         for server in servers:
             server.close()
         if self._folder is not None:
-            with contextlib.suppress(OSError):
-                self._folder.rmdir()
+            for folder in (self._folder, self.parent):
+                with contextlib.suppress(OSError):  # not empty: another's sockets are in it
+                    folder.rmdir()

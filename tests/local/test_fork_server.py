@@ -147,6 +147,7 @@ def test_kept_forks_outlive_their_server(make_forks: list[Forks], program: Path,
     pid = fork(owned, program, tmp_path, tmp_path / "owned.log", "wait", "0")
     owned.close()
     wait_until(lambda: not psutil.pid_exists(pid), 10, "a fork of a server that keeps nothing, gone with it")
+    assert not (tmp_path / "forks").exists()  # its sockets' folder, gone with the servers
 
 
 def test_a_server_whose_preloading_starts_threads_never_forks(
