@@ -58,9 +58,12 @@ system-test-deps:
 lab: setup
 	cd examples && $(BIN)/jupyter lab $(ALLOW_ROOT) --no-browser --ServerApp.port=$(LAB_PORT)
 
+# ruff (style, and complexity: C901 over 15), the import contract ([tool.importlinter] in
+# pyproject.toml: layers, features independent, no cycles), then eslint and prettier.
 lint: setup-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 	npm run lint:check
 
 typecheck: setup-test

@@ -1,6 +1,8 @@
 """cube-jupyter: a JupyterLab workbench for machine-learning teams, on one machine or on Kubernetes."""
 
-__version__ = "0.1.0"
+from cube_jupyter._version import __version__
+
+__all__ = ["__version__"]
 
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:

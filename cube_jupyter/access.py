@@ -14,13 +14,13 @@ import os
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlsplit
 
-from cube_jupyter.config import Settings
 from cube_jupyter.errors import Forbidden, InvalidInput, NotFound, quote
 from cube_jupyter.local import files
 from cube_jupyter.names import user_slug
+from cube_jupyter.workbench import WorkbenchSettings
 
 
-def owner(settings: Settings, caller: str, user: str | None, things: str) -> str:
+def owner(settings: WorkbenchSettings, caller: str, user: str | None, things: str) -> str:
     """Whose `things` ("servers", "jobs") a request means: the caller's own, or (admins only)
     another user's."""
     if not user or user == caller:
@@ -31,7 +31,7 @@ def owner(settings: Settings, caller: str, user: str | None, things: str) -> str
 
 
 def listed_user(
-    settings: Settings, caller: str, user: str | None, all_users: bool, things: str
+    settings: WorkbenchSettings, caller: str, user: str | None, all_users: bool, things: str
 ) -> str | None:
     """Whose `things` a listing shows: the caller's, another user's (admins), or everyone's (None;
     `?all=1`, admins only)."""
@@ -41,13 +41,13 @@ def listed_user(
     return owner(settings, caller, user, things)
 
 
-def require_admin_for_all(settings: Settings, caller: str, what: str) -> None:
+def require_admin_for_all(settings: WorkbenchSettings, caller: str, what: str) -> None:
     """`?all=1` widens a listing to every user: admins only. `what` completes "only admins may …"."""
     if not settings.is_admin(caller):
         raise Forbidden(f"only admins may {what}; {caller!r} is not one", field="all")
 
 
-def may_read(settings: Settings, caller: str, user: str) -> bool:
+def may_read(settings: WorkbenchSettings, caller: str, user: str) -> bool:
     """Whether `caller` may see a record that belongs to `user`."""
     return caller == user or settings.is_admin(caller)
 
@@ -55,7 +55,7 @@ def may_read(settings: Settings, caller: str, user: str) -> bool:
 # -- files a request names, and code run on this machine --------------------------------------------
 
 
-def readable_root(settings: Settings, caller: str, root: Path, multi_user: bool, field: str) -> Path:
+def readable_root(settings: WorkbenchSettings, caller: str, root: Path, multi_user: bool, field: str) -> Path:
     """The directory `caller`'s request paths are relative to.
 
     The same rule as `CubeAuthorizer`, which keeps Jupyter's contents and files APIs to admins when a
@@ -91,7 +91,7 @@ def file_path(path: object, field: str, *, absolute: bool = False) -> PurePosixP
 
 
 def readable_file(
-    settings: Settings,
+    settings: WorkbenchSettings,
     caller: str,
     root: Path,
     path: object,
@@ -111,7 +111,9 @@ def readable_file(
     return full
 
 
-def local_store(settings: Settings, caller: str, root: Path, store: str, multi_user: bool, field: str) -> str:
+def local_store(
+    settings: WorkbenchSettings, caller: str, root: Path, store: str, multi_user: bool, field: str
+) -> str:
     """The artifact store a request names, where a caller may write: an s3:// URL as it is (the
     credentials decide); a local directory anywhere for admins and single-user servers, else only
     among the caller's own files (`readable_root`), never in a hidden directory. It need not exist."""
@@ -136,7 +138,9 @@ def _among_own_files(base: Path, given: PurePosixPath, as_sent: object, field: s
     return full
 
 
-def require_local_execution(settings: Settings, caller: str, multi_user: bool, what: str, field: str) -> None:
+def require_local_execution(
+    settings: WorkbenchSettings, caller: str, multi_user: bool, what: str, field: str
+) -> None:
     """Refuse to run `caller`'s code on this machine where that is not theirs to do.
 
     Behind the trusted header on the kubernetes backend users run in their namespaces, never here;
@@ -159,7 +163,7 @@ def require_local_execution(settings: Settings, caller: str, multi_user: bool, w
         )
 
 
-def isolation_statement(settings: Settings) -> str:
+def isolation_statement(settings: WorkbenchSettings) -> str:
     """What a workbench that many users reach through the trusted header isolates, and what not:
     logged at startup so an admin knows what they run."""
     if settings.workbench.backend != "local":

@@ -14,31 +14,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 from traitlets import CaselessStrEnum, Dict, List, TraitError, TraitType, Unicode, default, validate
 from traitlets.config import Config, Configurable
 
+from cube_jupyter import fields
 from cube_jupyter.errors import ConfigError, CubeError, InvalidInput
 from cube_jupyter.images import REGISTRY, RUNTIME_IMAGE, image_repository
-from cube_jupyter.names import (
-    MAX_SLUG_LENGTH,
-    NAMESPACE_FIELDS,
-    parse_quantity,
-    validate_dns_label,
-    validate_qualified_name,
-)
-from cube_jupyter.notebooks.spec import (
-    DEFAULT_GPU_RESOURCE,
-    IMAGE_REFERENCE,
-    parse_node_selector,
-    parse_tolerations,
-)
-
-if TYPE_CHECKING:
-    from cube_jupyter.storage.config import CubeStorage
+from cube_jupyter.names import MAX_SLUG_LENGTH, NAMESPACE_FIELDS, validate_dns_label
 
 # CubeWorkload.runtime_injection: when pods whose image lacks cube-jupyter get it from the wheelhouse.
 RUNTIME_INJECTION = ("auto", "always", "never")
@@ -63,7 +48,7 @@ Check = Callable[[Any, str], Any]
 def checked(check: Check, *names: str) -> Any:
     """traitlets `@validate(*names)` by `check`, its InvalidInput raised as `InvalidTrait`:
 
-        _gpu_tolerations_ok = checked(parse_tolerations, "gpu_tolerations")
+        _gpu_tolerations_ok = checked(fields.tolerations, "gpu_tolerations")
 
     A subclass replaces a base's validator by assigning the same attribute name."""
 
@@ -90,6 +75,19 @@ class CubeConfigurable(Configurable):
         for value in vars(cls).values():
             if isinstance(value, TraitType):
                 value.tag(config=True)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self.__dict__.get("_frozen") and self.has_trait(name):
+            raise AttributeError(
+                f"{type(self).__name__}.{name} is read-only: settings are frozen once loaded "
+                "(set it in the config instead)"
+            )
+        super().__setattr__(name, value)
+
+    def freeze(self) -> Self:
+        """No trait of this instance changes from now on: what was validated at startup is what runs."""
+        self._frozen = True
+        return self
 
     @classmethod
     def load(cls, config: Config) -> Self:
@@ -138,20 +136,12 @@ def dns_name(value: str, field: str) -> None:
     validate_dns_label(value, field, 253)
 
 
-def image_reference(value: str, field: str) -> str:
-    """An image reference; surrounding spaces dropped."""
-    image = value.strip()
-    if not IMAGE_REFERENCE.match(image):
-        raise InvalidInput(f"{field} {value!r} must be an image reference (no spaces)", field=field)
-    return image
-
-
 def repositories(value: list[str], field: str) -> list[str]:
     """Image repositories without tag or digest, each maybe ending in '/' (every repository under it)."""
     kept = []
     for i, entry in enumerate(value):
         where = f"{field}[{i}]"
-        repository = image_reference(entry, where)
+        repository = fields.image_reference(entry, where)
         if image_repository(repository.rstrip("/")) != repository.rstrip("/"):
             raise InvalidInput(
                 f"{where} {entry!r} must be an image repository without a tag or digest "
@@ -160,17 +150,6 @@ def repositories(value: list[str], field: str) -> list[str]:
             )
         kept.append(repository)
     return kept
-
-
-def extended_resource(value: str, field: str) -> None:
-    """A resource such as 'nvidia.com/gpu' (a qualified name with its domain)."""
-    validate_qualified_name(value, field, prefix_required=True)
-
-
-def quantity(value: str, field: str) -> None:
-    """A Kubernetes CPU or memory quantity, more than 0."""
-    if parse_quantity(value, field) <= 0:
-        raise InvalidInput(f"{field} {value!r} must be more than 0", field=field)
 
 
 def username_template(
@@ -294,7 +273,7 @@ class CubeWorkload(CubePods):
     default_cpu = Unicode("1", help="CPU request and limit of replicas and steps that give none.")
     default_memory = Unicode("2Gi", help="Memory request and limit of replicas and steps that give none.")
     gpu_resource = Unicode(
-        DEFAULT_GPU_RESOURCE,
+        "nvidia.com/gpu",
         help="Extended resource a replica's `gpu: N` or a step's `gpu:N` tag asks for "
         "(e.g. 'nvidia.com/gpu', 'amd.com/gpu').",
     )
@@ -305,18 +284,18 @@ class CubeWorkload(CubePods):
     )
     gpu_tolerations = List(
         Dict(),
-        default_value=[{"key": DEFAULT_GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+        default_value=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         help="Tolerations added to replicas and steps that ask for GPUs, so they can land on tainted "
         "GPU nodes.",
     )
 
-    _runtime_image_ok = checked(image_reference, "runtime_image")
-    _default_image_ok = checked(optional(image_reference), "default_image")
+    _runtime_image_ok = checked(fields.image_reference, "runtime_image")
+    _default_image_ok = checked(optional(fields.image_reference), "default_image")
     _images_with_runtime_ok = checked(repositories, "images_with_runtime")
-    _default_resources_ok = checked(quantity, "default_cpu", "default_memory")
-    _gpu_resource_ok = checked(extended_resource, "gpu_resource")
-    _gpu_node_selector_ok = checked(parse_node_selector, "gpu_node_selector")
-    _gpu_tolerations_ok = checked(parse_tolerations, "gpu_tolerations")
+    _default_resources_ok = checked(fields.quantity, "default_cpu", "default_memory")
+    _gpu_resource_ok = checked(fields.extended_resource, "gpu_resource")
+    _gpu_node_selector_ok = checked(fields.node_selector, "gpu_node_selector")
+    _gpu_tolerations_ok = checked(fields.tolerations, "gpu_tolerations")
 
     def injects_runtime(self, image: str) -> bool:
         """Whether a pod running `image` gets the runtime from the wheelhouse (runtime_injection)."""
@@ -335,8 +314,9 @@ class CubeNamespaces(CubeConfigurable):
 
     namespace_template = Unicode(
         "cube-{username}",
-        help="Kubernetes namespace of a user's notebook servers (CubeSpawner) or jobs (CubeJobs, where "
-        "'', its default, puts them in the servers' namespace, as Kubeflow profiles do); {username} is "
+        help="Kubernetes namespace of a user's servers, runs and jobs (CubeWorkbench), or of their jobs "
+        "alone (CubeJobs, where '', its default, puts them beside the servers, as Kubeflow profiles do); "
+        "{username} is "
         "the escaped user name (collision-free), {username_kubeflow} the name as Kubeflow spells it in "
         "profile names: 'kubeflow-{username_kubeflow}' gives user@example.com 'kubeflow-user-example-com'.",
     )
@@ -355,24 +335,3 @@ class CubePrometheus(CubeConfigurable):
     )
 
     _prometheus_url_ok = checked(optional(prometheus_base_url), "prometheus_url")
-
-
-W = TypeVar("W", bound=CubeWorkload)
-
-
-@dataclass(frozen=True)
-class WorkloadSettings(Generic[W]):
-    """What the job renderers and the pipeline compiler read: their Configurable, the artifact store
-    (shared) and the resolved default image."""
-
-    workload: W
-    storage: CubeStorage
-    default_image: str  # the trait, else the default notebook profile's image
-
-    @property
-    def gpu_node_selector(self) -> dict[str, str]:
-        return dict(self.workload.gpu_node_selector)
-
-    @property
-    def gpu_tolerations(self) -> list[dict[str, Any]]:
-        return list(self.workload.gpu_tolerations)

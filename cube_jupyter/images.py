@@ -12,7 +12,7 @@ an image that lacks the package.
 
 from __future__ import annotations
 
-from cube_jupyter import __version__
+from cube_jupyter._version import __version__
 
 REGISTRY = "ghcr.io/cube-jupyter"
 IMAGE_NAMES = ("workbench", "notebook", "notebook-gpu", "runtime")

@@ -1,28 +1,27 @@
 """The one GPU ledger: which GPUs a user holds, and the one quota check.
 
 A user holds the GPUs of their servers that are not stopped and of their jobs that have not
-finished, on either backend (`CubeSpawner.gpu_quota_per_user` counts both). Creating a GPU server,
+finished, on either backend (`CubeWorkbench.gpu_quota_per_user` counts both). Creating a GPU server,
 starting a stopped one and submitting a job all check here, under the same per-user lock held until
-the create has gone through, so two concurrent requests cannot both squeeze under the limit. The GPU
-report shows the same holders.
+the create has gone through, so two concurrent requests cannot both squeeze under the limit. On the
+local backend that lock is a file lock in the state directory, so the workbench, its notebook
+servers and every CLI command share it. The GPU report shows the same holders.
+
+The ledger knows no feature: each backend that holds GPUs gives it a `HolderSource` (the composition
+root wires them), read from that backend's own state, so nothing is booked twice and a server or job
+that ends frees its GPUs without the ledger being told.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from cube_jupyter.config import Settings
 from cube_jupyter.errors import QuotaExceeded
-from cube_jupyter.local.locks import KeyedLocks, file_lock
-from cube_jupyter.names import user_slug
-
-if TYPE_CHECKING:
-    from cube_jupyter.jobs.backend import JobBackend
-    from cube_jupyter.notebooks.backend import NotebookBackend
+from cube_jupyter.local.locks import KeyedLocks, file_lock, file_lock_path
 
 HolderKind = Literal["notebook", "job"]
 
@@ -39,47 +38,27 @@ class GpuHolder:
         return asdict(self)
 
 
+# What one backend's user holds now; raises what the backend raises when it cannot say
+# (BackendUnavailable): a quota check must not pass on a blind read.
+HolderSource = Callable[[str], Iterable[GpuHolder]]
+
+
 class GpuLedger:
-    """Reads the holders from the backends' own state (local state, informer caches): nothing is
-    booked twice, and a server or job that ends frees its GPUs without the ledger being told."""
+    """Sums the holders its sources report, and checks a request against the limit."""
 
     def __init__(
-        self,
-        settings: Settings,
-        notebooks: NotebookBackend | None = None,
-        jobs: JobBackend | None = None,
-        *,
-        lock_dir: Path | None = None,
+        self, limit: int | None, sources: Sequence[HolderSource] = (), *, lock_dir: Path | None = None
     ) -> None:
-        self.settings = settings
+        self.limit = limit or None
+        self.sources = tuple(sources)
         # Where per-user file locks live when several processes share this ledger's state (the
         # local backend: the workbench, its notebook servers and the CLI); None: this process only.
         self.lock_dir = lock_dir
-        self.notebooks = notebooks  # without a notebook backend (jobs on their own) servers hold none
-        self.jobs = jobs  # set when the job backend exists; without it jobs hold nothing
         self._locks = KeyedLocks()
 
-    @property
-    def limit(self) -> int | None:
-        return self.settings.spawner.gpu_quota_per_user or None
-
     def holders(self, user: str) -> list[GpuHolder]:
-        """The user's servers and unfinished jobs that hold GPUs. Raises what the backends raise
-        when they cannot say (BackendUnavailable): a quota check must not pass on a blind read."""
-        held: list[GpuHolder] = []
-        if self.notebooks is not None:
-            held += [
-                GpuHolder("notebook", server.name, server.gpus_held)
-                for server in self.notebooks.list_servers(user)
-                if server.gpus_held
-            ]
-        if self.jobs is not None:
-            held += [
-                GpuHolder("job", job.name, job.gpus)
-                for job in self.jobs.list(user)
-                if job.gpus and not job.finished
-            ]
-        return held
+        """The user's servers and unfinished jobs that hold GPUs."""
+        return [holder for source in self.sources for holder in source(user) if holder.gpus]
 
     @contextlib.asynccontextmanager
     async def locked(self, user: str) -> AsyncIterator[None]:
@@ -88,7 +67,7 @@ class GpuLedger:
             if self.lock_dir is None:
                 yield
                 return
-            async with file_lock(self.lock_dir / f"{user_slug(user)}.lock"):
+            async with file_lock(file_lock_path(self.lock_dir, user)):
                 yield
 
     def check(
@@ -113,6 +92,6 @@ class GpuLedger:
             raise QuotaExceeded(
                 f"user {user!r} holds {held} GPU(s) ({in_servers} in running servers, {in_jobs} in "
                 f"unfinished jobs) and asks for {wanted} more; the limit is {limit} "
-                "(CubeSpawner.gpu_quota_per_user). Stop a GPU server or job first.",
+                "(CubeWorkbench.gpu_quota_per_user). Stop a GPU server or job first.",
                 field=field,
             )

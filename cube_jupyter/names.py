@@ -14,12 +14,6 @@ LABEL_RULE = "use lower-case letters, digits and '-', starting and ending with a
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # A label value, or the name part of a label key ("qualified name").
 LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-# Kubernetes quantities: plain or decimal numbers with an optional binary/decimal suffix.
-QUANTITY = re.compile(
-    r"^(\+?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))([eE][-+]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$"
-)
-_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {"m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 
 
 def validate_dns_label(value: object, field: str, max_length: int = DNS1123_LABEL_MAX) -> str:
@@ -65,21 +59,6 @@ def validate_label_value(value: object, field: str) -> str:
     ):
         raise InvalidInput(f"{field} {quote(value)} is not a valid Kubernetes label value", field=field)
     return value
-
-
-def parse_quantity(value: object, field: str) -> float:
-    """Parse a Kubernetes resource quantity ("500m", "2", "4Gi") into a float, naming `field` on error."""
-    text = str(value).strip() if isinstance(value, (str, int, float)) else ""
-    match = QUANTITY.match(text)
-    if not match or isinstance(value, bool):
-        raise InvalidInput(
-            f"{field} {quote(value)} is not a Kubernetes quantity (examples: '500m', '2', '4Gi')",
-            field=field,
-        )
-    number, suffix = float(match.group(1)), match.group(2) or ""
-    if suffix.startswith(("e", "E")):
-        return number * 10 ** int(suffix[1:])
-    return number * _BINARY.get(suffix, 0) if suffix in _BINARY else number * _DECIMAL[suffix]
 
 
 # The escaped form of a user name: its kept part, then a digest of the raw name. Raw names that already

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePath
 
-import cube_jupyter
+from cube_jupyter.installation import PACKAGE_DIR
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 HEADER = "Traceback (most recent call last):"
@@ -37,7 +37,6 @@ WORKBENCH_PACKAGES = frozenset(
 )
 # The interpreter's machinery that starts a script or imports a module (`<frozen runpy>`).
 MACHINERY_MODULES = frozenset({"runpy", "importlib"})
-PACKAGE_DIR = PurePath(cube_jupyter.__file__).parent
 # One line of a condition: enough to read the cause, never a tensor's repr.
 CAUSE_LIMIT = 300
 # How much of the end of a log to read for its last traceback (a deep stack, papermill's too): lines

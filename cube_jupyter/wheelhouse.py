@@ -9,7 +9,7 @@ runtime from the cluster itself, never from the internet at run time:
 
 The runtime image builds it at `WHEELHOUSE` (and installs itself from it, as pods do); a second init
 container, in the user's image, runs `install_argv`: pip picks the wheels matching that image's
-Python from the lock's environment markers (`jobs.render.pods.runtime_injection` renders both).
+Python from the lock's environment markers (`kube.pods.runtime_injection` renders both).
 """
 
 from __future__ import annotations

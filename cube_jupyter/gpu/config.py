@@ -10,15 +10,13 @@ bad value is a ConfigError naming the field, never a failing request later.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from traitlets import Float
 
 from cube_jupyter.configurable import CubePrometheus, checked, non_negative, positive
 from cube_jupyter.errors import InvalidInput
-
-if TYPE_CHECKING:
-    pass
+from cube_jupyter.workbench import WorkbenchSettings
 
 # The most history one request may ask for (a day): Prometheus answers more, but no chart needs it.
 MAX_HISTORY_SECONDS = 86400.0
@@ -30,10 +28,7 @@ def _history_window(value: float, field: str) -> None:
 
 
 class CubeGPU(CubePrometheus):
-    """GPU metrics: NVML on this machine (local backend) or DCGM exporter metrics via Prometheus.
-
-    Once loaded, `prometheus_url` is '' for NVML, else a base URL ending in '/' (this class's, else
-    CubeWorkbench's)."""
+    """GPU metrics: NVML on this machine (local backend) or DCGM exporter metrics via Prometheus."""
 
     prometheus_timeout_seconds = Float(5.0, help="Timeout of one Prometheus query.")
     sample_seconds = Float(
@@ -56,10 +51,15 @@ class CubeGPU(CubePrometheus):
     _optional_periods_ok = checked(non_negative, "idle_warning_seconds", "cache_seconds")
     _history_seconds_ok = checked(_history_window, "history_seconds")
 
+
+@dataclass(frozen=True, kw_only=True)
+class GpuSettings(WorkbenchSettings):
+    """What the GPU feature reads: `CubeGPU`, and the Prometheus it asks ('' reads NVML): a base URL
+    ending in '/', CubeGPU's, else CubeWorkbench's."""
+
+    gpu: CubeGPU
+    prometheus_url: str = ""
+
     @property
     def source(self) -> str:
         return "prometheus" if self.prometheus_url else "nvml"
-
-
-# What the GPU service reads: the loaded CubeGPU.
-GpuSettings = CubeGPU

@@ -102,7 +102,7 @@ class Series:
 
 @dataclass(frozen=True)
 class GpuQuota:
-    """GPUs the user holds against `CubeSpawner.gpu_quota_per_user` (limit None: no limit)."""
+    """GPUs the user holds against `CubeWorkbench.gpu_quota_per_user` (limit None: no limit)."""
 
     used: int
     limit: int | None

@@ -15,10 +15,9 @@ import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from cube_jupyter import access
-from cube_jupyter.config import Settings
 from cube_jupyter.errors import CubeError, InvalidInput
 from cube_jupyter.gpu.attribution import KernelProcess, attribute, server_kernels
 from cube_jupyter.gpu.cache import CoalescingCache
@@ -36,8 +35,6 @@ from cube_jupyter.gpu.model import (
 from cube_jupyter.gpu.pods import group_pods
 from cube_jupyter.gpu.sources import NoGpuVisible, no_gpu_visible
 from cube_jupyter.ledger import GpuLedger
-from cube_jupyter.notebooks.backend import NotebookBackend
-from cube_jupyter.notebooks.spec import NotebookServer
 from cube_jupyter.periodic import repeat
 
 log = logging.getLogger(__name__)
@@ -50,6 +47,39 @@ NO_PROMETHEUS = (
 # Points per history chart at most; Prometheus' step grows with the window asked for.
 HISTORY_POINTS = 300
 IDLE_POINTS = 60
+
+
+@dataclass(frozen=True)
+class ServerRef:
+    """A notebook server as the GPU report names its pods: whose, what it is called, where."""
+
+    user: str
+    name: str
+    namespace: str | None = None  # None: the user's namespace (or no cluster at all)
+
+
+@dataclass(frozen=True)
+class ChildServer:
+    """A running local notebook server whose kernels the report attributes GPU processes to."""
+
+    user: str
+    name: str
+    url: str  # where it answers, base URL included
+    token: str
+    pid: int
+
+
+class NotebookServers(Protocol):
+    """The central workbench's notebook servers, as the GPU report needs them (the composition root
+    gives the notebook backend's; a user server has none to read)."""
+
+    def servers(self, user: str | None) -> list[ServerRef]:
+        """The servers of `user` (every user's for None); CubeError when they cannot be read."""
+        ...
+
+    def running_children(self) -> list[ChildServer]:
+        """The local backend's running servers; none on a cluster."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -81,12 +111,11 @@ class GpuService:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: GpuSettings,
         ledger: GpuLedger,
-        notebooks: NotebookBackend | None = None,
+        notebooks: NotebookServers | None = None,
         kernels: Callable[[], list[KernelProcess]] | None = None,
         *,
-        config: GpuSettings | None = None,
         nvml: Any = None,
         prometheus: Any = None,
     ) -> None:
@@ -94,16 +123,16 @@ class GpuService:
         self.ledger = ledger
         self.notebooks = notebooks  # the spawner's servers (their kernels or pods); None in a user server
         self.kernels = kernels
-        self.config = config if config is not None else settings.gpu
+        self.config = settings.gpu
         self.prometheus = prometheus
         self.nvml = nvml
-        if self.config.prometheus_url and prometheus is None and not settings.user_server:
+        if settings.prometheus_url and prometheus is None and not settings.user_server:
             from cube_jupyter.gpu.prometheus import PrometheusSource
 
             self.prometheus = PrometheusSource(
-                self.config.prometheus_url, timeout=self.config.prometheus_timeout_seconds
+                settings.prometheus_url, timeout=self.config.prometheus_timeout_seconds
             )
-        elif not self.config.prometheus_url and nvml is None and not self._on_cluster:
+        elif not settings.prometheus_url and nvml is None and not self._on_cluster:
             from cube_jupyter.gpu.nvml import NvmlSource
 
             self.nvml = NvmlSource()
@@ -229,32 +258,19 @@ class GpuService:
                 log.exception("listing the workbench's kernels failed")
                 own = []
             owned = [OwnedKernel(k, self.settings.workbench.default_user) for k in own]
-        children = self._running_children()
+        children = self.notebooks.running_children() if self.notebooks is not None else []
         if children:
             found = await asyncio.to_thread(
                 lambda: [
-                    OwnedKernel(kernel, user)
-                    for user, url, token, pid, label in children
-                    for kernel in server_kernels(url, token, pid, label)
+                    OwnedKernel(kernel, child.user)
+                    for child in children
+                    for kernel in server_kernels(
+                        child.url, child.token, child.pid, f"{child.user}/{child.name}"
+                    )
                 ]
             )
             owned.extend(found)
         return owned
-
-    def _running_children(self) -> list[tuple[str, str, str, int, str]]:
-        """(user, url, token, pid, label) of the local backend's running child servers."""
-        from cube_jupyter.local.processes import LOOPBACK
-        from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
-        from cube_jupyter.notebooks.spec import ServerStatus
-
-        backend = self.notebooks
-        if not isinstance(backend, LocalNotebookBackend):
-            return []
-        return [
-            (r.user, f"http://{LOOPBACK}:{r.port}{r.base_url}", r.token, r.pid, f"{r.user}/{r.name}")
-            for r in backend.state.list(statuses=(ServerStatus.RUNNING,))
-            if r.port and r.token and r.pid
-        ]
 
     async def _local_report(self, caller: str, all_users: bool, seconds: float) -> GpuReport:
         reading: LocalReading = await self.reads.get(("nvml",), self._read_local)
@@ -312,7 +328,7 @@ class GpuService:
 
     async def _cluster_report(self, caller: str, all_users: bool, seconds: float) -> GpuReport:
         prometheus = self.prometheus
-        namespaces = None if all_users else self._namespaces_of(caller)
+        namespaces = None if all_users else self.settings.user_namespaces(caller)
         scope = list(namespaces) if namespaces else None
         why: str | None = None
         try:
@@ -391,25 +407,16 @@ class GpuService:
             )
         return warnings
 
-    def _servers(self, user: str | None) -> list[NotebookServer]:
+    def _servers(self, user: str | None) -> list[ServerRef]:
         if self.notebooks is None:
             return []
         try:
-            return self.notebooks.list_servers(user)
+            return self.notebooks.servers(user)
         except CubeError as exc:
             log.debug("servers unavailable for GPU pods: %s", exc.message)
             return []
 
-    def _namespaces_of(self, user: str) -> tuple[str, ...]:
-        """The user's notebook namespace and, where `CubeJobs.namespace_template` puts jobs elsewhere,
-        their jobs' namespace: job replicas are the user's pods too."""
-        namespaces = [self.settings.namespace_for(user)]
-        jobs_namespace = self.settings.jobs.namespace_for(self.settings, user)
-        if jobs_namespace not in namespaces:
-            namespaces.append(jobs_namespace)
-        return tuple(namespaces)
-
-    def _namespace_of(self, server: NotebookServer) -> str:
+    def _namespace_of(self, server: ServerRef) -> str:
         return server.namespace or self.settings.namespace_for(server.user)
 
 

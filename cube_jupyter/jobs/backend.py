@@ -10,19 +10,20 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cube_jupyter.config import Settings
 from cube_jupyter.jobs.model import Job, JobKind
+from cube_jupyter.ledger import GpuHolder, HolderSource
 
 if TYPE_CHECKING:
-    from cube_jupyter.kube.cluster import Cluster
+    pass
 
 
 class JobBackend(Protocol):
     """Submits, lists, reads, deletes and streams the logs of jobs."""
 
-    async def start(self) -> None:
+    async def start(self, *, supervise: bool = True) -> None:
         """Begin background work: informers (kubernetes); supervising replicas (local), where jobs whose
-        supervisor is gone are re-attached."""
+        supervisor is gone are re-attached. `supervise=False` (a command that only reads jobs, for
+        the GPU quota) starts only what reads need."""
 
     async def close(self) -> None:
         """Stop background work; jobs keep running."""
@@ -61,17 +62,10 @@ class JobBackend(Protocol):
         ...
 
 
-def make_job_backend(
-    settings: Settings, root_dir: str | None = None, cluster: Cluster | None = None
-) -> JobBackend:
-    """The job backend `c.CubeWorkbench.backend` names, imported only when chosen. Local jobs find
-    the scripts and notebooks their specs name under `root_dir` (default: the working directory); so
-    do cluster jobs, which ship them to the artifact store. Cluster jobs use `cluster`, the one the
-    other features share (`kube.cluster.cluster_for`), or connect on their own without it."""
-    if settings.workbench.backend == "kubernetes":
-        from cube_jupyter.jobs.kubernetes.backend import KubernetesJobBackend
+def gpu_holders(backend: JobBackend) -> HolderSource:
+    """The GPU ledger's view of `backend`: a user's unfinished jobs that hold GPUs."""
 
-        return KubernetesJobBackend(settings, cluster, root_dir=root_dir)
-    from cube_jupyter.jobs.local.backend import LocalJobBackend
+    def held(user: str) -> list[GpuHolder]:
+        return [GpuHolder("job", job.name, job.gpus) for job in backend.list(user) if not job.finished]
 
-    return LocalJobBackend(settings, root_dir=root_dir)
+    return held

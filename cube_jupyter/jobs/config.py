@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from traitlets import CaselessStrEnum, Dict, Int, List, Unicode, default
 
+from cube_jupyter import fields
 from cube_jupyter.configurable import (
     CubeNamespaces,
     CubeWorkload,
-    WorkloadSettings,
     checked,
     dns_name,
     non_negative,
@@ -35,11 +35,8 @@ from cube_jupyter.errors import InvalidInput
 from cube_jupyter.jobs.serving_spec import MODEL_FORMATS
 from cube_jupyter.jobs.training_spec import FRAMEWORKS
 from cube_jupyter.jobs.tuning_spec import METRICS_FORMAT
-from cube_jupyter.names import namespace_from_template, validate_dns_label
-from cube_jupyter.notebooks.spec import IMAGE_REFERENCE
-
-if TYPE_CHECKING:
-    from cube_jupyter.config import Settings
+from cube_jupyter.names import validate_dns_label
+from cube_jupyter.workbench import WorkloadSettings
 
 ENTRY_COMMAND = ["python", "-m", "cube_jupyter.jobs.entry"]
 # CubeJobs.training_api: the Kubeflow API training jobs are created with. `auto` takes Trainer v2
@@ -60,9 +57,7 @@ def _framework_images(value: dict[str, Any], field: str) -> dict[str, str]:
         where = f"{field}.{key}"
         if key not in FRAMEWORKS:
             raise InvalidInput(f"{where}: {key!r} is not one of {', '.join(FRAMEWORKS)}", field=where)
-        if not isinstance(image, str) or not IMAGE_REFERENCE.match(image):
-            raise InvalidInput(f"{where} {image!r} is not an image reference (no spaces)", field=where)
-        images[key] = image
+        images[key] = fields.image_reference(image, where)
     return images
 
 
@@ -199,11 +194,11 @@ class CubeJobs(CubeWorkload, CubeNamespaces):
     _training_runtimes_ok = checked(_runtime_per_framework, "training_runtimes")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JobSettings(WorkloadSettings[CubeJobs]):
-    """The validated jobs and storage config the renderers read."""
+    """What the jobs feature reads: `CubeJobs` and the workbench-wide settings."""
 
-    prometheus_url: str  # serving's, else the GPU one; '' when none is set: GPU autoscaling is refused
+    prometheus_url: str = ""  # serving's, else the GPU one; '' when none is set: GPU autoscaling is refused
 
     @property
     def jobs(self) -> CubeJobs:
@@ -221,12 +216,6 @@ class JobSettings(WorkloadSettings[CubeJobs]):
 
     def image_for(self, framework: str) -> str:
         return self.jobs.training_images.get(framework) or self.default_image
-
-    def namespace_for(self, settings: Settings, user: str) -> str:
-        template = self.jobs.namespace_template
-        if template and not settings.user_server:
-            return namespace_from_template(template, user, "CubeJobs.namespace_template")
-        return settings.namespace_for(user)
 
     @property
     def serving_service_account(self) -> str:

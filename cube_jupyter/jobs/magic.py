@@ -15,9 +15,9 @@ from __future__ import annotations
 from IPython.core.error import UsageError
 
 from cube_jupyter.errors import CubeError
-from cube_jupyter.ipython import MagicArgumentParser
 from cube_jupyter.jobs.api import RemoteJob, train_source
 from cube_jupyter.jobs.training_spec import FRAMEWORKS
+from cube_jupyter.magics import MagicArgumentParser
 
 TRAIN_PARSER = MagicArgumentParser(
     prog="%%cube_train",

@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cube_jupyter.errors import InvalidInput
-from cube_jupyter.jobs.fields import integer, join, mapping, reject_unknown
-from cube_jupyter.names import parse_quantity
+from cube_jupyter.fields import integer, join, mapping, quantity, reject_unknown
 
 RESOURCE_KEYS = ("cpu", "memory", "gpu")
 
@@ -30,8 +28,8 @@ class ResourceSpec:
             return base
         body = mapping(raw, field)
         reject_unknown(body, RESOURCE_KEYS, field)
-        cpu = _quantity(body["cpu"], join(field, "cpu")) if "cpu" in body else base.cpu
-        memory = _quantity(body["memory"], join(field, "memory")) if "memory" in body else base.memory
+        cpu = _quantity(body, field, "cpu", base.cpu)
+        memory = _quantity(body, field, "memory", base.memory)
         gpu = integer(body["gpu"], join(field, "gpu"), minimum=0) if "gpu" in body else base.gpu
         return cls(cpu=cpu, memory=memory, gpu=gpu)
 
@@ -46,9 +44,9 @@ class ResourceSpec:
         return body
 
 
-def _quantity(value: object, field: str) -> str | None:
-    if value is None:
-        return None
-    if parse_quantity(value, field) <= 0:
-        raise InvalidInput(f"{field} must be more than 0, got {value!r}", field=field)
-    return str(value).strip()
+def _quantity(body: dict[str, Any], field: str, key: str, default: str | None) -> str | None:
+    """`body[key]` as a quantity (None: the admin's default), or `default` when not given."""
+    if key not in body:
+        return default
+    value = body[key]
+    return None if value is None else quantity(value, join(field, key))

@@ -15,7 +15,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cube_jupyter import access
-from cube_jupyter.config import Settings
 from cube_jupyter.errors import (
     BackendUnavailable,
     Conflict,
@@ -24,9 +23,10 @@ from cube_jupyter.errors import (
     InvalidInput,
     NotFound,
 )
-from cube_jupyter.jobs.backend import JobBackend
+from cube_jupyter.fields import choice, mapping
+from cube_jupyter.jobs.backend import JobBackend, gpu_holders
 from cube_jupyter.jobs.config import JobSettings
-from cube_jupyter.jobs.fields import choice, job_name, mapping
+from cube_jupyter.jobs.fields import job_name
 from cube_jupyter.jobs.model import Job, JobKind
 from cube_jupyter.jobs.render import render_job
 from cube_jupyter.jobs.serving_spec import ServingSpec
@@ -42,30 +42,22 @@ PROTOCOLS = ("v1", "v2")
 class JobService:
     def __init__(
         self,
-        settings: Settings,
+        settings: JobSettings,
         backend: JobBackend,
         *,
         ledger: GpuLedger | None = None,
         root_dir: str | None = None,
         multi_user: bool = False,
     ) -> None:
-        """`ledger` is the workbench's one GPU ledger (shared with the notebook service); the jobs of
-        this backend are entered in it. Without one, jobs count only against each other.
-        `multi_user`: a trusted header names many callers (see `access.readable_file`)."""
+        """`ledger` is the workbench's one GPU ledger (the composition root's, which counts servers
+        too); without one, jobs count only against each other. `multi_user`: a trusted header names
+        many callers (see `access.readable_file`)."""
         self.settings = settings
         self.backend = backend
         self.root_dir = root_dir  # relative paths in specs are under it, as scripts are for replicas
         self.multi_user = multi_user
-        self.ledger = ledger if ledger is not None else GpuLedger(settings)
-        self.ledger.jobs = backend
-        self._config: JobSettings | None = None
+        self.ledger = ledger if ledger is not None else GpuLedger(settings.gpu_quota, [gpu_holders(backend)])
         self.unavailable: str | None = None  # why the backend did not start
-
-    @property
-    def config(self) -> JobSettings:
-        if self._config is None:
-            self._config = self.settings.jobs
-        return self._config
 
     async def start(self) -> None:
         """Start the backend; if it cannot start (no operators' CRDs), every call says why (503)."""
@@ -267,7 +259,7 @@ class JobService:
             return False
 
     def render(self, kind: str, raw: object, user: str) -> list[dict[str, Any]]:
-        return render_job(self.settings, kind, raw, user, self.config)
+        return render_job(self.settings, kind, raw, user)
 
 
 def optimization_history(job: Job) -> dict[str, Any]:

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
+from cube_jupyter import fields as f
 from cube_jupyter.errors import InvalidInput
-from cube_jupyter.jobs import fields as f
+from cube_jupyter.jobs.fields import job_name
 from cube_jupyter.jobs.resources import ResourceSpec
 from cube_jupyter.names import validate_dns_label
 
@@ -101,7 +102,7 @@ class ServingSpec:
         body = f.mapping(raw, "spec")
         f.reject_unknown(body, SERVING_KEYS, "")
         user = f.string(user, "user")
-        name = f.job_name(body.get("name"))
+        name = job_name(body.get("name"))
         model_format = cast(
             ModelFormat, f.choice(body.get("model_format"), "model_format", MODEL_FORMATS, fold_case=True)
         )
@@ -109,7 +110,7 @@ class ServingSpec:
         for key in ("image", "command", "args"):
             if body.get(key) is not None and not custom:
                 raise InvalidInput(f"{key} applies only to model_format custom", field=key)
-        image = f.image(body.get("image"), "image")
+        image = f.optional_image(body.get("image"), "image")
         if custom and image is None:
             raise InvalidInput("model_format custom needs an image (a model server)", field="image")
         storage_raw = body.get("storage_uri")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cube_jupyter.jobs.fields import choice
+from cube_jupyter.fields import choice
 from cube_jupyter.jobs.model import JobKind
 from cube_jupyter.jobs.serving_spec import ServingSpec
 from cube_jupyter.jobs.training_spec import TrainingSpec

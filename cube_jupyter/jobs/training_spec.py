@@ -22,8 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
+from cube_jupyter import fields as f
 from cube_jupyter.errors import InvalidInput
-from cube_jupyter.jobs import fields as f
+from cube_jupyter.jobs.fields import function_target, job_name, package_uri
 from cube_jupyter.jobs.resources import ResourceSpec
 from cube_jupyter.names import validate_dns_label
 
@@ -152,7 +153,7 @@ class CodeSpec:
             )
         kind = cast(CodeKind, given[0])
         args = f.argv(raw["args"], "args") if raw.get("args") is not None else ()
-        package = f.package_uri(raw.get("package"), "package")
+        package = package_uri(raw.get("package"), "package")
         if package is not None and kind == "command":
             raise InvalidInput("package ships a script, notebook or function; not a command", field="package")
         if kind == "command":
@@ -163,7 +164,7 @@ class CodeSpec:
         if kind == "function":
             return cls(
                 kind=kind,
-                function=f.function_target(raw["function"], "function"),
+                function=function_target(raw["function"], "function"),
                 package_uri=package,
                 args=args,
             )
@@ -287,7 +288,7 @@ class TrainingSpec:
         body = f.mapping(raw, "spec")
         f.reject_unknown(body, TRAINING_KEYS, "")
         user = f.string(user, "user")
-        name = f.job_name(body.get("name"))
+        name = job_name(body.get("name"))
         framework = body.get("framework")
         if not isinstance(framework, str) or framework.lower() not in FRAMEWORK_ROLES:
             raise InvalidInput(
@@ -309,7 +310,7 @@ class TrainingSpec:
             framework=framework,
             roles=_roles(framework, body.get("replicas"), resources, reserved),
             code=CodeSpec.from_dict(body),
-            image=f.image(body.get("image"), "image"),
+            image=f.optional_image(body.get("image"), "image"),
             env=f.env(body.get("env") or {}, "env", reserved),
             volumes=volumes,
             workspace=f.boolean(body.get("workspace", False), "workspace"),
@@ -395,7 +396,7 @@ def _role(
         resources=ResourceSpec.from_dict(
             body.get("resources"), f.join(where, "resources"), default_resources
         ),
-        image=f.image(body.get("image"), f.join(where, "image")),
+        image=f.optional_image(body.get("image"), f.join(where, "image")),
         command=command,
         env=f.env(body.get("env") or {}, f.join(where, "env"), reserved),
     )

@@ -27,8 +27,9 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
+from cube_jupyter import fields as f
 from cube_jupyter.errors import InvalidInput
-from cube_jupyter.jobs import fields as f
+from cube_jupyter.jobs.fields import PYTHON_KEYWORDS, job_name, package_uri, string_settings
 from cube_jupyter.jobs.resources import ResourceSpec
 from cube_jupyter.jobs.training_spec import CodeSpec, TrainingSpec
 
@@ -111,7 +112,7 @@ class ParameterSpec:
 
     @classmethod
     def from_dict(cls, name: str, raw: object, where: str) -> ParameterSpec:
-        if not PARAMETER_NAME.match(name) or name in f.PYTHON_KEYWORDS:
+        if not PARAMETER_NAME.match(name) or name in PYTHON_KEYWORDS:
             raise InvalidInput(
                 f"{where}: parameter name {name!r} must be a Python identifier (letters, digits, '_')",
                 field=where,
@@ -315,7 +316,7 @@ class TuningSpec:
         body = f.mapping(raw, "spec")
         f.reject_unknown(body, TUNING_KEYS, "")
         user = f.string(user, "user")
-        name = f.job_name(body.get("name"))
+        name = job_name(body.get("name"))
         if body.get("objective") is None:
             raise InvalidInput("objective is required: {metric, type}", field="objective")
         objective = ObjectiveSpec.from_dict(body["objective"])
@@ -438,7 +439,7 @@ def _metric_name(value: object, where: str) -> str:
 
 def _settings(raw: object, known: dict[str, str], where: str, algorithm: str) -> dict[str, str]:
     """Check setting names against what the algorithm accepts and the values against their kind."""
-    settings = f.string_settings(raw, where)
+    settings = string_settings(raw, where)
     for key, value in settings.items():
         at = f"{where}.{key}"
         if key not in known:
@@ -554,8 +555,8 @@ def _trial(raw: object, name: str, user: str, parameters: tuple[ParameterSpec, .
         return {"trial_training": training}
     return {
         "trial_notebook": f.relative_path(body["notebook"], "trial.notebook", suffix=".ipynb"),
-        "trial_package_uri": f.package_uri(body.get("package"), "trial.package"),
-        "trial_image": f.image(body.get("image"), "trial.image"),
+        "trial_package_uri": package_uri(body.get("package"), "trial.package"),
+        "trial_image": f.optional_image(body.get("image"), "trial.image"),
         "trial_resources": ResourceSpec.from_dict(body.get("resources"), "trial.resources"),
         "trial_env": f.env(body.get("env") or {}, "trial.env"),
         "trial_workspace": f.boolean(body.get("workspace", False), "trial.workspace"),

@@ -22,8 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.watch.watch import iter_resp_lines
 
-from cube_jupyter import __version__
-from cube_jupyter.config import Settings
+from cube_jupyter._version import __version__
 from cube_jupyter.errors import (
     BackendUnavailable,
     ConfigError,
@@ -33,9 +32,11 @@ from cube_jupyter.errors import (
 )
 
 # Re-exported: the client's callers have always found the URL table here.
+from cube_jupyter.kube.objects import metadata_of
 from cube_jupyter.kube.resources import ResourceType as ResourceType
 from cube_jupyter.kube.resources import register_resource_type as register_resource_type
 from cube_jupyter.kube.resources import resource_type
+from cube_jupyter.workbench import WorkbenchSettings
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +46,14 @@ REQUEST_TIMEOUT = (5.0, 30.0)
 LIST_PAGE_SIZE = 500
 
 
-def user_agent(settings: Settings | None) -> str:
+def user_agent(settings: WorkbenchSettings | None) -> str:
     """`cube-jupyter/<version> (<role>)`: the API server's audit log then says which part of the
     workbench (the central workbench or a notebook pod's user server) sent each request."""
     role = f" ({settings.workbench.role})" if settings is not None else ""
     return f"cube-jupyter/{__version__}{role}"
 
 
-def make_api_client(settings: Settings | None = None, *, host: str | None = None) -> ApiClient:
+def make_api_client(settings: WorkbenchSettings | None = None, *, host: str | None = None) -> ApiClient:
     """Build the official client: an explicit `host` (tests), else in-cluster, else kubeconfig; its
     User-Agent names the role of `settings`.
 
@@ -64,7 +65,7 @@ def make_api_client(settings: Settings | None = None, *, host: str | None = None
     return api_client
 
 
-def _configuration(settings: Settings | None, host: str | None) -> Configuration:
+def _configuration(settings: WorkbenchSettings | None, host: str | None) -> Configuration:
     configuration = Configuration()
     if host:
         configuration.host = host.rstrip("/")
@@ -248,7 +249,7 @@ class KubeClient:
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         rtype = resource_type(obj["apiVersion"], obj["kind"])
-        meta = obj.get("metadata", {})
+        meta = metadata_of(obj)
         action = f"creating {rtype.kind} {_ref(meta.get('namespace'), meta.get('name'))}"
         return self._json("POST", rtype.path(meta.get("namespace")), action, body=obj)
 
@@ -283,7 +284,7 @@ class KubeClient:
         self, obj: dict[str, Any], *, missing_ok: bool = False, propagation: str = "Background"
     ) -> dict[str, Any] | None:
         """`delete` of the object `obj` names (its apiVersion, kind, namespace and name)."""
-        meta = obj.get("metadata") or {}
+        meta = metadata_of(obj)
         return self.delete(
             obj["apiVersion"],
             obj["kind"],
@@ -338,7 +339,7 @@ class KubeClient:
                 query.append(("continue", token))
             page = self._json("GET", rtype.path(namespace), action, query=query)
             items.extend(page.get("items") or [])
-            meta = page.get("metadata") or {}
+            meta = metadata_of(page)
             token = meta.get("continue") or ""
             if not token:
                 return ListResult(items=items, resource_version=str(meta.get("resourceVersion") or ""))

@@ -15,11 +15,12 @@ from collections.abc import Callable, Iterable, Sequence
 
 from kubernetes.client import ApiClient
 
-from cube_jupyter.config import Settings
 from cube_jupyter.kube.client import KubeClient, make_api_client
 from cube_jupyter.kube.discovery import ServedApis, discover
-from cube_jupyter.kube.informer import Indexer, Informer, Obj, start_synced, stop_all
+from cube_jupyter.kube.informer import Indexer, Informer, start_synced, stop_all
 from cube_jupyter.kube.labels import USER_LABEL
+from cube_jupyter.kube.objects import Obj
+from cube_jupyter.workbench import WorkbenchSettings
 
 # Every pod the workbench makes carries its user's label (notebook servers, training replicas and
 # nodes, tuning trials, served models' predictors, pipeline steps): one selector for all of them.
@@ -36,7 +37,7 @@ class Cluster:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: WorkbenchSettings,
         api_client: ApiClient | None = None,
         *,
         watch_timeout_seconds: int = 300,

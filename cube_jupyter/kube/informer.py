@@ -18,18 +18,17 @@ from typing import Any
 
 from cube_jupyter.errors import BackendUnavailable, CubeError
 from cube_jupyter.kube.client import KubeClient, ResourceGone
+from cube_jupyter.kube.objects import Obj, metadata_of, name_of, namespace_of
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace or "", name)
 # An indexer maps an object to the index values it is found under (e.g. its owner's user name).
 Indexer = Callable[[Obj], Iterable[str]]
 
 
 def object_key(obj: Obj) -> Key:
-    meta = obj.get("metadata") or {}
-    return (meta.get("namespace") or "", meta.get("name") or "")
+    return (namespace_of(obj), name_of(obj))
 
 
 class Informer:
@@ -145,7 +144,7 @@ class Informer:
             self.full_scans += 1
             items = list(self._items.values())
         if namespace is not None:
-            items = [o for o in items if (o.get("metadata") or {}).get("namespace") == namespace]
+            items = [o for o in items if namespace_of(o) == namespace]
         if predicate is not None:
             items = [o for o in items if predicate(o)]
         return items
@@ -293,7 +292,7 @@ class Informer:
     def _apply(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         obj = event.get("object") or {}
-        version = (obj.get("metadata") or {}).get("resourceVersion") or ""
+        version = metadata_of(obj).get("resourceVersion") or ""
         with self._cond:
             if kind in ("ADDED", "MODIFIED"):
                 self._put(obj)

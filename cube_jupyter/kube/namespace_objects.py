@@ -1,11 +1,11 @@
-"""The objects of a user namespace the workbench creates (`CubeSpawner.create_namespaces`): a pure
+"""The objects of a user namespace the workbench creates (`CubeWorkbench.create_namespaces`): a pure
 function of the user, the namespace and the config, so tests check each object against its schema.
 
 What a Kubeflow Profile's namespace has, minus Kubeflow: the namespace labelled
 `istio-injection=enabled` (without a sidecar no AuthorizationPolicy applies, and a server without a
 token would be open to the whole cluster) and annotated with its `owner`, as Kubeflow's profile
 controller does; the service accounts of the pods the workbench makes there, bound to
-`CubeSpawner.user_cluster_role`; and the artifact store's credentials Secret, whose keys pods read.
+`CubeWorkbench.user_cluster_role`; and the artifact store's credentials Secret, whose keys pods read.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cube_jupyter.config import Settings
 from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION, USER_LABEL
 from cube_jupyter.names import user_slug
 from cube_jupyter.storage.config import CREDENTIAL_KEYS
+from cube_jupyter.workbench import WorkbenchSettings
 
 ISTIO_INJECTION_LABEL = "istio-injection"
 # Kubeflow's profile controller records a namespace's owner here, and refuses to take over a
@@ -27,25 +27,13 @@ POD_ROLE_BINDING = "cube-jupyter-pods"
 DEFAULT_SERVICE_ACCOUNT = "default"
 
 
-def pod_service_accounts(settings: Settings) -> list[str]:
-    """The service accounts of the pods the workbench makes in a user namespace: notebook servers,
-    job replicas and served models, pipeline steps (each '' means the namespace's default)."""
-    accounts = {
-        settings.spawner.service_account,
-        settings.jobs.workload.service_account,
-        settings.jobs.serving_service_account,
-        settings.pipelines.workload.service_account,
-    }
-    return sorted(account or DEFAULT_SERVICE_ACCOUNT for account in accounts)
-
-
 def render_namespace_objects(
-    settings: Settings, user: str, namespace: str, credentials: Mapping[str, str] | None = None
+    settings: WorkbenchSettings, user: str, namespace: str, credentials: Mapping[str, str] | None = None
 ) -> list[dict[str, Any]]:
     """The namespace, then the pods' service accounts, their RoleBinding and (given the store's
     `credentials`, base64 `data` as the API returns it) the credentials Secret, in creation order."""
     labels = {MANAGED_BY_LABEL: MANAGED_BY, USER_LABEL: user_slug(user)}
-    accounts = pod_service_accounts(settings)
+    accounts = settings.pod_service_accounts
 
     def metadata(name: str) -> dict[str, Any]:
         return {"name": name, "namespace": namespace, "labels": dict(labels)}
@@ -74,7 +62,7 @@ def render_namespace_objects(
             "roleRef": {
                 "apiGroup": "rbac.authorization.k8s.io",
                 "kind": "ClusterRole",
-                "name": settings.spawner.user_cluster_role,
+                "name": settings.workbench.user_cluster_role,
             },
             "subjects": [
                 {"kind": "ServiceAccount", "name": account, "namespace": namespace} for account in accounts

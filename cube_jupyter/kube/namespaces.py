@@ -1,9 +1,9 @@
 """Which namespace a user's objects go to, and making it ready: one rule for notebook servers, jobs and
 pipeline runs.
 
-`CubeSpawner.namespace_source` picks how a user's servers find their namespace: the template (the
+`CubeWorkbench.namespace_source` picks how a user's servers find their namespace: the template (the
 default), or the Kubeflow Profile the user owns (`cube_jupyter.kube.profiles`). With
-`CubeSpawner.create_namespaces` the central workbench makes a missing template namespace ready before
+`CubeWorkbench.create_namespaces` the central workbench makes a missing template namespace ready before
 it creates anything there (`prepare_namespace`: the objects of `namespace_objects`, idempotently);
 without it, creating in a missing namespace is a 404 that names the setting (`missing_namespace`).
 """
@@ -13,19 +13,20 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from cube_jupyter.config import Settings
 from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound
 from cube_jupyter.kube.client import ApiNotFound, KubeClient
 from cube_jupyter.kube.cluster import Cluster
-from cube_jupyter.kube.informer import Informer, Obj
+from cube_jupyter.kube.informer import Informer
 from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION
 from cube_jupyter.kube.namespace_objects import (
     ISTIO_INJECTION_LABEL,
     OWNER_ANNOTATION,
     render_namespace_objects,
 )
+from cube_jupyter.kube.objects import Obj, metadata_of
 from cube_jupyter.kube.profiles import PROFILE, KubeflowProfiles
 from cube_jupyter.storage.config import CREDENTIAL_KEYS
+from cube_jupyter.workbench import WorkbenchSettings
 
 log = logging.getLogger(__name__)
 
@@ -35,17 +36,17 @@ def is_missing_namespace(exc: ApiNotFound, namespace: str) -> bool:
     return exc.missing_kind == "namespaces" or f'namespaces "{namespace}" not found' in exc.message
 
 
-def missing_namespace(settings: Settings, user: str, namespace: str) -> NotFound:
+def missing_namespace(settings: WorkbenchSettings, user: str, namespace: str) -> NotFound:
     """The one error for creating anything in a user namespace that does not exist."""
-    if settings.spawner.namespace_source == "kubeflow-profile":
+    if settings.workbench.namespace_source == "kubeflow-profile":
         how = (
             f"it is the namespace of Kubeflow Profile {namespace!r}, which Kubeflow's profile controller "
             "has not made (yet)"
         )
     else:
         how = (
-            "an admin must create it, or set CubeSpawner.create_namespaces = True to have the workbench "
-            f"create it (CubeSpawner.namespace_template is {settings.spawner.namespace_template!r})"
+            "an admin must create it, or set CubeWorkbench.create_namespaces = True to have the workbench "
+            f"create it (CubeWorkbench.namespace_template is {settings.workbench.namespace_template!r})"
         )
     return NotFound(f"namespace {namespace!r} of user {user!r} does not exist; {how}", field="user")
 
@@ -54,12 +55,12 @@ class UserNamespaces:
     """A user's namespace for their servers, read from the cache (never the API) on every request;
     on a create, the namespace made ready first."""
 
-    def __init__(self, settings: Settings, cluster: Cluster) -> None:
+    def __init__(self, settings: WorkbenchSettings, cluster: Cluster) -> None:
         self.settings = settings
         self.client = cluster.client
         self.profiles: KubeflowProfiles | None = None
         self.informers: list[Informer] = []
-        if settings.spawner.namespace_source == "kubeflow-profile" and not settings.user_server:
+        if settings.workbench.namespace_source == "kubeflow-profile" and not settings.user_server:
             informer = cluster.informer(PROFILE.api_version, PROFILE.kind, indexers=KubeflowProfiles.INDEXERS)
             self.profiles = KubeflowProfiles(self.client, informer)
             self.informers.append(informer)
@@ -90,23 +91,23 @@ class UserNamespaces:
         shared = ", ".join(f"{c.namespace} ({c.role})" for c in self.profiles.contributions_of(user))
         also = f"; they are a contributor in: {shared}" if shared else ""
         return NotFound(
-            f"user {user!r} owns no Kubeflow Profile, and CubeSpawner.namespace_source is "
+            f"user {user!r} owns no Kubeflow Profile, and CubeWorkbench.namespace_source is "
             f"'kubeflow-profile': an admin must create a Profile whose spec.owner.name is {user!r}{also}",
             field="user",
         )
 
 
-def prepare_namespace(client: KubeClient, settings: Settings, user: str, namespace: str) -> None:
+def prepare_namespace(client: KubeClient, settings: WorkbenchSettings, user: str, namespace: str) -> None:
     """Create `namespace` and what pods need in it, or bring what is there to the config: objects the
     workbench made are patched, anything else (an admin's, Kubeflow's) is left as it is. A no-op
-    unless the central workbench has `CubeSpawner.create_namespaces`."""
-    if not settings.spawner.create_namespaces or settings.user_server:
+    unless the central workbench has `CubeWorkbench.create_namespaces`."""
+    if not settings.workbench.create_namespaces or settings.user_server:
         return
     for obj in render_namespace_objects(settings, user, namespace, _credentials(client, settings)):
         _apply(client, obj, user)
 
 
-def _credentials(client: KubeClient, settings: Settings) -> dict[str, str] | None:
+def _credentials(client: KubeClient, settings: WorkbenchSettings) -> dict[str, str] | None:
     """The store's credentials (base64, as the API holds them) from the workbench's own namespace:
     only their key names ever reach a message or the log."""
     name, home = settings.storage.credentials_secret, settings.workbench.namespace
@@ -134,7 +135,7 @@ def _apply(client: KubeClient, obj: Obj, user: str) -> None:
         pass
     meta = obj["metadata"]
     existing = client.get(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
-    found = existing.get("metadata") or {}
+    found = metadata_of(existing)
     if obj["kind"] == "Namespace":
         _check_owner(found, meta["name"], user)
     if (found.get("labels") or {}).get(MANAGED_BY_LABEL) != MANAGED_BY:
@@ -163,7 +164,7 @@ def _check_owner(found: dict[str, Any], namespace: str, user: str) -> None:
     if owner and owner != user:
         raise Conflict(
             f"namespace {namespace!r} belongs to user {owner!r}, not {user!r}; an admin can give users "
-            "distinct namespaces with CubeSpawner.namespace_template (e.g. with {username})",
+            "distinct namespaces with CubeWorkbench.namespace_template (e.g. with {username})",
             field="user",
         )
 
@@ -172,7 +173,7 @@ def _drift(obj: Obj, existing: Obj) -> dict[str, Any]:
     """A merge patch of what differs from `obj`: its labels and annotations (added, never removed) and
     its body (a Secret's data, a RoleBinding's subjects)."""
     patch: dict[str, Any] = {}
-    meta, found = obj["metadata"], existing.get("metadata") or {}
+    meta, found = obj["metadata"], metadata_of(existing)
     for part in ("labels", "annotations"):
         wanted = meta.get(part) or {}
         have = found.get(part) or {}

@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from cube_jupyter.kube.client import KubeClient, ResourceType, register_resource_type
-from cube_jupyter.kube.informer import Indexer, Informer, Obj
+from cube_jupyter.kube.informer import Indexer, Informer
+from cube_jupyter.kube.objects import Obj, annotations_of, name_of, namespace_of
 
 PROFILE = ResourceType("kubeflow.org/v1", "Profile", "profiles", namespaced=False)
 register_resource_type(PROFILE)
@@ -42,11 +43,7 @@ def index_owner(profile: Obj) -> list[str]:
 
 def owned_namespaces(profiles: Iterable[Obj], user: str) -> list[str]:
     """The namespaces of the Profiles `user` owns, by name (a Profile's namespace is its name)."""
-    return sorted(
-        str((p.get("metadata") or {}).get("name"))
-        for p in profiles
-        if profile_owner(p) == user and (p.get("metadata") or {}).get("name")
-    )
+    return sorted(name_of(p) for p in profiles if profile_owner(p) == user and name_of(p))
 
 
 def contributions(
@@ -56,11 +53,10 @@ def contributions(
     namespaces = set(profile_namespaces)
     found = set()
     for binding in role_bindings:
-        meta = binding.get("metadata") or {}
-        annotations = meta.get("annotations") or {}
+        annotations = annotations_of(binding)
         role = annotations.get(ROLE_KEY)
-        if annotations.get(USER_KEY) == user and role in ROLES and meta.get("namespace") in namespaces:
-            found.add(Contribution(namespace=str(meta["namespace"]), role=str(role)))
+        if annotations.get(USER_KEY) == user and role in ROLES and namespace_of(binding) in namespaces:
+            found.add(Contribution(namespace=namespace_of(binding), role=str(role)))
     return sorted(found, key=lambda c: (c.namespace, c.role))
 
 
@@ -81,5 +77,5 @@ class KubeflowProfiles:
         """Where `user` is a contributor: one API list of RoleBindings (only when explaining why a
         user has no namespace of their own, never per read)."""
         bindings = self.client.list(ROLE_BINDING_API, "RoleBinding").items
-        names = [str((p.get("metadata") or {}).get("name")) for p in self.profiles.list()]
+        names = [name_of(p) for p in self.profiles.list()]
         return contributions(bindings, user, names)

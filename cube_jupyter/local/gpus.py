@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 
@@ -19,14 +20,18 @@ def visible_gpu_ids(environ: Mapping[str, str] | None = None) -> list[str]:
 
 
 def nvml_device_count() -> int:
-    """GPUs this machine has, read through the same NVML source the GPU monitor uses."""
-    from cube_jupyter.gpu.nvml import NvmlSource
-    from cube_jupyter.gpu.sources import NoGpuVisible
-
-    source = NvmlSource()
+    """GPUs this machine has, as NVML counts them; 0 without a driver (or without `nvidia-ml-py`).
+    NVML counts its users: this start and shutdown leave the GPU monitor's own session alone."""
     try:
-        return len(source.read())
-    except NoGpuVisible:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # no library, no driver, no permission: this machine hands out no GPU
+        return 0
+    try:
+        return int(pynvml.nvmlDeviceGetCount())
+    except pynvml.NVMLError:
         return 0
     finally:
-        source.close()
+        with contextlib.suppress(pynvml.NVMLError):
+            pynvml.nvmlShutdown()

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cube_jupyter.names import parse_quantity
+from cube_jupyter.fields import parse_quantity
 
 GROUP = "cube-jupyter"
 CPU_PERIOD_US = 100_000

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Hashable, Iterator
 from pathlib import Path
 
 from cube_jupyter.local import files
+from cube_jupyter.names import user_slug
 
 
 class KeyedLocks:
@@ -43,6 +44,11 @@ class KeyedLocks:
 
     def __len__(self) -> int:
         return len(self._locks)
+
+
+def file_lock_path(lock_dir: Path, key: str) -> Path:
+    """The lock file of `key` (a user) in `lock_dir`: one name every process of this machine uses."""
+    return lock_dir / f"{user_slug(key)}.lock"
 
 
 @contextlib.asynccontextmanager

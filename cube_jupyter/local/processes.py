@@ -30,6 +30,11 @@ from cube_jupyter.local.fork_server import EXIT_NOTE
 from cube_jupyter.local.forks import ForkRequest, Forks, module_command
 
 LOOPBACK = "127.0.0.1"
+# Marks a process the workbench started (servers, trial drivers, model servers): never handed on to
+# the code users run in replicas.
+CHILD_MARKER_ENV = "CUBE_JUPYTER_CHILD"
+# The workbench's own Jupyter token: never a child's.
+TOKEN_VARIABLES = ("JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE")
 LOG_SEPARATOR = "==== cube-jupyter: starting "
 # A process group's leader: our child, or a process found again (one a previous supervisor started).
 Leader: TypeAlias = subprocess.Popen[bytes] | psutil.Process

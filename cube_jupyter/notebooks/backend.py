@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from cube_jupyter.config import Settings
+from cube_jupyter.ledger import GpuHolder, HolderSource
 from cube_jupyter.notebooks.enforcement import Enforcement
 from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec, Profile
 
 if TYPE_CHECKING:
-    from cube_jupyter.kube.cluster import Cluster
+    pass
 
 # Local servers live under `{main base_url}cube/notebook/{user_slug}/{name}/`: the backend gives each
 # child that base_url and the server extension's path router serves the same path.
@@ -73,19 +73,10 @@ class RoutableBackend(Protocol):
         ...
 
 
-def make_notebook_backend(
-    settings: Settings, base_url: str = "/", cluster: Cluster | None = None
-) -> NotebookBackend:
-    """The notebook backend `c.CubeWorkbench.backend` names, imported only when chosen.
+def gpu_holders(backend: NotebookBackend) -> HolderSource:
+    """The GPU ledger's view of `backend`: a user's servers that hold GPUs (every one not stopped)."""
 
-    `base_url` is the main Jupyter server's: local servers are reached under it, through its router.
-    Cluster servers use `cluster`, the one the other features share (`kube.cluster.cluster_for`), or
-    connect on their own without it.
-    """
-    if settings.workbench.backend == "kubernetes":
-        from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
+    def held(user: str) -> list[GpuHolder]:
+        return [GpuHolder("notebook", server.name, server.gpus_held) for server in backend.list_servers(user)]
 
-        return KubernetesNotebookBackend(settings, cluster)
-    from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
-
-    return LocalNotebookBackend(settings, base_url=base_url)
+    return held

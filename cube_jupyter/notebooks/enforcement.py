@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from cube_jupyter.fields import parse_quantity
 from cube_jupyter.local.limits import Limiter, Limits, Method
-from cube_jupyter.names import parse_quantity
 from cube_jupyter.notebooks.spec import Profile
 
 

@@ -8,7 +8,7 @@ Every server is a user server (`CubeWorkbench.role = "user"`): its container is 
 owner, its namespace (downward API), the workbench's URL and the artifact store's endpoint and
 credentials (as Secret references) in env, and the workbench's effective config, without secrets,
 in a ConfigMap mounted on `JUPYTER_CONFIG_PATH` (`{name}-cube-config`). With
-`CubeSpawner.gpu_quota_per_user` set, the namespace gets a ResourceQuota (`cube-gpu-quota`) that holds
+`CubeWorkbench.gpu_quota_per_user` set, the namespace gets a ResourceQuota (`cube-gpu-quota`) that holds
 every pod there (servers, replicas, trials, steps) to it, however it was created.
 
 The objects follow Kubeflow Notebooks (Notebook CRD, `notebook-name` pod label, Istio VirtualService
@@ -27,12 +27,13 @@ import json
 from datetime import datetime
 from typing import Any
 
-from cube_jupyter.config import NAMESPACE_ENV, OWNER_ENV, ROLE_ENV, WORKBENCH_URL_ENV, Settings
+from cube_jupyter.fields import format_timestamp
 from cube_jupyter.kube.labels import HOME, MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION, USER_LABEL
 from cube_jupyter.names import user_slug
-from cube_jupyter.notebooks.activity import format_time
+from cube_jupyter.notebooks.config import NotebookSettings
 from cube_jupyter.notebooks.spec import NotebookSpec
 from cube_jupyter.storage.config import pod_store_env
+from cube_jupyter.workbench import NAMESPACE_ENV, OWNER_ENV, ROLE_ENV, WORKBENCH_URL_ENV
 
 # Kubeflow's stop switch: the notebook controller scales the StatefulSet to 0 while it is set.
 STOPPED_ANNOTATION = "kubeflow-resource-stopped"
@@ -69,7 +70,7 @@ SERVICE_PORT = 80
 FS_GROUP = 100
 
 
-def route_prefix(settings: Settings, namespace: str, name: str) -> str:
+def route_prefix(settings: NotebookSettings, namespace: str, name: str) -> str:
     """The URL path of a server behind Istio; Jupyter's base_url is exactly this string."""
     return f"{settings.spawner.path_prefix}/{namespace}/{name}/"
 
@@ -87,7 +88,7 @@ def authorization_policy_name(name: str) -> str:
 
 
 def render_notebook_objects(
-    spec: NotebookSpec, settings: Settings, namespace: str | None = None
+    spec: NotebookSpec, settings: NotebookSettings, namespace: str | None = None
 ) -> list[dict[str, Any]]:
     """The objects for `spec` in `namespace` (default: the template's), in creation order: policy,
     PVC, GPU quota, user-server config, then a Notebook, or a StatefulSet, Service and VirtualService.
@@ -121,7 +122,7 @@ def stop_annotation_patch(
     `spec.replicas`; the annotation is kept there too so both kinds report "stopped" the same way.
     `reason` (only when stopping) says why the workbench stopped it; without one any old reason goes.
     """
-    value = format_time(now) if stopped else None
+    value = format_timestamp(now) if stopped else None
     annotations = {STOPPED_ANNOTATION: value, STOP_REASON_ANNOTATION: reason if stopped else None}
     patch: dict[str, Any] = {"metadata": {"annotations": annotations}}
     if resource_kind == "StatefulSet":
@@ -161,18 +162,17 @@ def user_config_name(name: str) -> str:
     return f"{name}-cube-config"
 
 
-def user_server_config(settings: Settings) -> dict[str, dict[str, Any]]:
+def user_server_config(settings: NotebookSettings) -> dict[str, dict[str, Any]]:
     """The workbench's effective config as a user server loads it: what it decides for itself (role,
     owner, namespace, state) and every credential left out (those come from Secrets, in env)."""
-    config = settings.as_config()
-    for name in USER_SERVER_OWN:
-        config["CubeWorkbench"].pop(name, None)
-    for name in ("access_key", "secret_key"):
-        config["CubeStorage"].pop(name, None)
-    return config
+    left_out = {"CubeWorkbench": USER_SERVER_OWN, "CubeStorage": ("access_key", "secret_key")}
+    return {
+        section: {name: value for name, value in values.items() if name not in left_out.get(section, ())}
+        for section, values in settings.server_config.items()
+    }
 
 
-def _user_config(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[str, Any]:
+def _user_config(spec: NotebookSpec, settings: NotebookSettings, namespace: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -181,7 +181,7 @@ def _user_config(spec: NotebookSpec, settings: Settings, namespace: str) -> dict
     }
 
 
-def _user_server_env(spec: NotebookSpec, settings: Settings) -> list[dict[str, Any]]:
+def _user_server_env(spec: NotebookSpec, settings: NotebookSettings) -> list[dict[str, Any]]:
     """What tells the extension in the pod that it is this user's server, and where things are."""
     env: list[dict[str, Any]] = [
         {"name": ROLE_ENV, "value": "user"},
@@ -189,23 +189,16 @@ def _user_server_env(spec: NotebookSpec, settings: Settings) -> list[dict[str, A
         {"name": NAMESPACE_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         {"name": "JUPYTER_CONFIG_PATH", "value": USER_CONFIG_DIR},
     ]
-    if settings.workbench.workbench_url:
-        env.append({"name": WORKBENCH_URL_ENV, "value": settings.workbench.workbench_url})
+    if settings.workbench_url:
+        env.append({"name": WORKBENCH_URL_ENV, "value": settings.workbench_url})
     return env + pod_store_env(settings.storage)
 
 
-def gpu_resources(settings: Settings) -> list[str]:
-    """Every extended resource a pod of a user may ask for as GPUs (profiles, replicas, steps)."""
-    names = {p.gpu_resource for p in settings.profiles}
-    names |= {settings.jobs.workload.gpu_resource, settings.pipelines.workload.gpu_resource}
-    return sorted(names)
-
-
-def gpu_quota(settings: Settings, namespace: str) -> dict[str, Any] | None:
-    """The namespace's hold on GPUs, at `CubeSpawner.gpu_quota_per_user` per GPU resource: the API
+def gpu_quota(settings: NotebookSettings, namespace: str) -> dict[str, Any] | None:
+    """The namespace's hold on GPUs, at `CubeWorkbench.gpu_quota_per_user` per GPU resource: the API
     server refuses any pod past it, whoever creates it (the workbench, a notebook's service account,
     kubectl in a terminal). None without a quota."""
-    quota = settings.spawner.gpu_quota_per_user
+    quota = settings.workbench.gpu_quota_per_user
     if not quota:
         return None
     return {
@@ -216,11 +209,11 @@ def gpu_quota(settings: Settings, namespace: str) -> dict[str, Any] | None:
             "namespace": namespace,
             "labels": {MANAGED_BY_LABEL: MANAGED_BY, NAME_LABEL: "gpu-quota"},
         },
-        "spec": {"hard": {f"requests.{name}": str(quota) for name in gpu_resources(settings)}},
+        "spec": {"hard": {f"requests.{name}": str(quota) for name in settings.gpu_resources}},
     }
 
 
-def _workspace_pvc(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[str, Any]:
+def _workspace_pvc(spec: NotebookSpec, settings: NotebookSettings, namespace: str) -> dict[str, Any]:
     pvc_spec: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": settings.spawner.workspace_size}},
@@ -235,7 +228,7 @@ def _workspace_pvc(spec: NotebookSpec, settings: Settings, namespace: str) -> di
     }
 
 
-def _notebook(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[str, Any]:
+def _notebook(spec: NotebookSpec, settings: NotebookSettings, namespace: str) -> dict[str, Any]:
     # The Notebook's template has no metadata: the controller copies the Notebook's labels onto the pod
     # and adds `notebook-name` and `statefulset` itself.
     return {
@@ -246,7 +239,7 @@ def _notebook(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[st
     }
 
 
-def _statefulset(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[str, Any]:
+def _statefulset(spec: NotebookSpec, settings: NotebookSettings, namespace: str) -> dict[str, Any]:
     pod_labels = {**object_labels(spec), STATEFULSET_LABEL: spec.name}
     return {
         "apiVersion": "apps/v1",
@@ -285,7 +278,7 @@ def _service(spec: NotebookSpec, namespace: str) -> dict[str, Any]:
     }
 
 
-def _pod_spec(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[str, Any]:
+def _pod_spec(spec: NotebookSpec, settings: NotebookSettings, namespace: str) -> dict[str, Any]:
     profile = spec.profile
     pod: dict[str, Any] = {
         "containers": [_container(spec, settings, namespace)],
@@ -305,7 +298,7 @@ def _pod_spec(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[st
     return pod
 
 
-def _container(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[str, Any]:
+def _container(spec: NotebookSpec, settings: NotebookSettings, namespace: str) -> dict[str, Any]:
     profile = spec.profile
     prefix = route_prefix(settings, namespace, spec.name)
     # Only args: the image's entrypoint (tini + start.sh in docker-stacks, s6 /init in Kubeflow images)
@@ -355,7 +348,7 @@ def _container(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[s
     return container
 
 
-def _virtual_service(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[str, Any]:
+def _virtual_service(spec: NotebookSpec, settings: NotebookSettings, namespace: str) -> dict[str, Any]:
     """Route `{prefix}` to the Service with no route timeout, so kernel WebSockets are never cut.
 
     Istio's route timeout is disabled unless set, and its schema rejects `timeout: 0s` (durations must
@@ -388,7 +381,7 @@ def _virtual_service(spec: NotebookSpec, settings: Settings, namespace: str) -> 
     }
 
 
-def _authorization_policy(spec: NotebookSpec, settings: Settings, namespace: str) -> dict[str, Any]:
+def _authorization_policy(spec: NotebookSpec, settings: NotebookSettings, namespace: str) -> dict[str, Any]:
     """Admit requests from the ingress gateway that carry the owner's identity header, and the
     workbench's own reads of the kernel and terminal lists (for idle culling).
 

@@ -9,22 +9,24 @@ from __future__ import annotations
 from typing import Any
 
 from cube_jupyter import access
-from cube_jupyter.config import Settings
 from cube_jupyter.errors import InvalidInput, NotFound, QuotaExceeded, quote
 from cube_jupyter.ledger import GpuLedger
-from cube_jupyter.notebooks.backend import NotebookBackend, RoutableBackend
+from cube_jupyter.notebooks.backend import NotebookBackend, RoutableBackend, gpu_holders
+from cube_jupyter.notebooks.config import NotebookSettings
 from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec, server_exists, validate_server_name
 
 CREATE_FIELDS = {"name", "profile"}
 
 
 class NotebookService:
-    def __init__(self, settings: Settings, backend: NotebookBackend, ledger: GpuLedger | None = None) -> None:
+    def __init__(
+        self, settings: NotebookSettings, backend: NotebookBackend, ledger: GpuLedger | None = None
+    ) -> None:
         self.settings = settings
         self.backend = backend
         # Quota checks and the create/start they guard run under the user's ledger lock, so two
         # concurrent requests (for servers or jobs) cannot both squeeze under a limit.
-        self.ledger = ledger if ledger is not None else GpuLedger(settings, backend)
+        self.ledger = ledger if ledger is not None else GpuLedger(settings.gpu_quota, [gpu_holders(backend)])
 
     def profiles(self) -> list[dict[str, Any]]:
         """The admin's profiles, each with what this backend really gives a server of it."""
@@ -97,7 +99,7 @@ class NotebookService:
         await self.backend.delete_server(server.user, server.name)
 
 
-def parse_create_request(settings: Settings, owner: str, body: object) -> NotebookSpec:
+def parse_create_request(settings: NotebookSettings, owner: str, body: object) -> NotebookSpec:
     """Validate a create request at the edge: only a name and an offered profile are accepted."""
     if not isinstance(body, dict):
         raise InvalidInput("request body must be a JSON object with 'name' and 'profile'", field="body")

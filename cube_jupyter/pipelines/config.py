@@ -17,21 +17,11 @@ rejects.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from traitlets import CaselessStrEnum, Float, Int, List, Unicode
 
-from cube_jupyter.configurable import (
-    CubeWorkload,
-    WorkloadSettings,
-    checked,
-    non_negative,
-    not_empty,
-    positive,
-)
-
-if TYPE_CHECKING:
-    pass
+from cube_jupyter.configurable import CubeWorkload, checked, non_negative, not_empty, positive
+from cube_jupyter.workbench import WorkloadSettings
 
 RUNNER_COMMAND = ["python", "-m", "cube_jupyter.pipelines.runner"]
 POD_GC_STRATEGIES = ["", "OnPodCompletion", "OnPodSuccess", "OnWorkflowCompletion", "OnWorkflowSuccess"]
@@ -85,9 +75,9 @@ class CubePipelines(CubeWorkload):
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PipelineSettings(WorkloadSettings[CubePipelines]):
-    """The validated pipeline and storage config the compiler reads."""
+    """What the pipelines feature reads: `CubePipelines` and the workbench-wide settings."""
 
     @property
     def pipelines(self) -> CubePipelines:

@@ -337,68 +337,98 @@ class _Analyzer:
             self.stmt(statement)
 
     def stmt(self, node: ast.stmt) -> None:
-        if isinstance(node, _Forget):
-            self.bound.discard(node.name)
-            self.maybe.discard(node.name)
-            self.flow.defines.pop(node.name, None)
-        elif isinstance(node, ast.Assign):
+        """One statement, by its kind (as `ast.NodeVisitor` dispatches); a statement with no
+        visitor of its own (Expr, Return, Raise, Assert, ...) only reads the expressions in it."""
+        getattr(self, f"visit_{type(node).__name__}", self.visit_other)(node)
+
+    def visit__Forget(self, node: _Forget) -> None:
+        self.bound.discard(node.name)
+        self.maybe.discard(node.name)
+        self.flow.defines.pop(node.name, None)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.expr(node.value)
+        for target in node.targets:
+            self.target(target)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self.expr(node.value)
+        if isinstance(node.target, ast.Name):
+            self.read(node.target.id)
+        self.target(node.target)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
             self.expr(node.value)
-            for target in node.targets:
-                self.target(target)
-        elif isinstance(node, ast.AugAssign):
-            self.expr(node.value)
-            if isinstance(node.target, ast.Name):
-                self.read(node.target.id)
+        self.expr(node.annotation)
+        if node.value is not None:
             self.target(node.target)
-        elif isinstance(node, ast.AnnAssign):
-            if node.value is not None:
-                self.expr(node.value)
-            self.expr(node.annotation)
-            if node.value is not None:
-                self.target(node.target)
-        elif isinstance(node, (ast.For, ast.AsyncFor)):
-            self.expr(node.iter)
-            loop = [ast.Assign(targets=[node.target], value=ast.Constant(None)), *node.body]
-            self.branches(loop, [])
-            self.branches(node.orelse, [])
-        elif isinstance(node, ast.While):
-            self.expr(node.test)
-            self.branches(node.body, [])
-            self.branches(node.orelse, [])
-        elif isinstance(node, ast.If):
-            self.expr(node.test)
-            self.branches(node.body, node.orelse)
-        elif isinstance(node, (ast.With, ast.AsyncWith)):
-            for item in node.items:
-                self.expr(item.context_expr)
-                if item.optional_vars is not None:
-                    self.target(item.optional_vars)
-            self.block(node.body)
-        elif isinstance(node, (ast.Try, ast.TryStar)):
-            self.branches([*node.body, *node.orelse], *(self.handler(h) for h in node.handlers))
-            self.block(node.finalbody)
-        elif isinstance(node, ast.Match):
-            self.expr(node.subject)
-            self.branches(*(self.case(c) for c in node.cases), [])
-        elif isinstance(node, ast.Delete):
-            for target in node.targets:
-                self.target(target, deleted=True)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            if any(alias.name == "*" for alias in node.names):
-                self.flow.star_imports.append(self.cell)
-            for name in _import_names(node):
-                self.bind(name)
-                self.flow.imported.add(name)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            self.scope(node)
-            self.bind(node.name)
-        elif isinstance(node, (ast.Global, ast.Nonlocal, ast.Pass, ast.Break, ast.Continue)):
-            pass
-        else:  # Expr, Return, Raise, Assert, ...: only expressions inside
-            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and self.magic(node.value):
-                return
-            for child in ast.iter_child_nodes(node):
-                self.expr(child)
+
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
+        self.expr(node.iter)
+        loop = [ast.Assign(targets=[node.target], value=ast.Constant(None)), *node.body]
+        self.branches(loop, [])
+        self.branches(node.orelse, [])
+
+    visit_AsyncFor = visit_For
+
+    def visit_While(self, node: ast.While) -> None:
+        self.expr(node.test)
+        self.branches(node.body, [])
+        self.branches(node.orelse, [])
+
+    def visit_If(self, node: ast.If) -> None:
+        self.expr(node.test)
+        self.branches(node.body, node.orelse)
+
+    def visit_With(self, node: ast.With | ast.AsyncWith) -> None:
+        for item in node.items:
+            self.expr(item.context_expr)
+            if item.optional_vars is not None:
+                self.target(item.optional_vars)
+        self.block(node.body)
+
+    visit_AsyncWith = visit_With
+
+    def visit_Try(self, node: ast.Try | ast.TryStar) -> None:
+        self.branches([*node.body, *node.orelse], *(self.handler(h) for h in node.handlers))
+        self.block(node.finalbody)
+
+    visit_TryStar = visit_Try
+
+    def visit_Match(self, node: ast.Match) -> None:
+        self.expr(node.subject)
+        self.branches(*(self.case(c) for c in node.cases), [])
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        for target in node.targets:
+            self.target(target, deleted=True)
+
+    def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
+        if any(alias.name == "*" for alias in node.names):
+            self.flow.star_imports.append(self.cell)
+        for name in _import_names(node):
+            self.bind(name)
+            self.flow.imported.add(name)
+
+    visit_ImportFrom = visit_Import
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        self.scope(node)
+        self.bind(node.name)
+
+    visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
+
+    def visit_Global(self, node: ast.stmt) -> None:
+        """Global, Nonlocal, Pass, Break, Continue: nothing read or bound."""
+
+    visit_Nonlocal = visit_Pass = visit_Break = visit_Continue = visit_Global
+
+    def visit_other(self, node: ast.stmt) -> None:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and self.magic(node.value):
+            return
+        for child in ast.iter_child_nodes(node):
+            self.expr(child)
 
     def handler(self, handler: ast.ExceptHandler) -> list[ast.stmt]:
         """A handler as a body to analyse; `e` in `except E as e` is bound inside and deleted after."""

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_core.utils import ensure_async
 
-import cube_jupyter
 from cube_jupyter.errors import CubeError, InvalidInput
+from cube_jupyter.installation import IMPORT_ROOT
 from cube_jupyter.pipelines.model import Pipeline, PipelineError, pipeline_from_dict
 from cube_jupyter.pipelines.runtime import OUTPUTS_MIME
 from cube_jupyter.pipelines.stepnb import (
@@ -183,7 +183,7 @@ def kernel_env(store: ArtifactStore) -> dict[str, str]:
     credentials) and, when cube_jupyter runs from a source checkout rather than an installed package,
     that checkout on PYTHONPATH, so the kernel imports the same runtime helpers as the runner."""
     env = dict(store.kernel_env())
-    root = Path(cube_jupyter.__file__).resolve().parent.parent
+    root = IMPORT_ROOT
     if root.name not in ("site-packages", "dist-packages"):
         current = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         if str(root) not in current:

@@ -24,11 +24,13 @@ the cell as `cells[i].tags`, `i` counting from 0 over all cells as stored in the
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from cube_jupyter import fields
 from cube_jupyter.errors import InvalidInput
-from cube_jupyter.names import parse_quantity, validate_dns_label
+from cube_jupyter.names import validate_dns_label
 from cube_jupyter.pipelines.model import PipelineError, StepOptions
 
 Role = Literal["step", "parameters", "metrics", "imports", "functions", "skip"]
@@ -47,8 +49,6 @@ AFTER_KEYS = {"after", "prev"}
 OPTION_KEYS = {"image", "cpu", "memory", "gpu", "retries", "timeout", "limit"}
 IGNORED_KALE_KEYS = {"annotation", "label"}
 MAX_RETRIES = 100
-# An OCI image reference: registry/path:tag@digest, no whitespace or shell metacharacters.
-IMAGE_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
 DURATION = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)\s*(s|m|h)?$")
 _DURATION_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -143,29 +143,20 @@ def _count(key: str, value: str, where: str, maximum: int | None = None) -> int:
     return int(text)
 
 
-def _quantity(key: str, value: str, where: str) -> str:
-    text = value.strip()
+def _field(check: Callable[[object, str], str], key: str, value: str, where: str) -> str:
+    """`check` (a core field rule) of a tag's value; its refusal as a PipelineError naming the cell."""
     try:
-        amount = parse_quantity(text, f"{where}: {key}")
+        return check(value.strip(), f"{where}: {key}")
     except InvalidInput as exc:
         raise PipelineError(exc.message, field=where) from None
-    if amount <= 0:
-        raise PipelineError(f"{where}: {key}:{value} must be more than zero", field=where)
-    return text
 
 
 def _option(key: str, value: str, where: str) -> tuple[str, Any] | None:
     """One option tag as (StepOptions field, validated value); None for a Kale limit we ignore."""
     if key == "image":
-        image = value.strip()
-        if not IMAGE_REF.match(image):
-            raise PipelineError(
-                f"{where}: image:{value} is not an image reference (example: 'image:python:3.11-slim')",
-                field=where,
-            )
-        return "image", image
+        return "image", _field(fields.image_reference, key, value, where)
     if key in ("cpu", "memory"):
-        return key, _quantity(key, value, where)
+        return key, _field(fields.quantity, key, value, where)
     if key == "gpu":
         return "gpu", _count("gpu", value, where)
     if key == "retries":
@@ -178,7 +169,7 @@ def _option(key: str, value: str, where: str) -> tuple[str, Any] | None:
     if resource.endswith("/gpu") or resource == "gpu":
         return "gpu", _count("gpu", amount, where)
     if resource in ("cpu", "memory"):
-        return resource, _quantity(resource, amount, where)
+        return resource, _field(fields.quantity, resource, amount, where)
     return None
 
 
@@ -189,62 +180,85 @@ def parse_cell_tags(tags: object, index: int) -> CellTags:
         return CellTags(index)
     if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
         raise PipelineError(f"{where} must be a list of strings", field=where)
-    roles: list[Role] = []
-    steps: list[str] = []
-    after: list[str] = []
-    options: dict[str, Any] = {}
-    warnings: list[str] = []
+    reader = _TagReader(index, where)
     for raw in tags:
-        tag = raw.strip()
-        key, sep, value = tag.partition(":")
+        reader.read(raw)
+    return reader.cell_tags()
+
+
+@dataclass
+class _TagReader:
+    """One cell's tags, read one at a time: its role, its step, the steps it runs after, its options."""
+
+    index: int
+    where: str
+    roles: list[Role] = field(default_factory=list)
+    steps: list[str] = field(default_factory=list)
+    after: list[str] = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def read(self, raw: str) -> None:
+        key, sep, value = raw.strip().partition(":")
         key = key.strip().lower()
+        valued = STEP_KEYS | AFTER_KEYS | OPTION_KEYS
         if not sep:
             if key in ROLE_TAGS:
-                roles.append(ROLE_TAGS[key])
-            elif key in STEP_KEYS | AFTER_KEYS | OPTION_KEYS:
-                raise PipelineError(f"{where}: tag {raw!r} needs a value, e.g. '{key}:...'", field=where)
-            continue
-        if key in (STEP_KEYS | AFTER_KEYS | OPTION_KEYS) and not value.strip():
-            raise PipelineError(f"{where}: tag {raw!r} has an empty value", field=where)
-        if key in STEP_KEYS:
-            name = normalize_step_name(value, where)
-            if name not in steps:
-                steps.append(name)
-            roles.append("step")
-        elif key in AFTER_KEYS:
-            name = normalize_step_name(value, where)
-            if name not in after:
-                after.append(name)
-        elif key in OPTION_KEYS:
-            parsed = _option(key, value, where)
-            if parsed is None:
-                warnings.append(
-                    f"cell {index}: tag {raw!r} is ignored (only gpu, cpu and memory limits are read)"
+                self.roles.append(ROLE_TAGS[key])
+            elif key in valued:
+                raise PipelineError(
+                    f"{self.where}: tag {raw!r} needs a value, e.g. '{key}:...'", field=self.where
                 )
-                continue
-            name, val = parsed
-            if name in options and options[name] != val:
-                raise PipelineError(f"{where}: two different {name} values in one cell", field=where)
-            options[name] = val
+            return
+        if key in valued and not value.strip():
+            raise PipelineError(f"{self.where}: tag {raw!r} has an empty value", field=self.where)
+        if key in STEP_KEYS:
+            _add_once(self.steps, normalize_step_name(value, self.where))
+            self.roles.append("step")
+        elif key in AFTER_KEYS:
+            _add_once(self.after, normalize_step_name(value, self.where))
+        elif key in OPTION_KEYS:
+            self._option(raw, key, value)
         elif key in IGNORED_KALE_KEYS:
-            warnings.append(f"cell {index}: tag {raw!r} is ignored")
-    if len(steps) > 1:
-        raise PipelineError(
-            f"{where}: a cell belongs to one step, but it is tagged {', '.join(steps)}", field=where
+            self.warnings.append(f"cell {self.index}: tag {raw!r} is ignored")
+
+    def _option(self, raw: str, key: str, value: str) -> None:
+        parsed = _option(key, value, self.where)
+        if parsed is None:
+            self.warnings.append(
+                f"cell {self.index}: tag {raw!r} is ignored (only gpu, cpu and memory limits are read)"
+            )
+            return
+        name, val = parsed
+        if name in self.options and self.options[name] != val:
+            raise PipelineError(f"{self.where}: two different {name} values in one cell", field=self.where)
+        self.options[name] = val
+
+    def cell_tags(self) -> CellTags:
+        if len(self.steps) > 1:
+            raise PipelineError(
+                f"{self.where}: a cell belongs to one step, but it is tagged {', '.join(self.steps)}",
+                field=self.where,
+            )
+        distinct = sorted(set(self.roles))
+        if len(distinct) > 1:
+            raise PipelineError(
+                f"{self.where}: a cell has one role, but it is tagged {' and '.join(distinct)}",
+                field=self.where,
+            )
+        return CellTags(
+            self.index,
+            role=distinct[0] if distinct else None,
+            step=self.steps[0] if self.steps else None,
+            after=tuple(self.after),
+            options=self.options,
+            warnings=tuple(self.warnings),
         )
-    distinct = sorted(set(roles))
-    if len(distinct) > 1:
-        raise PipelineError(
-            f"{where}: a cell has one role, but it is tagged {' and '.join(distinct)}", field=where
-        )
-    return CellTags(
-        index,
-        role=distinct[0] if distinct else None,
-        step=steps[0] if steps else None,
-        after=tuple(after),
-        options=options,
-        warnings=tuple(warnings),
-    )
+
+
+def _add_once(names: list[str], name: str) -> None:
+    if name not in names:
+        names.append(name)
 
 
 def _merge_options(step: StepCells, tags: CellTags) -> None:
@@ -259,8 +273,7 @@ def _merge_options(step: StepCells, tags: CellTags) -> None:
         step.options[name] = value
         step.option_cells.setdefault(name, tags.index)
     for name in tags.after:
-        if name not in step.after:
-            step.after.append(name)
+        _add_once(step.after, name)
 
 
 def cell_source(cell: Any) -> str:

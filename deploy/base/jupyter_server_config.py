@@ -59,14 +59,14 @@ c.CubeSpawner.profiles = [
 ]
 c.CubeSpawner.workspace_size = "10Gi"
 c.CubeSpawner.max_servers_per_user = 5
-c.CubeSpawner.gpu_quota_per_user = 2
+c.CubeWorkbench.gpu_quota_per_user = 2
 
 # Cluster pipeline runs and shipped training code need an S3 store every pod can reach, with its
 # credentials in a Secret (keys AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) in each user namespace, e.g.
 #   c.CubeStorage.url = "s3://mlpipeline/cube-jupyter"
 #   c.CubeStorage.endpoint = "http://minio-service.kubeflow:9000"
 #   c.CubeStorage.credentials_secret = "cube-s3-credentials"
-# With CubeSpawner.create_namespaces the workbench copies that Secret from its own namespace into each
+# With CubeWorkbench.create_namespaces the workbench copies that Secret from its own namespace into each
 # user namespace; rbac.yaml lets it read only a Secret of this name (another name: change both).
 
 # -- the overlay's settings ---------------------------------------------------------------------------

@@ -3,36 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.serverapp import ServerApp
 
 from cube_jupyter.access import isolation_statement
-from cube_jupyter.config import CONFIG_CLASSES, Settings, load_settings
+from cube_jupyter.config import CONFIG_CLASSES, load_settings
 from cube_jupyter.errors import ConfigError, CubeError
-from cube_jupyter.gpu.service import GpuService
-from cube_jupyter.jobs.backend import make_job_backend
-from cube_jupyter.jobs.service import JobService
-from cube_jupyter.kube import cluster_for
-from cube_jupyter.ledger import GpuLedger
-from cube_jupyter.notebooks.backend import make_notebook_backend
-from cube_jupyter.notebooks.service import NotebookService
-from cube_jupyter.pipelines.service import PipelineService
-from cube_jupyter_server.authorizer import require_cube_authorizer
+from cube_jupyter.services import Workbench
+from cube_jupyter_server.authorizer import HeaderIdentityProvider, require_cube_authorizer
 from cube_jupyter_server.gpu_handlers import GPU_HANDLERS, GPU_SETTING, workbench_kernels
 from cube_jupyter_server.handlers import HANDLERS
-from cube_jupyter_server.identity import TrustedHeaderIdentityProvider, make_caller
+from cube_jupyter_server.identity import make_caller
 from cube_jupyter_server.info import INFO_HANDLERS, INFO_SETTING, NOT_SERVED_HANDLERS, server_info
 from cube_jupyter_server.job_handlers import JOB_HANDLERS
 from cube_jupyter_server.lifecycle import STARTER_SETTING, BackendStarter
 from cube_jupyter_server.pipeline_handlers import PIPELINE_HANDLERS
 from cube_jupyter_server.router import ROUTE_PATTERN, NotebookRouterHandler
-
-if TYPE_CHECKING:
-    from cube_jupyter.kube.cluster import Cluster
-    from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns
 
 T = TypeVar("T")
 
@@ -50,58 +38,41 @@ class CubeJupyterApp(ExtensionApp):
     def _initialize_settings(self) -> None:
         assert self.serverapp is not None
         serverapp = self.serverapp
-        settings = self._or_exit(lambda: load_settings(serverapp.config))
+        settings = self._or_exit(lambda: load_settings(serverapp.config, base_url=serverapp.base_url))
+        for warning in settings.deprecations:
+            self.log.warning("cube-jupyter: %s", warning)
         self.cube_settings = settings
-        # One API client and one set of informers for notebooks, pipelines and jobs (kubernetes only).
-        self.kube_cluster = self._or_exit(lambda: cluster_for(settings))
-        cluster = self.kube_cluster
-        # The notebook servers the GPU ledger counts: a user server reads the workbench's (the local
-        # state, or its own namespace's Notebooks), never supervising or culling them.
-        servers = self._or_exit(
-            lambda: make_notebook_backend(settings, base_url=serverapp.base_url, cluster=cluster)
-        )
-        self.ledger_servers = servers
-        if settings.user_server:
-            ledger = GpuLedger(settings, servers, lock_dir=_lock_dir(settings))
-            multi_user = False
-            self.notebook_service: NotebookService | None = None
-            self.backend_starter: BackendStarter | None = None
-        else:
+        if not settings.user_server:
             require_cube_authorizer(serverapp)
-            if not settings.workbench.workbench_url:  # what the servers it starts link back to
-                settings.workbench.workbench_url = f"{serverapp.base_url}lab"
-            ledger = GpuLedger(settings, servers, lock_dir=_lock_dir(settings))
-            # Behind the trusted header many users reach this server: each reads only their own files
-            # and runs code here only as `access.require_local_execution` allows.
-            multi_user = isinstance(serverapp.identity_provider, TrustedHeaderIdentityProvider)
-            if multi_user:
-                self.log.warning("cube-jupyter: %s", isolation_statement(settings))
-            self.notebook_service = NotebookService(settings, servers, ledger)
-            self.backend_starter = BackendStarter(servers, self.log)
+        # Behind the trusted header many users reach this server: each reads only their own files
+        # and runs code here only as `access.require_local_execution` allows.
+        multi_user = not settings.user_server and isinstance(
+            serverapp.identity_provider, HeaderIdentityProvider
+        )
+        if multi_user:
+            self.log.warning("cube-jupyter: %s", isolation_statement(settings))
+        # The composition root: one cluster connection, one GPU ledger, every service.
+        workbench = Workbench(
+            settings,
+            root_dir=serverapp.root_dir,
+            base_url=serverapp.base_url,
+            multi_user=multi_user,
+            kernels=workbench_kernels(serverapp),
+        )
+        self.workbench = workbench
+        # A user server reads its owner's notebook servers (the GPU quota counts them), never
+        # supervising or culling them; the central workbench supervises them and serves the spawner.
+        self.backend_starter: BackendStarter | None = None
+        if not settings.user_server:
+            self.backend_starter = self._or_exit(lambda: BackendStarter(workbench.notebook_backend, self.log))
             self.settings[STARTER_SETTING] = self.backend_starter
-        self.pipeline_service = PipelineService(
-            settings, serverapp.root_dir, cluster=_cluster_runs(settings, cluster), multi_user=multi_user
-        )
-        kernels = workbench_kernels(serverapp)
-        self.gpu_service = self._or_exit(
-            lambda: GpuService(settings, ledger, None if settings.user_server else servers, kernels)
-        )
-        self.job_service = self._or_exit(
-            lambda: JobService(
-                settings,
-                make_job_backend(settings, serverapp.root_dir, cluster),
-                ledger=ledger,
-                root_dir=serverapp.root_dir,
-                multi_user=multi_user,
-            )
-        )
         self.settings.update(
             {
-                GPU_SETTING: self.gpu_service,
-                "cube_jobs": self.job_service,
+                GPU_SETTING: self._or_exit(lambda: workbench.gpu),
+                "cube_jobs": self._or_exit(lambda: workbench.jobs),
                 "cube_settings": settings,
-                "cube_notebooks": self.notebook_service,
-                "cube_pipelines": self.pipeline_service,
+                "cube_notebooks": None if settings.user_server else workbench.notebooks,
+                "cube_pipelines": self._or_exit(lambda: workbench.pipelines),
                 "cube_caller": make_caller(settings),
                 INFO_SETTING: server_info(settings),
             }
@@ -116,8 +87,8 @@ class CubeJupyterApp(ExtensionApp):
             self.log.info(
                 "cube-jupyter: workbench, %s backend, %d profile(s): %s",
                 settings.workbench.backend,
-                len(settings.profiles),
-                ", ".join(p.name for p in settings.profiles),
+                len(settings.notebooks.profiles),
+                ", ".join(p.name for p in settings.notebooks.profiles),
             )
 
     def initialize_handlers(self) -> None:
@@ -131,53 +102,40 @@ class CubeJupyterApp(ExtensionApp):
         self.handlers.extend(NOT_SERVED_HANDLERS)
 
     async def _start_jupyter_server_extension(self, serverapp: ServerApp) -> None:
+        workbench = self.workbench
         if self.backend_starter is not None:
             await self.backend_starter.start()  # retries in the background; 503s until it is up
         else:
             try:
-                await self.ledger_servers.start(supervise=False)
+                await workbench.notebook_backend.start(supervise=False)
             except CubeError as exc:  # GPU quota checks answer 503 saying why; the rest serves on
                 self.log.error("cube-jupyter: the owner's notebook servers cannot be read: %s", exc.message)
-        await self._start_cluster_runs()
-        await self.gpu_service.start()
+        await workbench.pipelines.start()  # a target that cannot start (no Argo) is said and left out
+        await workbench.gpu.start()
         try:
-            await self.job_service.start()
+            await workbench.jobs.start()
         except CubeError as exc:  # jobs answer 503 saying why; the rest of the workbench serves on
             self.log.error("cube-jupyter: jobs are off: %s", exc.message)
 
     async def stop_extension(self) -> None:
-        try:
-            await self.pipeline_service.close()
-        except Exception:  # shutting down must always complete
-            self.log.exception("cube-jupyter: stopping pipeline runs failed")
-        try:
-            await self.gpu_service.close()
-        except Exception:  # shutting down must always complete
-            self.log.exception("cube-jupyter: stopping GPU sampling failed")
-        try:
-            await self.job_service.close()
-        except Exception:  # shutting down must always complete
-            self.log.exception("cube-jupyter: stopping jobs failed")
+        workbench = self.workbench
+        for what, close in (
+            ("stopping pipeline runs", workbench.pipelines.close),
+            ("stopping GPU sampling", workbench.gpu.close),
+            ("stopping jobs", workbench.jobs.close),
+        ):
+            try:
+                await close()
+            except Exception:  # shutting down must always complete
+                self.log.exception("cube-jupyter: %s failed", what)
         if self.backend_starter is not None:
             await self.backend_starter.close()
         else:
-            await self.ledger_servers.close()
-        if self.kube_cluster is not None:  # last: every feature's informers stop here, once
-            try:
-                await self.kube_cluster.close()
-            except Exception:  # shutting down must always complete
-                self.log.exception("cube-jupyter: closing the cluster connection failed")
-
-    async def _start_cluster_runs(self) -> None:
-        """Follow Argo Workflows; without Argo the workbench still serves, offering local runs only."""
-        cluster = self.pipeline_service.cluster
-        if cluster is None:
-            return
-        try:
-            await cluster.start()
-        except CubeError as exc:
-            self.log.error("cube-jupyter: cluster pipeline runs are off: %s", exc.message)
-            self.pipeline_service.cluster = None
+            await workbench.notebook_backend.close()
+        try:  # last: every feature's informers stop with the cluster connection, once
+            await workbench.close()
+        except Exception:  # shutting down must always complete
+            self.log.exception("cube-jupyter: closing the cluster connection failed")
 
     def _or_exit(self, load: Callable[[], T]) -> T:
         """Invalid config, or anything else failing while the workbench is set up, stops the server
@@ -194,17 +152,3 @@ class CubeJupyterApp(ExtensionApp):
             self.log.debug("cube-jupyter: setup failed", exc_info=True)  # the details, with --debug
             self.log.critical("cube-jupyter: could not start: %s", why)
             raise SystemExit(f"cube-jupyter: could not start: {why}") from None
-
-
-def _lock_dir(settings: Settings) -> Path | None:
-    """Per-user ledger locks shared by the processes of one machine (local backend only)."""
-    return settings.state_dir / "locks" if settings.workbench.backend == "local" else None
-
-
-def _cluster_runs(settings: Settings, cluster: Cluster | None) -> ClusterPipelineRuns | None:
-    """Argo runs of pipelines on the shared `cluster` (kubernetes backend); started with the extension."""
-    if cluster is None:
-        return None
-    from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns
-
-    return ClusterPipelineRuns(settings, cluster)

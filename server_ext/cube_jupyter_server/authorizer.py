@@ -4,7 +4,7 @@ Behind Istio every user of the cluster reaches the same Jupyter server, which ru
 service account. Its own Jupyter API (contents, kernels, terminals, ...) would hand each of them a
 shell there, so `CubeAuthorizer` gives non-admins the workbench's API (`cube`: their notebook servers
 and pipelines) and only the read-only parts of Jupyter that the JupyterLab page needs to load; admins
-(`CubeSpawner.admin_users`) keep everything. With Jupyter's own auth (single user) the authenticated
+(`CubeWorkbench.admin_users`) keep everything. With Jupyter's own auth (single user) the authenticated
 caller owns the server and may do anything, as with Jupyter's default authorizer.
 
     c.ServerApp.authorizer_class = "cube_jupyter_server.authorizer.CubeAuthorizer"
@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from jupyter_server.auth.authorizer import Authorizer
-from jupyter_server.auth.identity import User
+from jupyter_server.auth.identity import IdentityProvider, User
 from tornado import web
 
 from cube_jupyter.config import Settings
@@ -68,12 +68,28 @@ RESOURCE_OVERRIDES = {
 }
 
 
+class HeaderIdentityProvider(IdentityProvider):
+    """An identity provider that names the caller from a header the mesh sets: many users reach this
+    one server (`cube_jupyter_server.identity.TrustedHeaderIdentityProvider`)."""
+
+
+def trusts_header(handler: web.RequestHandler) -> bool:
+    """Whether this request's caller is named by the header: a header identity provider is set and
+    the workbench extension has loaded its validated settings (which name the header).
+
+    Without those settings (a local child `jupyter lab` reading the same config files, or a server
+    with the extension disabled) the header is not trusted and Jupyter's own token auth applies.
+    """
+    return (
+        isinstance(handler.settings.get("identity_provider"), HeaderIdentityProvider)
+        and handler.settings.get("cube_settings") is not None
+    )
+
+
 class CubeAuthorizer(Authorizer):
     """Admins and the single-user owner may do anything; other header-named users only `USER_GRANTS`."""
 
     def is_authorized(self, handler: JupyterHandler, user: User, action: str, resource: str) -> bool:
-        from cube_jupyter_server.identity import trusts_header
-
         if not trusts_header(handler):
             return True  # Jupyter's own auth: whoever holds the token owns the server
         if is_admin(handler.settings, user):
@@ -83,7 +99,7 @@ class CubeAuthorizer(Authorizer):
         allowed = action in USER_GRANTS.get(resource, frozenset())
         if not allowed:
             self.log.warning(
-                "cube-jupyter: refused %s on %r to %r (not in CubeSpawner.admin_users)",
+                "cube-jupyter: refused %s on %r to %r (not in CubeWorkbench.admin_users)",
                 action,
                 resource,
                 user.username,
@@ -118,9 +134,7 @@ def check_unguarded_request(handler: web.RequestHandler, user: User) -> None:
 def require_cube_authorizer(serverapp: ServerApp) -> None:
     """The trusted-header identity provider without CubeAuthorizer would give every user of the
     cluster the whole Jupyter API of this server: refuse to start instead."""
-    from cube_jupyter_server.identity import TrustedHeaderIdentityProvider
-
-    if isinstance(serverapp.identity_provider, TrustedHeaderIdentityProvider) and not isinstance(
+    if isinstance(serverapp.identity_provider, HeaderIdentityProvider) and not isinstance(
         serverapp.authorizer, CubeAuthorizer
     ):
         message = (

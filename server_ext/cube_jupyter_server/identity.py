@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from jupyter_server.auth.identity import IdentityProvider, User
+from jupyter_server.auth.identity import User
 from tornado import httputil, web
 
 from cube_jupyter.config import Settings
-from cube_jupyter_server.authorizer import check_unguarded_request
+from cube_jupyter_server.authorizer import HeaderIdentityProvider, check_unguarded_request, trusts_header
 
 
 def header_identity(headers: httputil.HTTPHeaders, header: str, prefix: str) -> str | None:
@@ -40,27 +40,14 @@ def header_identity(headers: httputil.HTTPHeaders, header: str, prefix: str) -> 
     return value or None
 
 
-def trusts_header(handler: web.RequestHandler) -> bool:
-    """Whether this request's caller is named by the header: the trusted-header provider is set and
-    the workbench extension has loaded its validated settings (which name the header).
-
-    Without those settings (a local child `jupyter lab` reading the same config files, or a server
-    with the extension disabled) the header is not trusted and Jupyter's own token auth applies.
-    """
-    return (
-        isinstance(handler.settings.get("identity_provider"), TrustedHeaderIdentityProvider)
-        and handler.settings.get("cube_settings") is not None
-    )
-
-
-class TrustedHeaderIdentityProvider(IdentityProvider):
+class TrustedHeaderIdentityProvider(HeaderIdentityProvider):
     """The caller is whoever the mesh names in `CubeSpawner.user_header`; no header, no access."""
 
     def get_user(self, handler: web.RequestHandler) -> User | Awaitable[User | None] | None:
         settings: Settings | None = handler.settings.get("cube_settings")
         if settings is None:
             return super().get_user(handler)  # see `trusts_header`
-        spawner = settings.spawner
+        spawner = settings.notebooks.spawner
         name = header_identity(handler.request.headers, spawner.user_header, spawner.user_header_prefix)
         if name is None:
             if spawner.user_header in handler.request.headers:

@@ -28,7 +28,7 @@ def server_info(settings: Settings) -> dict[str, Any]:
         "role": workbench.role,
         "backend": workbench.backend,
         "features": list(USER_FEATURES if settings.user_server else WORKBENCH_FEATURES),
-        "workbench_url": workbench.workbench_url or None,
+        "workbench_url": settings.workbench_url or None,
     }
 
 
@@ -51,7 +51,7 @@ class NotServedHandler(CubeAPIHandler):
         settings: Settings = self.settings["cube_settings"]
         feature = path.split("/", 1)[0]
         if settings.user_server and feature in ("notebooks", "profiles"):
-            where = settings.workbench.workbench_url or "the workbench"
+            where = settings.workbench_url or "the workbench"
             message = (
                 f"{feature} are not served here: this is a notebook server of "
                 f"{settings.workbench.default_user!r}; notebook servers are managed at {where}"

@@ -22,9 +22,8 @@ from tornado import web
 
 from cube_jupyter.errors import InvalidInput
 from cube_jupyter.pipelines.service import PipelineService
+from cube_jupyter.pipelines.targets import RunRequest
 from cube_jupyter_server.handlers import API_PREFIX, CubeAPIHandler, cube_endpoint
-
-START_FIELDS = frozenset({"path", "parameters", "target", "store", "parallel", "no_cache", "notebook"})
 
 
 class PipelineAPIHandler(CubeAPIHandler):
@@ -73,17 +72,7 @@ class RunsHandler(PipelineAPIHandler):
     @cube_endpoint
     async def post(self) -> None:
         caller = self.caller
-        body = self.json_object(START_FIELDS)
-        run = await self.pipelines.start_run(
-            caller,
-            body.get("path"),
-            body.get("parameters"),
-            target=body.get("target", "local"),
-            store=body.get("store"),
-            parallel=body.get("parallel"),
-            no_cache=body.get("no_cache", False),
-            notebook=body.get("notebook"),
-        )
+        run = await self.pipelines.start_run(caller, RunRequest.from_dict(self.json_body()))
         self.write_json(run.to_dict(), status=201)
 
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from traitlets.config import Config
 
-from cube_jupyter.config import DEFAULT_PROFILES, Settings, load_settings
+from cube_jupyter.config import load_settings
+from cube_jupyter.notebooks.config import DEFAULT_PROFILES, NotebookSettings
 from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
 from cube_jupyter.notebooks.spec import NotebookSpec
 from tests.benchmarks.timing import print_table, time_async
@@ -81,7 +82,7 @@ async def workbench_spawn(backend: LocalNotebookBackend, spec: NotebookSpec) -> 
     return elapsed
 
 
-async def cold_workbench_spawn(settings: Settings, spec: NotebookSpec) -> float:
+async def cold_workbench_spawn(settings: NotebookSettings, spec: NotebookSpec) -> float:
     """From the workbench's start (its backend's) to a server created at once running."""
     backend = LocalNotebookBackend(settings)
 
@@ -106,7 +107,7 @@ async def main() -> None:
         # whole machine, which no limit slows: what the workbench itself adds to a start.
         whole = {**DEFAULT_PROFILES[0], "name": "whole", "cpu": str(os.cpu_count() or 1), "default": False}
         config.CubeSpawner.profiles = [{**DEFAULT_PROFILES[0], "default": True}, whole]
-        settings = load_settings(config)
+        settings = load_settings(config).notebooks
         backend = LocalNotebookBackend(settings)
         await backend.start()
         spawns: list[float] = []

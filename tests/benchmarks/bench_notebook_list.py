@@ -65,7 +65,7 @@ def start_workbench(tmp: Path, cluster_url: str, port: int) -> subprocess.Popen[
         'c.CubeWorkbench.backend = "kubernetes"\n'
         f"c.CubeWorkbench.state_dir = {str(tmp / 'state')!r}\n"
         f"c.CubeSpawner.profiles = {PROFILES!r}\n"
-        f"c.CubeSpawner.admin_users = [{ADMIN!r}]\n"
+        f"c.CubeWorkbench.admin_users = [{ADMIN!r}]\n"
     )
     argv = jupyter_server_argv(config, port, tmp)
     env = {**os.environ, "KUBECONFIG": str(kubeconfig), "KUBERNETES_SERVICE_HOST": ""}
@@ -101,7 +101,7 @@ async def main() -> None:
     emulator.preload(cluster_objects(settings, SERVERS, USERS))
     async with emulator, kmock_lib.Server(emulator):
         api_client = make_api_client(host=str(emulator.url).rstrip("/"))
-        backend = KubernetesNotebookBackend(settings, Cluster(settings, api_client))
+        backend = KubernetesNotebookBackend(settings.notebooks, Cluster(settings, api_client))
         await backend.start()
         one_user, everyone, per_request_api = [], [], []
         try:

@@ -21,9 +21,11 @@ import papermill
 from nbformat import NotebookNode
 from traitlets.config import Config
 
-from cube_jupyter.config import Settings, load_settings
+from cube_jupyter.config import load_settings
+from cube_jupyter.pipelines.config import PipelineSettings
 from cube_jupyter.pipelines.history import RunRecord
 from cube_jupyter.pipelines.service import PipelineService
+from cube_jupyter.pipelines.targets import RunRequest
 from tests.benchmarks.timing import print_table, time_call
 from tests.pipelines.notebooks import code, notebook, write
 
@@ -44,7 +46,7 @@ def _fanout() -> list[NotebookNode]:
     return cells
 
 
-def _settings(root: Path) -> Settings:
+def _settings(root: Path) -> PipelineSettings:
     return load_settings(
         Config(
             {
@@ -52,14 +54,14 @@ def _settings(root: Path) -> Settings:
                 "CubeStorage": {"url": str(root / "artifacts")},
             }
         )
-    )
+    ).pipelines
 
 
 async def _run(
     service: PipelineService, path: str, parallel: int | None = None, no_cache: bool = False
 ) -> tuple[float, RunRecord]:
     started = time.perf_counter()
-    run = await service.start_run("bench", path, parallel=parallel, no_cache=no_cache)
+    run = await service.start_run("bench", RunRequest(path, parallel=parallel, no_cache=no_cache))
     run = await service.wait("bench", run.id)
     elapsed = time.perf_counter() - started
     if run.status != "succeeded":

@@ -44,7 +44,7 @@ class Workbench:
             'c.CubeWorkbench.backend = "local"\n'
             f"c.CubeWorkbench.state_dir = {str(self.state_dir)!r}\n"
             "c.CubeWorkbench.poll_seconds = 0.5\n"
-            f"c.CubeSpawner.admin_users = [{admin!r}]\n"
+            f"c.CubeWorkbench.admin_users = [{admin!r}]\n"
             f"c.CubeStorage.url = {str(root / 'artifacts')!r}\n"
             # A small host's pool: the chains the benchmarks run need no more, and each worker's kernel
             # costs a few seconds of CPU to start.

@@ -85,7 +85,7 @@ if not any(t.name == "nvml-replay-control" for t in threading.enumerate()):
 c.CubeGPU.sample_seconds = {sample}
 c.CubeGPU.cache_seconds = {sample}
 c.CubeGPU.idle_warning_seconds = 1.0
-c.CubeSpawner.gpu_quota_per_user = {quota}
+c.CubeWorkbench.gpu_quota_per_user = {quota}
 """
 
 

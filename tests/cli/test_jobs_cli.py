@@ -3,13 +3,16 @@ a folder holding the spec files and the training script, on the local backend.""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import fcntl
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -107,6 +110,106 @@ def test_a_bad_spec_exits_2_naming_the_field(
         result = cube(folder, command, action, "bad.yaml")
         assert result.returncode == 2, (action, result.stderr)
         assert field in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "content", "field"),
+    [
+        ("train", {**DDP, "script": "missing.py"}, "script"),
+        ("train", {**{k: v for k, v in DDP.items() if k != "script"}, "notebook": "gone.ipynb"}, "notebook"),
+        ("tune", {**TUNE, "trial": {"notebook": "gone.ipynb"}}, "trial.notebook"),
+        ("serve", {**SERVE, "storage_uri": "models/gone"}, "storage_uri"),
+    ],
+)
+def test_a_spec_naming_a_missing_file_exits_2_naming_the_field(
+    folder: Path, command: str, content: dict[str, object], field: str
+) -> None:
+    (folder / "missing.yaml").write_text(yaml.safe_dump(content))
+    result = cube(folder, command, "run", "missing.yaml")
+    assert result.returncode == 2, result.stderr
+    assert "does not exist" in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def on_the_lock(path: Path, pid: int) -> bool:
+    """Whether process `pid` waits for the flock on `path` (/proc/locks marks a waiter with '->')."""
+    inode = path.stat().st_ino
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        waiting = len(fields) > 6 and fields[1] == "->" and int(fields[5]) == pid
+        if waiting and int(fields[6].rsplit(":", 1)[1]) == inode:
+            return True
+    return False
+
+
+# `cube-jupyter ARGV` in a process of its own that sees this machine's one GPU, as the test does.
+ONE_GPU_CLI = (
+    "import sys; from cube_jupyter.local import gpus; gpus.nvml_device_count = lambda: 1; "
+    "from cube_jupyter.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+def test_a_cli_submit_takes_the_workbenchs_quota_lock_so_both_cannot_pass_a_quota_of_1(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI and the workbench server share one per-user GPU lock (a file in the state directory,
+    `services.Workbench.ledger`): a `train run` started while the server holds it for a create
+    checks the quota only once that create is through, and is refused. Without the shared lock the
+    CLI checked at once, and both got under the quota."""
+    from cube_jupyter.config import load_config_file, load_settings
+    from cube_jupyter.jobs.specs import parse_spec
+    from cube_jupyter.local import gpus
+    from cube_jupyter.local.locks import file_lock_path
+    from cube_jupyter.services import Workbench
+
+    monkeypatch.setattr(gpus, "nvml_device_count", lambda: 1)
+    with (folder / CONFIG_FILE).open("a") as config:
+        config.write("c.CubeWorkbench.gpu_quota_per_user = 1\n")
+    hold = [sys.executable, "-c", "import time; time.sleep(300)"]
+    one_gpu = {"name": "cli-gpu", "framework": "pytorch", "replicas": {"master": {"resources": {"gpu": 1}}}}
+    (folder / "gpu.yaml").write_text(yaml.safe_dump({**one_gpu, "command": hold}))
+    workbench = Workbench(load_settings(load_config_file(folder / CONFIG_FILE)), root_dir=str(folder))
+    assert workbench.ledger.lock_dir is not None
+    lock = file_lock_path(workbench.ledger.lock_dir, "alice")
+    argv = [
+        sys.executable,
+        "-c",
+        ONE_GPU_CLI,
+        "train",
+        "run",
+        "gpu.yaml",
+        "--config",
+        str(folder / CONFIG_FILE),
+    ]
+    cli: subprocess.Popen[str] | None = None
+    try:
+        with lock_held(lock):  # the server's create, under the user's lock
+            cli = subprocess.Popen(
+                argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=folder
+            )
+            wait_until(lambda: on_the_lock(lock, cli.pid), 120, "the CLI to wait for the user's lock")
+            spec = parse_spec("training", {**one_gpu, "name": "server-gpu", "command": hold}, "alice")
+            asyncio.run(workbench.job_backend.submit("training", spec))
+        _, said = cli.communicate(timeout=120)
+        assert cli.returncode == 1, said
+        assert "holds 1 GPU(s)" in said and "the limit is 1" in said, said
+        assert [job.name for job in workbench.job_backend.list("alice")] == ["server-gpu"]
+    finally:
+        if cli is not None and cli.poll() is None:
+            cli.kill()
+        for job in workbench.job_backend.list(None):
+            asyncio.run(workbench.job_backend.delete(job.user, job.name))
+
+
+@contextlib.contextmanager
+def lock_held(path: Path) -> Iterator[None]:
+    """The flock the ledger takes for a user, taken here as the workbench server takes it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def test_unreadable_yaml_and_a_missing_file_exit_2(folder: Path) -> None:

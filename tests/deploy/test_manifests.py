@@ -22,17 +22,10 @@ from jupyterlab.labapp import LabApp
 from traitlets.config import Config, Configurable
 
 from cube_jupyter import __version__
-from cube_jupyter.config import (
-    CONFIG_CLASSES,
-    NAMESPACE_ENV,
-    OWNER_ENV,
-    ROLE_ENV,
-    WORKBENCH_URL_ENV,
-    Settings,
-    load_settings,
-)
+from cube_jupyter.config import CONFIG_CLASSES, Settings, load_settings
 from cube_jupyter.images import image
 from cube_jupyter.local.processes import free_port
+from cube_jupyter.workbench import NAMESPACE_ENV, OWNER_ENV, ROLE_ENV, WORKBENCH_URL_ENV
 from tests.deploy.pod import run_workbench
 from tests.deploy.rendered import (
     DEPLOY_DIR,
@@ -174,12 +167,12 @@ def test_the_config_sets_only_real_traits_and_loads_into_valid_settings(overlay:
         traits = classes[section].class_traits(config=True)
         assert not set(values) - set(traits), f"c.{section} has no traits {sorted(set(values) - set(traits))}"
     assert (settings.workbench.backend, settings.workbench.role) == ("kubernetes", "workbench")
-    assert [p.image for p in settings.profiles] == [image("notebook"), image("notebook-gpu")]
+    assert [p.image for p in settings.notebooks.profiles] == [image("notebook"), image("notebook-gpu")]
     # The images of this version: the kustomization tags the workbench with the package version.
     kustomization = yaml.safe_load((DEPLOY_DIR / "base" / "kustomization.yaml").read_text())
     assert kustomization["images"] == [{"name": "ghcr.io/cube-jupyter/workbench", "newTag": __version__}]
     # The role a new user namespace's pods are bound to is the one rbac.yaml installs.
-    the(rendered(overlay), "ClusterRole", settings.spawner.user_cluster_role)
+    the(rendered(overlay), "ClusterRole", settings.workbench.user_cluster_role)
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -205,7 +198,7 @@ def test_kubeflow_routes_the_base_url_on_the_gateway_to_the_service(tmp_path: Pa
     objects = rendered("kubeflow")
     config, settings = workbench_config("kubeflow", tmp_path)
     route = the(objects, "VirtualService", "cube-jupyter")["spec"]
-    assert route["gateways"] == [settings.spawner.istio_gateway] == ["kubeflow/kubeflow-gateway"]
+    assert route["gateways"] == [settings.notebooks.spawner.istio_gateway] == ["kubeflow/kubeflow-gateway"]
     [http] = route["http"]
     assert http["match"] == [{"uri": {"prefix": config.ServerApp.base_url}}]
     assert "rewrite" not in http and "timeout" not in http  # base_url is the prefix; WebSockets stay up
@@ -222,20 +215,22 @@ def test_kubeflow_trusts_the_header_only_from_the_ingress_gateway(tmp_path: Path
     config, settings = workbench_config("kubeflow", tmp_path)
     assert config.ServerApp.identity_provider_class == TRUSTED_HEADER_PROVIDER
     assert config.ServerApp.authorizer_class == CUBE_AUTHORIZER
-    assert settings.spawner.user_header == "kubeflow-userid"
+    assert settings.notebooks.spawner.user_header == "kubeflow-userid"
     [policy] = of_kind(objects, "AuthorizationPolicy")
     labels = pod_template(objects)["metadata"]["labels"]
     assert policy["spec"]["selector"]["matchLabels"].items() <= labels.items()
     assert labels["sidecar.istio.io/inject"] == "true"  # without a sidecar no policy applies
     assert policy["spec"]["action"] == "ALLOW"
-    source = {"principals": [settings.spawner.istio_ingress_principal]}
+    source = {"principals": [settings.notebooks.spawner.istio_ingress_principal]}
     assert policy["spec"]["rules"] == [{"from": [{"source": source}]}]
-    assert settings.spawner.istio_ingress_principal == INGRESS_GATEWAY
+    assert settings.notebooks.spawner.istio_ingress_principal == INGRESS_GATEWAY
     # The principal each notebook server's policy admits for activity checks is this pod's.
     namespace = the(objects, "Deployment", "cube-jupyter")["metadata"]["namespace"]
     service_account = pod_template(objects)["spec"]["serviceAccountName"]
-    assert settings.spawner.workbench_principal == f"cluster.local/ns/{namespace}/sa/{service_account}"
-    assert settings.spawner.namespace_source == "kubeflow-profile"
+    assert (
+        settings.notebooks.spawner.workbench_principal == f"cluster.local/ns/{namespace}/sa/{service_account}"
+    )
+    assert settings.workbench.namespace_source == "kubeflow-profile"
 
 
 def test_kubeflow_profiles_editors_get_the_user_role() -> None:
@@ -292,7 +287,7 @@ def test_standalone_has_no_istio_and_takes_its_token_from_a_secret(tmp_path: Pat
     assert "identity_provider_class" not in config.ServerApp  # Jupyter's own token auth
     token = {var["name"]: var for var in workbench_container(objects)["env"]}["JUPYTER_TOKEN"]
     assert token["valueFrom"] == {"secretKeyRef": {"name": "cube-jupyter-token", "key": "token"}}
-    assert settings.workbench.default_user == "jovyan" and settings.spawner.create_namespaces
+    assert settings.workbench.default_user == "jovyan" and settings.workbench.create_namespaces
     # The one user works in this server: $HOME is a PVC, not an emptyDir.
     volumes = {v["name"]: v for v in pod_template(objects)["spec"]["volumes"]}
     claim = volumes["home"]["persistentVolumeClaim"]["claimName"]

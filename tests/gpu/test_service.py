@@ -24,8 +24,9 @@ from cube_jupyter.errors import BackendUnavailable, ConfigError, Forbidden, Inva
 from cube_jupyter.gpu.attribution import KernelProcess
 from cube_jupyter.gpu.pods import pod_kind
 from cube_jupyter.gpu.service import OTHER_USERS_KERNEL, GpuService
-from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
-from cube_jupyter.notebooks.service import NotebookService
+from cube_jupyter.jobs.backend import gpu_holders
+from cube_jupyter.ledger import GpuLedger
+from cube_jupyter.services import Workbench
 from tests.gpu.nvml_replay import NvmlReplay
 from tests.gpu.prometheus_server import free_port
 from tests.waiting import wait_until_async
@@ -41,8 +42,8 @@ def make_settings(tmp: Path, **gpu: Any) -> Settings:
     config = Config()
     config.CubeWorkbench.state_dir = str(tmp / "state")
     config.CubeWorkbench.default_user = "alice"
-    config.CubeSpawner.admin_users = ["root-admin"]
-    config.CubeSpawner.gpu_quota_per_user = 4
+    config.CubeWorkbench.admin_users = ["root-admin"]
+    config.CubeWorkbench.gpu_quota_per_user = 4
     for key, value in gpu.items():
         setattr(config.CubeGPU, key, value)
     return load_settings(config)
@@ -61,10 +62,9 @@ def kernel_process() -> Iterator[tuple[subprocess.Popen[bytes], str]]:
 
 
 def make_service(settings: Settings, kernels: list[KernelProcess] | None = None) -> GpuService:
-    """The GPU service over a real notebook service (local backend state in a temp dir)."""
-    notebooks = NotebookService(settings, LocalNotebookBackend(settings))
+    """The GPU service as the composition root wires it (local backend state in a temp dir)."""
     listed = (lambda: list(kernels)) if kernels is not None else None
-    return GpuService(settings, notebooks.ledger, notebooks.backend, listed)
+    return Workbench(settings, kernels=listed).gpu
 
 
 def test_config_is_validated_naming_the_field(tmp_path: Path) -> None:
@@ -217,10 +217,11 @@ async def test_concurrent_reports_share_one_read(
 
 
 async def test_quota_is_the_ledgers_view_of_servers_and_jobs(tmp_path: Path) -> None:
-    service = make_service(make_settings(tmp_path))
-    quota = service.quota("alice")
+    settings = make_settings(tmp_path)
+    quota = make_service(settings).quota("alice")
     assert quota is not None and (quota.used, quota.limit, quota.holders) == (0, 4, ())
-    service.ledger.jobs = HeldJobs({"alice": [("resnet", 2, False), ("done", 4, True)]})
+    held = HeldJobs({"alice": [("resnet", 2, False), ("done", 4, True)]})
+    service = GpuService(settings.gpu, GpuLedger(settings.gpu_quota, [gpu_holders(held)]))  # type: ignore[arg-type]
     quota = service.quota("alice")
     assert quota is not None and quota.used == 2  # a finished job holds nothing
     assert quota.holders == ({"kind": "job", "name": "resnet", "gpus": 2},)
@@ -274,7 +275,7 @@ async def test_cluster_pods_include_the_callers_job_namespace(tmp_path: Path, pr
     caller's pods too (the sample page has alice's in cube-alice; her servers would be in nb-alice)."""
     config = Config()
     config.CubeWorkbench.state_dir = str(tmp_path / "state")
-    config.CubeSpawner.namespace_template = "nb-{username}"
+    config.CubeWorkbench.namespace_template = "nb-{username}"
     config.CubeJobs.namespace_template = "cube-{username}"
     config.CubeGPU.prometheus_url = prometheus_url
     config.CubeGPU.idle_warning_seconds = 0
@@ -321,9 +322,10 @@ async def test_unreachable_prometheus_names_the_field(tmp_path: Path) -> None:
 
 
 async def test_cluster_without_prometheus_says_how_to_configure_it(tmp_path: Path) -> None:
-    settings = make_settings(tmp_path)
-    settings.workbench.backend = "kubernetes"
-    service = make_service(settings)
+    config = Config()
+    config.CubeWorkbench.backend = "kubernetes"
+    settings = load_settings(config)
+    service = GpuService(settings.gpu, GpuLedger(settings.gpu_quota))
     report = await service.report("alice")
     assert report.available is False and report.source == "none"
     assert "CubeGPU.prometheus_url" in (report.message or "")

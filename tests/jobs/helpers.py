@@ -8,17 +8,17 @@ from typing import Any
 
 from traitlets.config import Config
 
-from cube_jupyter.config import Settings, load_settings
+from cube_jupyter.config import load_settings
 from cube_jupyter.jobs.config import JobSettings
 
 
-def make_config(**sections: dict[str, Any]) -> tuple[Settings, JobSettings]:
+def make_config(**sections: dict[str, Any]) -> JobSettings:
+    """The jobs feature's settings (which carry the workbench-wide ones) from config `sections`."""
     config = Config()
     for section, values in sections.items():
         for key, value in values.items():
             setattr(config[section], key, value)
-    settings = load_settings(config)
-    return settings, settings.jobs
+    return load_settings(config).jobs
 
 
 def substitute_trial_parameters(obj: dict[str, Any], value: str = "1") -> dict[str, Any]:

@@ -12,16 +12,16 @@ from tests.jobs.helpers import make_config
 
 
 def test_defaults_resolve_from_the_workbench() -> None:
-    settings, config = make_config()
+    config = make_config()
     assert config.default_image == config.jobs.runtime_image == RUNTIME_IMAGE
     assert config.image_for("pytorch") == RUNTIME_IMAGE
-    assert config.namespace_for(settings, "alice") == settings.namespace_for("alice")
+    assert config.jobs_namespace_for("alice") == config.namespace_for("alice")
     assert config.prometheus_url == ""
     assert config.serving_service_account == config.jobs.service_account
 
 
 def test_overrides() -> None:
-    settings, config = make_config(
+    config = make_config(
         CubeJobs={
             "training_images": {"pytorch": "registry.example.com/torch:2.5"},
             "namespace_template": "jobs-{username}",
@@ -31,10 +31,10 @@ def test_overrides() -> None:
     )
     assert config.image_for("pytorch") == "registry.example.com/torch:2.5"
     assert config.image_for("mpi") == config.default_image
-    assert config.namespace_for(settings, "alice") == "jobs-alice"
+    assert config.jobs_namespace_for("alice") == "jobs-alice"
     assert config.serving_service_account == "kserve-s3"
     assert config.prometheus_url == "http://prometheus.monitoring:9090/"
-    _, from_gpu = make_config(CubeGPU={"prometheus_url": "http://prom:9090"})
+    from_gpu = make_config(CubeGPU={"prometheus_url": "http://prom:9090"})
     assert from_gpu.prometheus_url == "http://prom:9090/"
 
 
@@ -79,10 +79,10 @@ def test_wrong_trait_type_is_a_config_error() -> None:
 
 
 def test_the_training_api_is_pinned_and_runtimes_are_named_over_the_presets() -> None:
-    _, config = make_config()
+    config = make_config()
     assert config.jobs.training_api == "auto"
     assert config.training_runtimes == {"pytorch": "torch-distributed", "xgboost": "xgboost-distributed"}
-    _, pinned = make_config(
+    pinned = make_config(
         CubeJobs={"training_api": "Trainer-V2", "training_runtimes": {"pytorch": "torch-gpu", "xgboost": ""}}
     )
     assert pinned.jobs.training_api == "trainer-v2"

@@ -29,7 +29,7 @@ def spec_of(**overrides: Any) -> ServingSpec:
 def test_every_format_and_metric_renders_a_valid_inference_service(
     model_format: str, scale_metric: str
 ) -> None:
-    settings, config = make_config(CubeJobs={"serving_prometheus_url": PROMETHEUS})
+    config = make_config(CubeJobs={"serving_prometheus_url": PROMETHEUS})
     spec = spec_of(
         model_format=model_format,
         image="registry.example.com/ml/server:1" if model_format == "custom" else None,
@@ -43,7 +43,7 @@ def test_every_format_and_metric_renders_a_valid_inference_service(
         runtime_version="1.14.0" if model_format != "custom" else None,
         env={"LOG_LEVEL": "debug"},
     )
-    [isvc] = render_serving(spec, config, settings)
+    [isvc] = render_serving(spec, config)
     validate_object(isvc, strict=True)
     assert isvc["apiVersion"] == "serving.kserve.io/v1beta1" and isvc["kind"] == "InferenceService"
     assert isvc["metadata"]["name"] == "iris" and isvc["metadata"]["namespace"] == "cube-alice"
@@ -88,14 +88,14 @@ def test_every_format_and_metric_renders_a_valid_inference_service(
 
 
 def test_defaults_and_config() -> None:
-    settings, config = make_config(
+    config = make_config(
         CubeJobs={
             "serving_runtimes": {"sklearn": "kserve-sklearnserver"},
             "serving_service_account": "kserve-s3",
             "default_cpu": "500m",
         }
     )
-    [isvc] = render_serving(spec_of(), config, settings)
+    [isvc] = render_serving(spec_of(), config)
     validate_object(isvc, strict=True)
     predictor = isvc["spec"]["predictor"]
     assert predictor["serviceAccountName"] == "kserve-s3"  # S3 credentials come through its Secrets
@@ -108,47 +108,47 @@ def test_defaults_and_config() -> None:
 
 
 def test_pvc_storage_and_scale_to_zero() -> None:
-    settings, config = make_config()
+    config = make_config()
     spec = spec_of(
         model_format="xgboost", storage_uri="pvc://models/xgb/model.bst", min_replicas=0, max_replicas=2
     )
-    [isvc] = render_serving(spec, config, settings)
+    [isvc] = render_serving(spec, config)
     validate_object(isvc, strict=True)
     assert isvc["spec"]["predictor"]["model"]["storageUri"] == "pvc://models/xgb/model.bst"
     assert isvc["spec"]["predictor"]["minReplicas"] == 0
 
 
 def test_no_store_credentials_are_inlined() -> None:
-    settings, config = make_config(
+    config = make_config(
         CubeStorage={
             "access_key": "AKIAEXAMPLEKEY",
             "secret_key": "very-secret-value",
             "credentials_secret": "s3",
         }
     )
-    [isvc] = render_serving(spec_of(), config, settings)
+    [isvc] = render_serving(spec_of(), config)
     assert "AKIAEXAMPLEKEY" not in repr(isvc) and "very-secret-value" not in repr(isvc)
 
 
 def test_local_model_path_is_refused_on_the_cluster(tmp_path: Path) -> None:
-    settings, config = make_config()
+    config = make_config()
     model = tmp_path / "model.joblib"
     model.write_bytes(b"x")
     with pytest.raises(InvalidInput) as caught:
-        render_serving(spec_of(storage_uri=str(model)), config, settings)
+        render_serving(spec_of(storage_uri=str(model)), config)
     assert caught.value.field == "storage_uri"
 
 
 def test_gpu_scaling_needs_a_prometheus() -> None:
-    settings, config = make_config()
+    config = make_config()
     with pytest.raises(InvalidInput) as caught:
-        render_serving(spec_of(scale_metric="gpu", resources={"gpu": 1}), config, settings)
+        render_serving(spec_of(scale_metric="gpu", resources={"gpu": 1}), config)
     assert caught.value.field == "scale_metric" and "prometheus_url" in caught.value.message
 
 
 def test_strict_validation_catches_a_misspelt_field() -> None:
-    settings, config = make_config()
-    [isvc] = render_serving(spec_of(), config, settings)
+    config = make_config()
+    [isvc] = render_serving(spec_of(), config)
     broken = copy.deepcopy(isvc)
     broken["spec"]["predictor"]["model"]["storageURI"] = "s3://x/y"
     with pytest.raises(AssertionError, match="storageURI"):

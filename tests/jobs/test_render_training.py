@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from cube_jupyter.errors import InvalidInput
-from cube_jupyter.jobs.render.pods import RUNTIME_MOUNT
 from cube_jupyter.jobs.render.training import render_training
 from cube_jupyter.jobs.training_spec import FRAMEWORK_ROLES, TrainingSpec
+from cube_jupyter.kube.pods import RUNTIME_MOUNT
 from tests.jobs.helpers import make_config
 from tests.k8s_schemas import validate_object
 
@@ -55,7 +55,7 @@ def container(obj: dict[str, Any], role: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("framework", sorted(FRAMEWORK_ROLES))
 def test_every_framework_renders_a_valid_job(framework: str) -> None:
-    settings, config = make_config()
+    config = make_config()
     spec = spec_of(
         framework,
         user="Alice@Example.com",
@@ -75,11 +75,11 @@ def test_every_framework_renders_a_valid_job(framework: str) -> None:
         ttl_seconds_after_finished=600,
         active_deadline_seconds=7200,
     )
-    [obj] = render_training(spec, config, settings)
+    [obj] = render_training(spec, config)
     validate_object(obj, strict=True)
     assert obj["apiVersion"] == "kubeflow.org/v1" and obj["kind"] == KINDS[framework]
     meta = obj["metadata"]
-    assert meta["name"] == "mnist" and meta["namespace"] == settings.namespace_for(spec.user)
+    assert meta["name"] == "mnist" and meta["namespace"] == config.namespace_for(spec.user)
     assert meta["labels"]["app.kubernetes.io/managed-by"] == "cube-jupyter"
     assert meta["labels"]["cube-jupyter/job"] == "mnist"
     assert meta["annotations"]["cube-jupyter/user"] == "Alice@Example.com"
@@ -123,10 +123,10 @@ def test_every_framework_renders_a_valid_job(framework: str) -> None:
 
 
 def test_container_names_and_ports_are_the_operators() -> None:
-    settings, config = make_config()
+    config = make_config()
     names = {}
     for framework in FRAMEWORK_ROLES:
-        [obj] = render_training(spec_of(framework), config, settings)
+        [obj] = render_training(spec_of(framework), config)
         main = container(obj, "Worker")
         names[framework] = (main["name"], [p["name"] for p in main.get("ports", [])])
     assert names == {
@@ -138,7 +138,7 @@ def test_container_names_and_ports_are_the_operators() -> None:
 
 
 def test_defaults_come_from_config() -> None:
-    settings, config = make_config(
+    config = make_config(
         CubeJobs={
             "training_images": {"pytorch": "registry.example.com/torch:2.5"},
             "default_cpu": "3",
@@ -151,7 +151,7 @@ def test_defaults_come_from_config() -> None:
         }
     )
     [obj] = render_training(
-        spec_of("pytorch", replicas={"worker": {"replicas": 2, "resources": {"gpu": 2}}}), config, settings
+        spec_of("pytorch", replicas={"worker": {"replicas": 2, "resources": {"gpu": 2}}}), config
     )
     validate_object(obj, strict=True)
     pod = replica_specs(obj)["Worker"]["template"]["spec"]
@@ -164,7 +164,7 @@ def test_defaults_come_from_config() -> None:
 
 
 def test_code_kinds_become_commands() -> None:
-    settings, config = make_config()
+    config = make_config()
     entry = ["python", "-m", "cube_jupyter.jobs.entry"]
     cases: dict[str, tuple[dict[str, Any], list[str]]] = {
         "command": (
@@ -185,18 +185,18 @@ def test_code_kinds_become_commands() -> None:
         ),
     }
     for kind, (overrides, command) in cases.items():
-        [obj] = render_training(spec_of("pytorch", **overrides), config, settings)
+        [obj] = render_training(spec_of("pytorch", **overrides), config)
         assert container(obj, "Worker")["command"] == command, kind
         assert container(obj, "Master")["command"] == command, kind
 
 
 def test_role_command_and_image_override_the_job() -> None:
-    settings, config = make_config()
+    config = make_config()
     spec = spec_of(
         "tensorflow",
         replicas={"worker": 2, "ps": {"replicas": 1, "command": "python ps.py", "image": "x/ps:1"}},
     )
-    [obj] = render_training(spec, config, settings)
+    [obj] = render_training(spec, config)
     validate_object(obj, strict=True)
     assert container(obj, "PS")["command"] == ["python", "ps.py"]
     assert container(obj, "PS")["image"] == "x/ps:1"
@@ -205,11 +205,11 @@ def test_role_command_and_image_override_the_job() -> None:
 
 
 def test_mpi_launcher_runs_mpirun_over_every_worker_slot() -> None:
-    settings, config = make_config()
+    config = make_config()
     spec = spec_of(
         "mpi", replicas={"worker": 3}, slots_per_worker=2, script=None, command=["python", "hvd.py"]
     )
-    [obj] = render_training(spec, config, settings)
+    [obj] = render_training(spec, config)
     validate_object(obj, strict=True)
     launcher = container(obj, "Launcher")["command"]
     assert launcher[0] == "mpirun" and launcher[launcher.index("-np") + 1] == "6"
@@ -219,7 +219,7 @@ def test_mpi_launcher_runs_mpirun_over_every_worker_slot() -> None:
 
 
 def test_s3_package_gets_store_credentials_only_as_secret_refs() -> None:
-    settings, config = make_config(
+    config = make_config(
         CubeStorage={
             "url": "s3://artifacts/jobs",
             "endpoint": "minio-service.kubeflow:9000",
@@ -229,9 +229,7 @@ def test_s3_package_gets_store_credentials_only_as_secret_refs() -> None:
             "credentials_secret": "mlpipeline-minio-artifact",
         }
     )
-    [obj] = render_training(
-        spec_of("pytorch", package="s3://artifacts/jobs/code/abc.tar.gz"), config, settings
-    )
+    [obj] = render_training(spec_of("pytorch", package="s3://artifacts/jobs/code/abc.tar.gz"), config)
     validate_object(obj, strict=True)
     main = container(obj, "Worker")
     assert main["command"][3:5] == ["--package", "s3://artifacts/jobs/code/abc.tar.gz"]
@@ -247,8 +245,8 @@ def test_s3_package_gets_store_credentials_only_as_secret_refs() -> None:
 
 
 def test_configmap_package_is_mounted() -> None:
-    settings, config = make_config()
-    [obj] = render_training(spec_of("xgboost", package="configmap://mnist-code"), config, settings)
+    config = make_config()
+    [obj] = render_training(spec_of("xgboost", package="configmap://mnist-code"), config)
     validate_object(obj, strict=True)
     main = container(obj, "Master")
     assert main["command"][3:5] == ["--package", "file:///var/run/cube-jupyter/package/package.tar.gz"]
@@ -260,25 +258,23 @@ def test_configmap_package_is_mounted() -> None:
 
 
 def test_local_package_cannot_reach_the_cluster() -> None:
-    settings, config = make_config()
+    config = make_config()
     with pytest.raises(InvalidInput) as caught:
-        render_training(spec_of("pytorch", package="/tmp/code.tar.gz"), config, settings)
+        render_training(spec_of("pytorch", package="/tmp/code.tar.gz"), config)
     assert caught.value.field == "package"
 
 
 def test_workspace_claim_can_be_named_by_the_caller() -> None:
-    settings, config = make_config()
-    [obj] = render_training(
-        spec_of("pytorch", workspace=True), config, settings, workspace_claim="nb1-workspace"
-    )
+    config = make_config()
+    [obj] = render_training(spec_of("pytorch", workspace=True), config, workspace_claim="nb1-workspace")
     pod = replica_specs(obj)["Worker"]["template"]["spec"]
     assert pod["volumes"][0] == {"name": "workspace", "persistentVolumeClaim": {"claimName": "nb1-workspace"}}
 
 
 def test_strict_validation_catches_a_misspelt_field() -> None:
     """The schema check these tests rely on is real: a field the CRD lacks fails."""
-    settings, config = make_config()
-    [obj] = render_training(spec_of("pytorch"), config, settings)
+    config = make_config()
+    [obj] = render_training(spec_of("pytorch"), config)
     broken = copy.deepcopy(obj)
     broken["spec"]["runPolicy"]["cleanupPolicy"] = "All"
     with pytest.raises(AssertionError, match="cleanupPolicy"):

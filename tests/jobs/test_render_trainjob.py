@@ -55,7 +55,7 @@ def node_patch(obj: dict[str, Any]) -> dict[str, Any]:
     ("framework", "runtime"), [("pytorch", "torch-distributed"), ("xgboost", "xgboost-distributed")]
 )
 def test_each_framework_with_a_preset_runtime_renders_a_valid_trainjob(framework: str, runtime: str) -> None:
-    settings, config = make_config(CubeStorage=STORE, CubeJobs=GPU_PLACEMENT)
+    config = make_config(CubeStorage=STORE, CubeJobs=GPU_PLACEMENT)
     spec = spec_of(
         framework,
         replicas={"worker": 3},
@@ -65,7 +65,7 @@ def test_each_framework_with_a_preset_runtime_renders_a_valid_trainjob(framework
         workspace=True,
         active_deadline_seconds=3600,
     )
-    [obj] = render_trainjob(spec, config, settings)
+    [obj] = render_trainjob(spec, config)
     validate_object(obj, strict=True)
     assert (obj["apiVersion"], obj["kind"]) == (TRAINER, "TrainJob")
     meta = obj["metadata"]
@@ -112,9 +112,9 @@ def test_each_framework_with_a_preset_runtime_renders_a_valid_trainjob(framework
 
 
 def test_a_pytorch_node_runs_one_process_and_a_command_runs_as_given() -> None:
-    settings, config = make_config()
+    config = make_config()
     [obj] = render_trainjob(
-        spec_of(command=["python", "train.py", "--epochs", "3"], package=None, script=None), config, settings
+        spec_of(command=["python", "train.py", "--epochs", "3"], package=None, script=None), config
     )
     validate_object(obj, strict=True)
     trainer = obj["spec"]["trainer"]
@@ -156,18 +156,18 @@ def test_a_pytorch_node_runs_one_process_and_a_command_runs_as_given() -> None:
     ],
 )
 def test_what_a_trainjob_cannot_say_is_named(framework: str, overrides: dict[str, Any], field: str) -> None:
-    settings, config = make_config()
+    config = make_config()
     spec = spec_of(framework, **overrides)
     problem = trainjob_problem(spec, config)
     assert problem is not None and problem.field == field, problem
     with pytest.raises(InvalidInput) as refused:
-        render_trainjob(spec, config, settings)
+        render_trainjob(spec, config)
     assert refused.value.field == field
 
 
 def test_an_image_without_the_runtime_fits_once_the_admin_says_it_has_it() -> None:
     image = "docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
-    _, config = make_config(CubeJobs={"images_with_runtime": ["docker.io/pytorch/pytorch"]})
+    config = make_config(CubeJobs={"images_with_runtime": ["docker.io/pytorch/pytorch"]})
     assert trainjob_problem(spec_of(image=image), config) is None
 
 
@@ -180,7 +180,7 @@ PYTORCH_V1 = ("kubeflow.org/v1", "PyTorchJob")
 
 
 def test_auto_prefers_trainer_v2_where_it_is_served_and_the_job_fits() -> None:
-    _, config = make_config()
+    config = make_config()
     uneven = spec_of(replicas={"master": 1, "worker": {"replicas": 1, "resources": {"gpu": 1}}})
     assert training_api(spec_of(), config, None) == "trainer-v2"  # no cluster asked: the current API
     assert training_api(spec_of("tensorflow"), config, None) == "training-operator-v1"
@@ -200,9 +200,9 @@ def test_auto_prefers_trainer_v2_where_it_is_served_and_the_job_fits() -> None:
 
 
 def test_a_pinned_api_is_kept() -> None:
-    _, v1 = make_config(CubeJobs={"training_api": "training-operator-v1"})
+    v1 = make_config(CubeJobs={"training_api": "training-operator-v1"})
     assert training_api(spec_of(), v1, served(V2, PYTORCH_V1)) == "training-operator-v1"
-    _, v2 = make_config(CubeJobs={"training_api": "trainer-v2"})
+    v2 = make_config(CubeJobs={"training_api": "trainer-v2"})
     assert training_api(spec_of(), v2, served()) == "trainer-v2"  # the backend says what is missing
     with pytest.raises(InvalidInput, match="pinned to trainer-v2") as refused:
         training_api(spec_of("tensorflow"), v2, None)
@@ -210,17 +210,20 @@ def test_a_pinned_api_is_kept() -> None:
 
 
 def test_render_without_a_cluster_shows_the_api_a_cluster_serving_both_would_get() -> None:
-    settings, _ = make_config()
+    settings = make_config()
     raw = {"name": "ddp", "framework": "pytorch", "replicas": {"worker": 2}, "command": ["python", "t.py"]}
     [trainjob] = render_job(settings, "training", raw, "alice")
     assert trainjob["kind"] == "TrainJob" and "cube-jupyter/spec" in trainjob["metadata"]["annotations"]
-    pinned, _ = make_config(CubeJobs={"training_api": "training-operator-v1"})
+    pinned = make_config(CubeJobs={"training_api": "training-operator-v1"})
     assert [o["kind"] for o in render_job(pinned, "training", raw, "alice")] == ["PyTorchJob"]
     tf = {**raw, "framework": "tensorflow"}
     assert [o["kind"] for o in render_job(settings, "training", tf, "alice")] == ["TFJob"]
 
 
 # -- status ----------------------------------------------------------------------------------------
+
+
+GPUS = ("nvidia.com/gpu",)  # the configured GPU resource names
 
 
 def trainjob(conditions: list[dict[str, Any]] = (), **meta: Any) -> dict[str, Any]:  # type: ignore[assignment]
@@ -259,7 +262,7 @@ def true(kind: str, message: str = "") -> dict[str, Any]:
 
 
 def test_trainjob_status_follows_its_conditions_and_node_pods() -> None:
-    created = trainjob_job(trainjob(), [], {"framework": "pytorch"})
+    created = trainjob_job(trainjob(), [], GPUS, {"framework": "pytorch"})
     assert (created.phase, created.framework, created.gpus, created.backend) == (
         "Created",
         "pytorch",
@@ -268,16 +271,16 @@ def test_trainjob_status_follows_its_conditions_and_node_pods() -> None:
     )
     assert [(r.name, r.state) for r in created.replicas] == [("node-0", "Pending"), ("node-1", "Pending")]
     running = trainjob_job(
-        trainjob(), [node(1, "Running"), node(0, "Pending"), node(0, "Running", job="other")]
+        trainjob(), [node(1, "Running"), node(0, "Pending"), node(0, "Running", job="other")], GPUS
     )
     assert running.phase == "Running" and [r.state for r in running.replicas] == ["Pending", "Running"]
     assert running.replicas[1].pod == "ddp-node-0-1-x"
-    suspended = trainjob_job(trainjob([true("Suspended", "queued by Kueue")]), [node(0, "Pending")])
+    suspended = trainjob_job(trainjob([true("Suspended", "queued by Kueue")]), [node(0, "Pending")], GPUS)
     assert (suspended.phase, suspended.message) == ("Created", "queued by Kueue")
-    done = trainjob_job(trainjob([true("Complete")]), [node(0, "Succeeded")])
+    done = trainjob_job(trainjob([true("Complete")]), [node(0, "Succeeded")], GPUS)
     assert done.phase == "Succeeded" and done.finished and done.completed is not None
     assert [r.state for r in done.replicas] == ["Succeeded", "Succeeded"]  # node-1's pod is gone
-    failed = trainjob_job(trainjob([true("Failed", "DeadlineExceeded")]), [])
+    failed = trainjob_job(trainjob([true("Failed", "DeadlineExceeded")]), [], GPUS)
     assert (failed.phase, failed.message) == ("Failed", "DeadlineExceeded")
-    deleting = trainjob_job(trainjob([true("Complete")], deletionTimestamp="2026-05-01T12:00:00Z"), [])
+    deleting = trainjob_job(trainjob([true("Complete")], deletionTimestamp="2026-05-01T12:00:00Z"), [], GPUS)
     assert deleting.phase == "Deleting"

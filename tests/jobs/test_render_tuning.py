@@ -57,7 +57,7 @@ def trial_object(experiment: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_every_algorithm_renders_a_valid_experiment(algorithm: str) -> None:
-    settings, config = make_config()
+    config = make_config()
     settings_for = {
         "hyperband": {"resource_name": "epochs", "r_l": "3", "eta": "3"},
         "tpe": {"n_startup_trials": "3", "random_state": "7"},
@@ -70,7 +70,7 @@ def test_every_algorithm_renders_a_valid_experiment(algorithm: str) -> None:
         parameters=NUMERIC,
         early_stopping={"algorithm": "medianstop", "settings": {"min_trials_required": 2, "start_step": 1}},
     )
-    [experiment] = render_tuning(spec, config, settings)
+    [experiment] = render_tuning(spec, config)
     validate_object(experiment, strict=True)
     body = experiment["spec"]
     assert experiment["apiVersion"] == "kubeflow.org/v1beta1" and experiment["kind"] == "Experiment"
@@ -97,8 +97,8 @@ def test_every_algorithm_renders_a_valid_experiment(algorithm: str) -> None:
 
 
 def test_parameters_become_feasible_spaces() -> None:
-    settings, config = make_config()
-    [experiment] = render_tuning(spec_of(), config, settings)
+    config = make_config()
+    [experiment] = render_tuning(spec_of(), config)
     validate_object(experiment, strict=True)
     assert experiment["spec"]["parameters"] == [
         {
@@ -116,8 +116,8 @@ def test_parameters_become_feasible_spaces() -> None:
 
 
 def test_metrics_are_collected_from_stdout_name_value_lines() -> None:
-    settings, config = make_config()
-    [experiment] = render_tuning(spec_of(), config, settings)
+    config = make_config()
+    [experiment] = render_tuning(spec_of(), config)
     collector = experiment["spec"]["metricsCollectorSpec"]
     assert collector["collector"] == {"kind": "StdOut"}
     [pattern] = collector["source"]["filter"]["metricsFormat"]
@@ -126,7 +126,7 @@ def test_metrics_are_collected_from_stdout_name_value_lines() -> None:
 
 
 def test_notebook_trial_is_a_papermill_job() -> None:
-    settings, config = make_config()
+    config = make_config()
     spec = spec_of(
         trial={
             "notebook": "nbs/train.ipynb",
@@ -136,7 +136,7 @@ def test_notebook_trial_is_a_papermill_job() -> None:
             "image": "registry.example.com/nb:1",
         }
     )
-    [experiment] = render_tuning(spec, config, settings)
+    [experiment] = render_tuning(spec, config)
     validate_object(experiment, strict=True)
     template = experiment["spec"]["trialTemplate"]
     assert template["primaryContainerName"] == "trial"
@@ -170,10 +170,10 @@ def test_notebook_trial_is_a_papermill_job() -> None:
 
 @pytest.mark.parametrize("framework", sorted(FRAMEWORK_ROLES))
 def test_training_trial_is_the_rendered_training_job(framework: str) -> None:
-    settings, config = make_config()
+    config = make_config()
     training = {"framework": framework, "replicas": TRAINING_REPLICAS[framework], "script": "train.py"}
     spec = spec_of(trial={"training": training})
-    [experiment] = render_tuning(spec, config, settings)
+    [experiment] = render_tuning(spec, config)
     validate_object(experiment, strict=True)
     template = experiment["spec"]["trialTemplate"]
     job = template["trialSpec"]
@@ -199,8 +199,8 @@ def test_training_trial_is_the_rendered_training_job(framework: str) -> None:
 
 def test_strict_validation_catches_a_misspelt_experiment_field() -> None:
     """The Experiment check is against Katib's real types, not its accept-anything CRD."""
-    settings, config = make_config()
-    [experiment] = render_tuning(spec_of(), config, settings)
+    config = make_config()
+    [experiment] = render_tuning(spec_of(), config)
     broken = copy.deepcopy(experiment)
     broken["spec"]["objective"]["metricName"] = "accuracy"
     with pytest.raises(AssertionError, match="metricName"):

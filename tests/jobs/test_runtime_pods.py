@@ -9,17 +9,17 @@ from typing import Any
 import pytest
 
 from cube_jupyter.images import RUNTIME_IMAGE
-from cube_jupyter.jobs.render.pods import (
+from cube_jupyter.jobs.render.training import render_training
+from cube_jupyter.jobs.render.tuning import render_tuning
+from cube_jupyter.jobs.training_spec import TrainingSpec
+from cube_jupyter.jobs.tuning_spec import TuningSpec
+from cube_jupyter.kube.pods import (
     NO_ISTIO_SIDECAR,
     RUNTIME_MOUNT,
     RUNTIME_SITE,
     RUNTIME_VOLUME,
     RUNTIME_WHEELS,
 )
-from cube_jupyter.jobs.render.training import render_training
-from cube_jupyter.jobs.render.tuning import render_tuning
-from cube_jupyter.jobs.training_spec import TrainingSpec
-from cube_jupyter.jobs.tuning_spec import TuningSpec
 from cube_jupyter.pipelines.kubernetes.argo import compile_workflow, step_template_name
 from cube_jupyter.wheelhouse import LOCK
 from tests.jobs.helpers import make_config, substitute_trial_parameters
@@ -30,7 +30,7 @@ USER_IMAGE = "docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
 
 
 def pytorch_job(image: str, **sections: dict[str, Any]) -> dict[str, Any]:
-    settings, config = make_config(**sections)
+    config = make_config(**sections)
     spec = TrainingSpec.from_dict(
         {
             "name": "ddp",
@@ -43,7 +43,7 @@ def pytorch_job(image: str, **sections: dict[str, Any]) -> dict[str, Any]:
         },
         user="alice",
     )
-    [job] = render_training(spec, config, settings)
+    [job] = render_training(spec, config)
     validate_object(job)
     return job
 
@@ -135,7 +135,7 @@ def test_replica_pods_keep_the_istio_sidecar_out() -> None:
     ],
 )
 def test_trials_get_the_runtime_and_no_sidecar(trial: dict[str, Any]) -> None:
-    settings, config = make_config()
+    config = make_config()
     spec = TuningSpec.from_dict(
         {
             "name": "tune",
@@ -147,7 +147,7 @@ def test_trials_get_the_runtime_and_no_sidecar(trial: dict[str, Any]) -> None:
         },
         user="alice",
     )
-    [experiment] = render_tuning(spec, config, settings)
+    [experiment] = render_tuning(spec, config)
     validate_object(experiment)
     trial_job = substitute_trial_parameters(experiment["spec"]["trialTemplate"]["trialSpec"])
     trial_job["metadata"] = {"name": "tune-x7k2p", "namespace": experiment["metadata"]["namespace"]}
@@ -162,7 +162,7 @@ def test_trials_get_the_runtime_and_no_sidecar(trial: dict[str, Any]) -> None:
 
 
 def test_argo_steps_get_the_runtime_where_their_image_lacks_it_and_no_sidecar() -> None:
-    workflow = compile_workflow(fan_out_fan_in(), make_settings(), run_id="r", user="alice")
+    workflow = compile_workflow(fan_out_fan_in(), make_settings().pipelines, run_id="r", user="alice")
     validate_object(workflow)  # strict, against Argo's own schema
     steps = templates(workflow)
     for name in ("prepare", "train-a", "train-b", "evaluate", "report"):

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from traitlets.config import Config
 
-from cube_jupyter.config import Settings, load_settings
+from cube_jupyter.config import load_settings
 from cube_jupyter.errors import Conflict, Forbidden, InvalidInput, NotFound, QuotaExceeded
+from cube_jupyter.jobs.config import JobSettings
 from cube_jupyter.jobs.local.backend import LocalJobBackend
 from cube_jupyter.jobs.model import Job, Trial
 from cube_jupyter.jobs.service import JobService, optimization_history
@@ -36,18 +37,18 @@ def sleeper(name: str = "sleepy", seconds: int = 60) -> dict[str, Any]:
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
+def settings(tmp_path: Path) -> JobSettings:
     config = Config()
     config.CubeWorkbench.state_dir = str(tmp_path / "state")
-    config.CubeSpawner.admin_users = ["admin"]
-    config.CubeSpawner.gpu_quota_per_user = 2
+    config.CubeWorkbench.admin_users = ["admin"]
+    config.CubeWorkbench.gpu_quota_per_user = 2
     config.CubeStorage.url = str(tmp_path / "artifacts")
-    return load_settings(config)
+    return load_settings(config).jobs
 
 
 @pytest.fixture
 def service(
-    settings: Settings, tmp_path: Path, jp_asyncio_loop: asyncio.AbstractEventLoop
+    settings: JobSettings, tmp_path: Path, jp_asyncio_loop: asyncio.AbstractEventLoop
 ) -> Iterator[JobService]:
     backend = LocalJobBackend(settings, root_dir=tmp_path, poll=0.1)
     jobs = JobService(settings, backend, root_dir=str(tmp_path))

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, Protocol, TypeVar
 
 import kmock as kmock_lib
 import pytest
@@ -14,6 +14,8 @@ from cube_jupyter.config import Settings, load_settings
 from cube_jupyter.kube.client import KubeClient, make_api_client
 from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
+from cube_jupyter.services import Workbench
+from cube_jupyter.workbench import MOVED_TO_WORKBENCH
 from tests.kubernetes.audit import ACTOR_AGENT
 from tests.kubernetes.emulator import ApiServerEmulator
 
@@ -97,7 +99,7 @@ def make_settings(
         setattr(config.CubeStorage, key, value)
     config.CubeSpawner.profiles = PROFILES
     for key, value in spawner.items():
-        setattr(config.CubeSpawner, key, value)
+        setattr(config.CubeWorkbench if key in MOVED_TO_WORKBENCH else config.CubeSpawner, key, value)
     return load_settings(config)
 
 
@@ -155,22 +157,67 @@ def kube(api_url: str) -> Iterator[KubeClient]:
     client.close()
 
 
+class Startable(Protocol):
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+S = TypeVar("S", bound=Startable)
+StartOnEmulator = Callable[[Settings, Callable[[Cluster], S]], Awaitable[S]]
+
+
+def started_on_emulator(api_url: str, loop: asyncio.AbstractEventLoop) -> Iterator[StartOnEmulator[Any]]:
+    """A fixture's body: `await start(settings, build)` starts what `build(cluster)` makes (a notebook
+    or job backend, pipeline runs) on a connection of its own to the emulator, as a CLI command's
+    are; everything started is closed, informer threads joined, at teardown."""
+    started: list[tuple[Startable, Cluster]] = []
+
+    async def start(settings: Settings, build: Callable[[Cluster], S]) -> S:
+        cluster = connect(settings, api_url)
+        part = build(cluster)
+        started.append((part, cluster))
+        await part.start()
+        return part
+
+    yield start
+    for part, cluster in started:
+        loop.run_until_complete(part.close())
+        loop.run_until_complete(cluster.close())
+
+
 @pytest.fixture
-def make_backend(api_url: str, loop: asyncio.AbstractEventLoop) -> Iterator[Callable[..., Any]]:
-    """Start backends against the emulator; all are closed (informer threads joined) at teardown."""
-    started: list[KubernetesNotebookBackend] = []
+def start_on_emulator(api_url: str, loop: asyncio.AbstractEventLoop) -> Iterator[StartOnEmulator[Any]]:
+    yield from started_on_emulator(api_url, loop)
+
+
+@pytest.fixture
+def workbench_on_emulator(
+    api_url: str, loop: asyncio.AbstractEventLoop
+) -> Iterator[Callable[[Settings], Workbench]]:
+    """The composition root's services over one connection to the emulator; closed at teardown."""
+    made: list[Workbench] = []
+
+    def make(settings: Settings) -> Workbench:
+        made.append(Workbench(settings, cluster=connect(settings, api_url)))
+        return made[-1]
+
+    yield make
+    for workbench in made:
+        loop.run_until_complete(workbench.close())
+
+
+@pytest.fixture
+def make_backend(start_on_emulator: StartOnEmulator[Any]) -> Callable[..., Any]:
+    """Start notebook backends against the emulator."""
 
     async def make(settings: Settings, **kwargs: Any) -> KubernetesNotebookBackend:
         kwargs.setdefault("sync_timeout", 10.0)
-        backend = KubernetesNotebookBackend(settings, connect(settings, api_url), **kwargs)
-        started.append(backend)
-        await backend.start()
-        return backend
+        return await start_on_emulator(
+            settings, lambda cluster: KubernetesNotebookBackend(settings.notebooks, cluster, **kwargs)
+        )
 
-    yield make
-    for backend in started:
-        loop.run_until_complete(backend.close())
-        loop.run_until_complete(backend.cluster.close())
+    return make
 
 
 @pytest.fixture

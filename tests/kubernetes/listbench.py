@@ -37,15 +37,15 @@ def cluster_objects(settings: Settings, servers: int, users: int) -> list[dict[s
                 "metadata": {"name": settings.namespace_for(user)},
             }
         )
-    profiles = [p.name for p in settings.profiles]
+    profiles = [p.name for p in settings.notebooks.profiles]
     for i in range(servers):
         user = names[i % users]
         spec = NotebookSpec(
-            user=user, name=f"nb{i:04d}", profile=settings.profile(profiles[i % len(profiles)])
+            user=user, name=f"nb{i:04d}", profile=settings.notebooks.profile(profiles[i % len(profiles)])
         )
-        rendered = render_notebook_objects(spec, settings)
+        rendered = render_notebook_objects(spec, settings.notebooks)
         objects += rendered
-        workload = next(o for o in rendered if o["kind"] == settings.spawner.resource_kind)
+        workload = next(o for o in rendered if o["kind"] == settings.notebooks.spawner.resource_kind)
         meta = workload["metadata"]
         labels = {**meta["labels"], NOTEBOOK_LABEL: spec.name, STATEFULSET_LABEL: spec.name}
         status = (
@@ -82,7 +82,7 @@ async def measure_list_latency(servers: int = 500, users: int = 50, rounds: int 
     emulator.preload(cluster_objects(settings, servers, users))
     async with emulator, kmock_lib.Server(emulator):
         api_client = make_api_client(settings, host=str(emulator.url).rstrip("/"))
-        backend = KubernetesNotebookBackend(settings, Cluster(settings, api_client))
+        backend = KubernetesNotebookBackend(settings.notebooks, Cluster(settings, api_client))
         began = time.perf_counter()
         await backend.start()
         sync_s = time.perf_counter() - began

@@ -183,9 +183,7 @@ async def test_kubeconfig_context_and_token_are_used(
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     assert make_api_client(make_settings()).configuration.host == "https://elsewhere.example:6443"
-    settings = make_settings()
-    settings.workbench.kubernetes_context = "here"
-    client = KubeClient(make_api_client(settings))
+    client = KubeClient(make_api_client(make_settings({"kubernetes_context": "here"})))
     await asyncio.to_thread(client.list, "v1", "Pod")
     assert kmock.requests_of("list", "v1/pods")[-1].headers["Authorization"] == "Bearer t0ken"
     client.close()

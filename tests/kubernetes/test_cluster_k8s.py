@@ -54,9 +54,9 @@ async def test_one_pod_watch_and_one_event_watch_serve_every_feature(
     kmock: ApiServerEmulator, kube: KubeClient, cluster: Cluster
 ) -> None:
     settings, others = cluster.settings, len(informer_threads())  # other tests' leftovers, if any
-    notebooks = KubernetesNotebookBackend(settings, cluster, sync_timeout=10)
-    runs = ClusterPipelineRuns(settings, cluster, sync_timeout=10)
-    jobs = KubernetesJobBackend(settings, cluster, sync_timeout=10)
+    notebooks = KubernetesNotebookBackend(settings.notebooks, cluster, sync_timeout=10)
+    runs = ClusterPipelineRuns(settings.pipelines, cluster, sync_timeout=10)
+    jobs = KubernetesJobBackend(settings.jobs, cluster, sync_timeout=10)
     for feature in (notebooks, runs, jobs):
         await feature.start()
     assert notebooks.pods is jobs.pods and notebooks.client is runs.client is jobs.client
@@ -156,8 +156,8 @@ async def test_a_kubeflow_users_runs_and_jobs_go_to_the_profile_they_own(
     )
     settings = make_settings(namespace_source="kubeflow-profile")
     cluster = connect(settings, api_url)
-    runs = ClusterPipelineRuns(settings, cluster, sync_timeout=10)
-    jobs = KubernetesJobBackend(settings, cluster, sync_timeout=10)
+    runs = ClusterPipelineRuns(settings.pipelines, cluster, sync_timeout=10)
+    jobs = KubernetesJobBackend(settings.jobs, cluster, sync_timeout=10)
     try:
         for feature in (runs, jobs):
             await feature.start()
@@ -169,7 +169,7 @@ async def test_a_kubeflow_users_runs_and_jobs_go_to_the_profile_they_own(
         assert jobs.get("alice@example.com", job.name) is not None
 
         # Without a Profile there is nowhere to run: a 404 naming the setting, and nothing created.
-        with pytest.raises(NotFound, match=r"CubeSpawner\.namespace_source is 'kubeflow-profile'"):
+        with pytest.raises(NotFound, match=r"CubeWorkbench\.namespace_source is 'kubeflow-profile'"):
             await runs.submit(fan_out_fan_in(), "bob@example.com", "run-2", STORE)
         with pytest.raises(NotFound, match="owns no Kubeflow Profile"):
             await jobs.submit("serving", ServingSpec.from_dict(SERVE, user="bob@example.com"))

@@ -4,22 +4,19 @@ no S3 store configured the submit is refused naming the spec's field, and nothin
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import kmock as kmock_lib
 import pytest
-from traitlets.config import Config
 
-from cube_jupyter.config import load_settings
 from cube_jupyter.errors import InvalidInput
 from cube_jupyter.jobs.kubernetes.backend import KubernetesJobBackend
 from cube_jupyter.jobs.package import fetch_package
 from cube_jupyter.jobs.training_spec import TrainingSpec
 from tests.k8s_schemas import validate_object
-from tests.kubernetes.conftest import PROFILES, connect
+from tests.kubernetes.conftest import StartOnEmulator, make_settings
 from tests.kubernetes.emulator import ApiServerEmulator
 from tests.kubernetes.test_jobs_k8s import JOB_RESOURCES
 from tests.storage.s3server import ACCESS_KEY, SECRET_KEY, S3Server, s3_server
@@ -48,31 +45,18 @@ def kmock(kmock: ApiServerEmulator) -> ApiServerEmulator:
 
 
 @pytest.fixture
-def make_backend(
-    api_url: str, loop: asyncio.AbstractEventLoop, tmp_path: Path
-) -> Iterator[Callable[..., Any]]:
-    started: list[KubernetesJobBackend] = []
-
+def make_backend(start_on_emulator: StartOnEmulator[Any], tmp_path: Path) -> Callable[..., Any]:
     async def make(storage: dict[str, Any]) -> KubernetesJobBackend:
-        config = Config()
-        config.CubeWorkbench.backend = "kubernetes"
-        config.CubeSpawner.profiles = PROFILES
-        for key, value in storage.items():
-            setattr(config.CubeStorage, key, value)
         # The Training Operator's kind: a TrainJob ships the same argv (tests/jobs/test_render_trainjob.py).
-        config.CubeJobs.training_api = "training-operator-v1"
-        settings = load_settings(config)
-        backend = KubernetesJobBackend(
-            settings, connect(settings, api_url), sync_timeout=10.0, root_dir=str(tmp_path)
+        settings = make_settings(jobs={"training_api": "training-operator-v1"}, storage=storage)
+        return await start_on_emulator(
+            settings,
+            lambda cluster: KubernetesJobBackend(
+                settings.jobs, cluster, sync_timeout=10.0, root_dir=str(tmp_path)
+            ),
         )
-        started.append(backend)
-        await backend.start()
-        return backend
 
-    yield make
-    for backend in started:
-        loop.run_until_complete(backend.close())
-        loop.run_until_complete(backend.cluster.close())
+    return make
 
 
 def write_code(root: Path) -> None:
@@ -105,7 +89,7 @@ async def test_a_local_script_is_shipped_to_s3_and_the_replicas_run_it_from_ther
     assert SECRET_KEY not in str(job)  # credentials only as references to the Secret
 
     unpacked = tmp_path / "unpacked"
-    fetch_package(package, unpacked, backend.config.storage)
+    fetch_package(package, unpacked, backend.settings.storage)
     assert sorted(p.name for p in unpacked.iterdir()) == ["helpers.py", "train.py"]
 
 

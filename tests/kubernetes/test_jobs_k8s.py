@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import kmock as kmock_lib
@@ -32,8 +32,9 @@ from cube_jupyter.jobs.serving_spec import ServingSpec
 from cube_jupyter.jobs.training_spec import TrainingSpec
 from cube_jupyter.jobs.tuning_spec import TuningSpec
 from cube_jupyter.kube.client import KubeClient
+from cube_jupyter.services import Workbench
 from tests.k8s_schemas import validate_object
-from tests.kubernetes.conftest import connect, make_settings
+from tests.kubernetes.conftest import StartOnEmulator, make_settings
 from tests.kubernetes.emulator import ApiServerEmulator, now_rfc3339
 from tests.waiting import wait_until_async
 
@@ -139,26 +140,20 @@ def with_job_operators(kmock: ApiServerEmulator, kubelet: Kubelet) -> ApiServerE
 
 
 @pytest.fixture
-def make_jobs(api_url: str, loop: asyncio.AbstractEventLoop) -> Iterator[Callable[..., Any]]:
-    yield from job_backends(api_url, loop)
+def make_jobs(start_on_emulator: StartOnEmulator[Any]) -> Callable[..., Any]:
+    return job_backends(start_on_emulator)
 
 
-def job_backends(api_url: str, loop: asyncio.AbstractEventLoop) -> Iterator[Callable[..., Any]]:
-    """A fixture's body: start job backends against the emulator; all are closed at teardown."""
-    started: list[KubernetesJobBackend] = []
+def job_backends(start_on_emulator: StartOnEmulator[Any]) -> Callable[..., Any]:
+    """Start job backends against the emulator."""
 
     async def make(settings: Settings | None = None) -> KubernetesJobBackend:
         settings = settings or make_settings()
-        backend = KubernetesJobBackend(settings, connect(settings, api_url), sync_timeout=10.0)
-        started.append(backend)
-        await backend.start()
-        return backend
+        return await start_on_emulator(
+            settings, lambda cluster: KubernetesJobBackend(settings.jobs, cluster, sync_timeout=10.0)
+        )
 
-    yield make
-    for backend in started:
-        loop.run_until_complete(backend.close())
-        loop.run_until_complete(backend.cluster.close())
-        loop.run_until_complete(backend.cluster.close())
+    return make
 
 
 @pytest.fixture
@@ -544,7 +539,7 @@ async def test_a_second_serving_spec_rolls_out_a_canary_revision_in_place(
     make_jobs: Callable[..., Any], kmock: ApiServerEmulator
 ) -> None:
     settings = make_settings()
-    service = JobService(settings, await make_jobs(settings))
+    service = JobService(settings.jobs, await make_jobs(settings))
     await service.submit("alice", {"kind": "serving", "spec": SERVE})
     first = kmock.find("serving.kserve.io/v1beta1/inferenceservices", NS, "iris")
     assert first is not None and "canaryTrafficPercent" not in first["spec"]["predictor"]
@@ -573,7 +568,7 @@ async def test_the_service_counts_cluster_jobs_against_the_gpu_quota(
 ) -> None:
     settings = make_settings(gpu_quota_per_user=2)
     backend = await make_jobs(settings)
-    service = JobService(settings, backend)
+    service = JobService(settings.jobs, backend)
     await service.submit("alice", {"kind": "training", "spec": DDP})  # 2 GPUs
     with pytest.raises(QuotaExceeded) as refused:
         await service.submit(
@@ -592,15 +587,35 @@ async def test_the_service_counts_cluster_jobs_against_the_gpu_quota(
     assert [h.to_dict() for h in held] == [{"kind": "job", "name": "mnist-ddp", "gpus": 2}]
 
 
-async def test_running_notebook_servers_count_against_the_job_gpu_quota(
-    make_jobs: Callable[..., Any], make_backend: Callable[..., Any]
+async def test_jobs_on_a_gpu_resource_other_than_nvidias_count_in_the_ledger_and_the_report(
+    workbench_on_emulator: Callable[[Settings], Workbench],
 ) -> None:
-    from cube_jupyter.notebooks.service import NotebookService
+    """`CubeJobs.gpu_resource = "gpu.intel.com/i915"`: the replicas' GPUs are the configured name's,
+    counted by the one rule (`kube.objects.gpu_request`), so the quota holds and the report shows them
+    (reading only keys ending in `/gpu` counted none, and a user could pass the quota)."""
+    settings = make_settings(gpu_quota_per_user=2, jobs={"gpu_resource": "gpu.intel.com/i915"})
+    workbench = workbench_on_emulator(settings)
+    service = await workbench.started_jobs()
+    job = await service.submit("alice", {"kind": "training", "spec": DDP})
+    assert job.gpus == 2 and [r.gpus for r in job.replicas] == [0, 1, 1]
+    assert [h.to_dict() for h in workbench.ledger.holders("alice")] == [
+        {"kind": "job", "name": "mnist-ddp", "gpus": 2}
+    ]
+    with pytest.raises(QuotaExceeded) as refused:
+        await service.submit("alice", {"kind": "training", "spec": {**DDP, "name": "more"}})
+    assert "2 in unfinished jobs" in refused.value.message
+    quota = workbench.gpu.quota("alice")
+    assert quota is not None and (quota.used, quota.limit) == (2, 2)
 
-    settings = make_settings(gpu_quota_per_user=2)
-    notebooks = NotebookService(settings, await make_backend(settings))
+
+async def test_running_notebook_servers_count_against_the_job_gpu_quota(
+    workbench_on_emulator: Callable[[Settings], Workbench],
+) -> None:
+    """The composition root's one ledger counts both."""
+    workbench = workbench_on_emulator(make_settings(gpu_quota_per_user=2))
+    notebooks = await workbench.started_notebooks()
     await notebooks.create("alice", {"name": "gpu-nb", "profile": "gpu"})  # holds 1 GPU
-    service = JobService(settings, await make_jobs(settings), ledger=notebooks.ledger)
+    service = await workbench.started_jobs()
     with pytest.raises(QuotaExceeded) as refused:
         await service.submit("alice", {"kind": "training", "spec": DDP})  # 2 more
     assert refused.value.field == "resources.gpu"
@@ -614,14 +629,12 @@ async def test_running_notebook_servers_count_against_the_job_gpu_quota(
 
 
 async def test_a_gpu_server_is_refused_while_cluster_jobs_hold_the_quota(
-    make_jobs: Callable[..., Any], make_backend: Callable[..., Any]
+    workbench_on_emulator: Callable[[Settings], Workbench],
 ) -> None:
     """The bug the one ledger fixed: a server's create counted only servers, not the user's jobs."""
-    from cube_jupyter.notebooks.service import NotebookService
-
-    settings = make_settings(gpu_quota_per_user=2)
-    notebooks = NotebookService(settings, await make_backend(settings))
-    jobs = JobService(settings, await make_jobs(settings), ledger=notebooks.ledger)
+    workbench = workbench_on_emulator(make_settings(gpu_quota_per_user=2))
+    notebooks = await workbench.started_notebooks()
+    jobs = await workbench.started_jobs()
     await jobs.submit("alice", {"kind": "training", "spec": DDP})  # 2 GPUs
     with pytest.raises(QuotaExceeded) as refused:
         await notebooks.create("alice", {"name": "gpu-nb", "profile": "gpu"})
@@ -638,7 +651,7 @@ async def test_a_job_for_a_user_without_a_namespace_names_the_setting_that_makes
         await jobs.submit("training", training(user="carol"))
     assert missing.value.field == "user"
     assert missing.value.message.startswith("namespace 'cube-carol' of user 'carol' does not exist")
-    assert "CubeSpawner.create_namespaces" in missing.value.message  # the notebook servers' own words
+    assert "CubeWorkbench.create_namespaces" in missing.value.message  # the notebook servers' own words
     # With create_namespaces the workbench makes the namespace first, as for a notebook server.
     creating = await make_jobs(make_settings(create_namespaces=True))
     await creating.submit("training", training(user="carol"))

@@ -45,7 +45,7 @@ def creating(**spawner: Any) -> Settings:
 
 
 def spec(settings: Settings, user: str = "carol", name: str = "nb1") -> NotebookSpec:
-    return NotebookSpec(user=user, name=name, profile=settings.profile("cpu"))
+    return NotebookSpec(user=user, name=name, profile=settings.notebooks.profile("cpu"))
 
 
 @pytest.fixture
@@ -183,7 +183,7 @@ async def test_without_create_namespaces_a_missing_namespace_names_the_setting(
         await backend.create_server(spec(settings))
     assert caught.value.field == "user"
     assert caught.value.message.startswith("namespace 'cube-carol' of user 'carol' does not exist")
-    assert "CubeSpawner.create_namespaces = True" in caught.value.message
+    assert "CubeWorkbench.create_namespaces = True" in caught.value.message
     assert kmock.names("v1/namespaces") == ["cube-alice", "cube-bob", HOME]
 
 
@@ -241,7 +241,7 @@ async def test_a_kubeflow_users_servers_go_to_the_profile_they_own(
         await backend.create_server(spec(settings, user="bob@example.com"))
     assert caught.value.field == "user"
     assert (
-        "owns no Kubeflow Profile, and CubeSpawner.namespace_source is 'kubeflow-profile'"
+        "owns no Kubeflow Profile, and CubeWorkbench.namespace_source is 'kubeflow-profile'"
         in caught.value.message
     )
     assert caught.value.message.endswith("they are a contributor in: ml-team (edit)")

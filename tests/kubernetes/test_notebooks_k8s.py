@@ -34,7 +34,7 @@ POLICIES = "security.istio.io/v1/authorizationpolicies"
 
 
 def spec(settings: Settings, name: str = "nb1", user: str = "alice", profile: str = "cpu") -> NotebookSpec:
-    return NotebookSpec(user=user, name=name, profile=settings.profile(profile))
+    return NotebookSpec(user=user, name=name, profile=settings.notebooks.profile(profile))
 
 
 def server_objects(kmock: ApiServerEmulator, ns: str = "cube-alice") -> dict[str, list[str]]:
@@ -57,7 +57,7 @@ async def test_create_makes_the_rendered_objects_with_api_metadata(
         VSVCS: [],  # the notebook controller's (test_kubeflow_controller_k8s)
         POLICIES: ["notebook-nb1"],
     }
-    for rendered in render_notebook_objects(spec(settings, profile="gpu"), settings):
+    for rendered in render_notebook_objects(spec(settings, profile="gpu"), settings.notebooks):
         meta = rendered["metadata"]
         res = {
             "PersistentVolumeClaim": PVCS,
@@ -390,7 +390,9 @@ async def test_rollback_never_deletes_an_adopted_workspace(
     kmock: ApiServerEmulator, kube: KubeClient, backend: KubernetesNotebookBackend, settings: Settings
 ) -> None:
     [workspace] = [
-        o for o in render_notebook_objects(spec(settings), settings) if o["kind"] == "PersistentVolumeClaim"
+        o
+        for o in render_notebook_objects(spec(settings), settings.notebooks)
+        if o["kind"] == "PersistentVolumeClaim"
     ]
     await asyncio.to_thread(kube.create, workspace)  # kept from an earlier server named nb1
     kmock.fail_next("create", NOTEBOOKS, 500, "etcdserver: request timed out")
@@ -415,7 +417,7 @@ async def test_duplicate_server_is_a_conflict(
     assert server_objects(kmock)[NOTEBOOKS] == ["nb1"] and server_objects(kmock)[POLICIES] == ["notebook-nb1"]
     # Through the service the cache answers first: no API call at all.
     with pytest.raises(Conflict, match="user 'alice' already has a server named 'nb1'"):
-        await NotebookService(settings, backend).create("alice", {"name": "nb1"})
+        await NotebookService(settings.notebooks, backend).create("alice", {"name": "nb1"})
     assert len(kmock.requests_of("create", NOTEBOOKS)) == 2
 
 
@@ -424,7 +426,7 @@ async def test_api_conflict_from_a_concurrent_create_keeps_the_other_servers_obj
 ) -> None:
     """Another workbench replica created the same server between our cache check and our create."""
     await backend.create_server(spec(settings))
-    objects = render_notebook_objects(spec(settings), settings)
+    objects = render_notebook_objects(spec(settings), settings.notebooks)
     with pytest.raises(Conflict, match="already has a server named 'nb1'"):
         await asyncio.to_thread(backend._create_all, spec(settings), "cube-alice", objects)
     assert server_objects(kmock) == {
@@ -477,7 +479,9 @@ async def test_cluster_without_the_notebook_crd_is_a_clear_error(
 
 async def test_unreachable_api_is_backend_unavailable() -> None:
     settings = make_settings()
-    backend = KubernetesNotebookBackend(settings, connect(settings, "http://127.0.0.1:9"), sync_timeout=1.0)
+    backend = KubernetesNotebookBackend(
+        settings.notebooks, connect(settings, "http://127.0.0.1:9"), sync_timeout=1.0
+    )
     try:
         with pytest.raises(
             BackendUnavailable, match=r"the Kubernetes API at http://127.0.0.1:9 is unreachable"
@@ -504,7 +508,7 @@ async def test_start_without_supervision_never_culls(make_backend: Any, kmock: A
     """The CLI starts the backend with supervise=False: informers for reads, but no culler."""
     settings = make_settings(cull_idle_seconds=60)
     backend = KubernetesNotebookBackend(
-        settings, connect(settings, str(kmock.url).rstrip("/")), sync_timeout=10
+        settings.notebooks, connect(settings, str(kmock.url).rstrip("/")), sync_timeout=10
     )
     try:
         await backend.start(supervise=False)

@@ -28,7 +28,7 @@ POLICIES = "security.istio.io/v1/authorizationpolicies"
 
 
 def spec(settings: Settings, name: str = "nb1", user: str = "alice") -> NotebookSpec:
-    return NotebookSpec(user=user, name=name, profile=settings.profile("cpu"))
+    return NotebookSpec(user=user, name=name, profile=settings.notebooks.profile("cpu"))
 
 
 def writes(kmock: ApiServerEmulator, action: str) -> list[str]:
@@ -36,7 +36,9 @@ def writes(kmock: ApiServerEmulator, action: str) -> list[str]:
 
 
 def rendered(settings: Settings, kind: str, **kwargs: Any) -> dict[str, Any]:
-    [obj] = [o for o in render_notebook_objects(spec(settings, **kwargs), settings) if o["kind"] == kind]
+    [obj] = [
+        o for o in render_notebook_objects(spec(settings, **kwargs), settings.notebooks) if o["kind"] == kind
+    ]
     return obj
 
 

@@ -45,7 +45,7 @@ async def test_gpu_quota_counts_running_servers_and_names_the_limit(
     kmock: ApiServerEmulator, make_backend: Callable[..., Any]
 ) -> None:
     settings = make_settings(gpu_quota_per_user=2)
-    service = NotebookService(settings, await make_backend(settings))
+    service = NotebookService(settings.notebooks, await make_backend(settings))
     await service.create("alice", {"name": "g1", "profile": "gpu"})
     with pytest.raises(QuotaExceeded, match="asks for 2 more"):  # vGPU units count as well
         await service.create("alice", {"name": "v1", "profile": "vgpu"})
@@ -74,7 +74,7 @@ async def test_gpu_quota_counts_running_servers_and_names_the_limit(
 
 async def test_server_count_quota(make_backend: Callable[..., Any]) -> None:
     settings = make_settings(max_servers_per_user=1)
-    service = NotebookService(settings, await make_backend(settings))
+    service = NotebookService(settings.notebooks, await make_backend(settings))
     await service.create("alice", {"name": "a"})
     with pytest.raises(QuotaExceeded, match="limit is 1"):
         await service.create("alice", {"name": "b"})
@@ -85,7 +85,7 @@ async def test_a_failed_gpu_server_still_counts_and_can_be_stopped(
 ) -> None:
     """A pod in CrashLoopBackOff keeps its GPU: the server is failed but holds quota until stopped."""
     settings = make_settings(gpu_quota_per_user=1)
-    service = NotebookService(settings, await make_backend(settings))
+    service = NotebookService(settings.notebooks, await make_backend(settings))
     await service.create("alice", {"name": "g1", "profile": "gpu"})
     await controller_creates_pod(kube, "cube-alice", "g1")
     await kubelet_sets_status(kube, "cube-alice", "g1-0", crash_loop_status())
@@ -108,7 +108,7 @@ async def test_concurrent_creates_never_exceed_the_server_limit(
     kmock: ApiServerEmulator, make_backend: Callable[..., Any]
 ) -> None:
     settings = make_settings(max_servers_per_user=2)
-    service = NotebookService(settings, await make_backend(settings))
+    service = NotebookService(settings.notebooks, await make_backend(settings))
     results = await asyncio.gather(
         *(service.create("alice", {"name": f"nb{i}"}) for i in range(6)), return_exceptions=True
     )
@@ -123,7 +123,7 @@ async def test_concurrent_creates_of_one_name_make_one_server(
     kmock: ApiServerEmulator, make_backend: Callable[..., Any]
 ) -> None:
     settings = make_settings()
-    service = NotebookService(settings, await make_backend(settings))
+    service = NotebookService(settings.notebooks, await make_backend(settings))
     results = await asyncio.gather(
         *(service.create("alice", {"name": "same"}) for _ in range(5)), return_exceptions=True
     )
@@ -139,7 +139,7 @@ async def test_concurrent_creates_from_two_replicas_make_one_server(
     """Two workbench replicas (two services, two caches): the API's 409 is the atomic check, and the
     loser rolls back only what it made."""
     settings = make_settings()
-    replicas = [NotebookService(settings, await make_backend(settings)) for _ in range(2)]
+    replicas = [NotebookService(settings.notebooks, await make_backend(settings)) for _ in range(2)]
     results = await asyncio.gather(
         *(service.create("alice", {"name": "same"}) for service in replicas), return_exceptions=True
     )

@@ -101,9 +101,9 @@ async def notebook_servers(make_backend: Make, kmock: ApiServerEmulator, setting
     the user-server config, the workspace) the next create of that name adopts; a create that fails
     halfway, rolled back."""
     backend = await make_backend(settings)
-    gpu = NotebookSpec("alice", "nb1", settings.profile("gpu"))
+    gpu = NotebookSpec("alice", "nb1", settings.notebooks.profile("gpu"))
     await backend.create_server(gpu)
-    await backend.create_server(NotebookSpec("alice", "nb2", settings.profile("cpu")))
+    await backend.create_server(NotebookSpec("alice", "nb2", settings.notebooks.profile("cpu")))
     await backend.set_stopped("alice", "nb1", True)
     await backend.set_stopped("alice", "nb1", False)
     kmock.fail_next("delete", "v1/configmaps", 500, "etcd is down")
@@ -113,8 +113,8 @@ async def notebook_servers(make_backend: Make, kmock: ApiServerEmulator, setting
     for name in ("nb1", "nb2"):
         await backend.delete_server("alice", name)
     # A create refused at its last object: everything it made (the workspace too) is deleted again.
-    spec = NotebookSpec("alice", "nb3", settings.profile("cpu"))
-    last = render_notebook_objects(spec, settings)[-1]
+    spec = NotebookSpec("alice", "nb3", settings.notebooks.profile("cpu"))
+    last = render_notebook_objects(spec, settings.notebooks)[-1]
     plural = resource_type(last["apiVersion"], last["kind"]).plural
     kmock.fail_next("create", f"{last['apiVersion']}/{plural}", 500, "etcd is down")
     with pytest.raises(BackendUnavailable):
@@ -129,7 +129,7 @@ async def user_namespaces(make_backend: Make, kube: KubeClient) -> None:
     backend = await make_backend(settings)
 
     async def server(name: str) -> None:
-        await backend.create_server(NotebookSpec("carol", name, settings.profile("cpu")))
+        await backend.create_server(NotebookSpec("carol", name, settings.notebooks.profile("cpu")))
 
     await server("nb1")
     made = render_namespace_objects(settings, "carol", "cube-carol", dict.fromkeys(CREDENTIAL_KEYS, ""))
@@ -155,10 +155,10 @@ async def kubeflow_profiles(make_backend: Make, kmock: ApiServerEmulator) -> Non
     kmock.preload([kubeflow_profile("ml-team", owner), namespace, contributor("ml-team", other, "edit")])
     settings = make_settings(namespace_source="kubeflow-profile")
     backend = await make_backend(settings)
-    server = await backend.create_server(NotebookSpec(owner, "nb1", settings.profile("cpu")))
+    server = await backend.create_server(NotebookSpec(owner, "nb1", settings.notebooks.profile("cpu")))
     assert server.namespace == "ml-team"
     with pytest.raises(NotFound, match="contributor in: ml-team"):
-        await backend.create_server(NotebookSpec(other, "nb1", settings.profile("cpu")))
+        await backend.create_server(NotebookSpec(other, "nb1", settings.notebooks.profile("cpu")))
 
 
 async def pipeline_runs(make_runs: Make, settings: Settings) -> None:

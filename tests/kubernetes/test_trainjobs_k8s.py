@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,7 +22,7 @@ from cube_jupyter.jobs.vocabulary import form_vocabulary
 from cube_jupyter.kube.client import KubeClient
 from tests.k8s_schemas import shared_dir, validate_object
 from tests.kubernetes.actors import trainer_creates_nodes, trainer_reports
-from tests.kubernetes.conftest import make_settings
+from tests.kubernetes.conftest import StartOnEmulator, make_settings
 from tests.kubernetes.emulator import ApiServerEmulator
 from tests.kubernetes.test_jobs_k8s import (
     NS,
@@ -63,18 +63,16 @@ def kmock(kmock: ApiServerEmulator, kubelet: Kubelet) -> ApiServerEmulator:
 
 
 @pytest.fixture
-def make_jobs(api_url: str, loop: asyncio.AbstractEventLoop) -> Iterator[Callable[..., Any]]:
+def make_jobs(start_on_emulator: StartOnEmulator[Any]) -> Callable[..., Any]:
     """test_jobs_k8s's job backends, with `CubeJobs` settings as keywords and an S3 store."""
-    backends = job_backends(api_url, loop)
-    start = next(backends)
+    start = job_backends(start_on_emulator)
 
     async def make(**jobs: Any) -> KubernetesJobBackend:
         storage = {"url": "s3://ml-artifacts/jobs", "credentials_secret": "minio-creds"}
         backend: KubernetesJobBackend = await start(make_settings(jobs=jobs, storage=storage))
         return backend
 
-    yield make
-    next(backends, None)  # job_backends' teardown: every backend closed
+    return make
 
 
 def spec(raw: dict[str, Any] = DDP) -> TrainingSpec:

@@ -39,12 +39,11 @@ def kmock(kmock: ApiServerEmulator) -> ApiServerEmulator:
 def pod_settings() -> Any:
     """alice's notebook pod: the workbench's templates would name `kf-alice` (jobs `jobs-alice`);
     the pod is in `cube-alice`, and that is what counts."""
-    settings = make_settings(
+    return make_settings(
         {"role": "user", "default_user": "alice", "namespace": POD_NAMESPACE},
+        jobs={"namespace_template": "jobs-{username}"},
         namespace_template="kf-{username}",
     )
-    settings.jobs.workload.namespace_template = "jobs-{username}"
-    return settings
 
 
 @pytest.fixture
@@ -61,8 +60,8 @@ async def test_a_pod_submits_workflows_and_jobs_into_its_own_namespace_only(
     kmock: ApiServerEmulator, api_url: str, pod_settings: Any, started: list[Any]
 ) -> None:
     cluster = connect(pod_settings, api_url)  # one connection for the pod's features, as its server has
-    runs = ClusterPipelineRuns(pod_settings, cluster, sync_timeout=10)
-    jobs = KubernetesJobBackend(pod_settings, cluster, sync_timeout=10)
+    runs = ClusterPipelineRuns(pod_settings.pipelines, cluster, sync_timeout=10)
+    jobs = KubernetesJobBackend(pod_settings.jobs, cluster, sync_timeout=10)
     started += [runs, jobs]
     await runs.start()
     await jobs.start()
@@ -100,15 +99,15 @@ async def test_the_workbench_keeps_each_users_namespace_at_the_gpu_quota(
 
     settings = make_settings(gpu_quota_per_user=2)
     backend = await make_backend(settings)
-    await backend.create_server(NotebookSpec("alice", "nb1", settings.profile("gpu")))
-    await backend.create_server(NotebookSpec("alice", "nb2", settings.profile("cpu")))
+    await backend.create_server(NotebookSpec("alice", "nb1", settings.notebooks.profile("gpu")))
+    await backend.create_server(NotebookSpec("alice", "nb2", settings.notebooks.profile("cpu")))
     quota = kmock.find("v1/resourcequotas", POD_NAMESPACE, "cube-gpu-quota")
     assert quota is not None and quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "2"
     validate_object(quota, strict=True)
 
     raised = make_settings(gpu_quota_per_user=3)
     later = await make_backend(raised)
-    await later.create_server(NotebookSpec("alice", "nb3", raised.profile("cpu")))
+    await later.create_server(NotebookSpec("alice", "nb3", raised.notebooks.profile("cpu")))
     quota = kmock.find("v1/resourcequotas", POD_NAMESPACE, "cube-gpu-quota")
     assert quota is not None and quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "3"
     # deleting a server leaves the namespace's quota in place

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import kmock as kmock_lib
@@ -17,7 +17,7 @@ from cube_jupyter.kube.client import KubeClient
 from cube_jupyter.pipelines.kubernetes.argo import API_VERSION, KIND, compile_workflow
 from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns
 from tests.k8s_schemas import validate_object
-from tests.kubernetes.conftest import connect, make_settings
+from tests.kubernetes.conftest import StartOnEmulator, make_settings
 from tests.kubernetes.emulator import ApiServerEmulator
 from tests.pipelines.test_argo import fan_out_fan_in
 from tests.waiting import wait_until_async
@@ -39,21 +39,15 @@ def kmock(kmock: ApiServerEmulator) -> ApiServerEmulator:
 
 
 @pytest.fixture
-def make_runs(api_url: str, loop: asyncio.AbstractEventLoop) -> Iterator[Callable[..., Any]]:
-    started: list[ClusterPipelineRuns] = []
-
+def make_runs(start_on_emulator: StartOnEmulator[Any]) -> Callable[..., Any]:
     async def make(settings: Settings | None = None, **kwargs: Any) -> ClusterPipelineRuns:
         kwargs.setdefault("sync_timeout", 10.0)
         settings = settings or make_settings()
-        runs = ClusterPipelineRuns(settings, connect(settings, api_url), **kwargs)
-        started.append(runs)
-        await runs.start()
-        return runs
+        return await start_on_emulator(
+            settings, lambda cluster: ClusterPipelineRuns(settings.pipelines, cluster, **kwargs)
+        )
 
-    yield make
-    for runs in started:
-        loop.run_until_complete(runs.close())
-        loop.run_until_complete(runs.cluster.close())
+    return make
 
 
 @pytest.fixture
@@ -338,7 +332,7 @@ async def test_submitting_for_a_user_without_a_namespace(
     with pytest.raises(NotFound) as info:
         await submit(runs, user="carol")
     assert info.value.field == "user" and "'cube-carol'" in info.value.message
-    assert "CubeSpawner.create_namespaces" in info.value.message  # the notebook servers' own words
+    assert "CubeWorkbench.create_namespaces" in info.value.message  # the notebook servers' own words
     assert kmock.names(WORKFLOWS) == []
     # With create_namespaces the workbench makes the namespace first, as for a notebook server.
     creating = await make_runs(make_settings(create_namespaces=True))

@@ -50,7 +50,7 @@ def backends(loop: asyncio.AbstractEventLoop) -> Iterator[Callable[..., LocalNot
     def make(settings: Settings, **kwargs: Any) -> LocalNotebookBackend:
         kwargs.setdefault("base_url", BASE_URL)
         kwargs.setdefault("stop_grace_seconds", 5.0)
-        backend = LocalNotebookBackend(settings, **kwargs)
+        backend = LocalNotebookBackend(settings.notebooks, **kwargs)
         made.append(backend)
         return backend
 
@@ -66,9 +66,9 @@ def shared_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     settings = make_settings(state)
 
     async def spawn() -> None:
-        backend = LocalNotebookBackend(settings, base_url=BASE_URL)
+        backend = LocalNotebookBackend(settings.notebooks, base_url=BASE_URL)
         try:
-            await backend.create_server(NotebookSpec("alice", "nb1", settings.profile(None)))
+            await backend.create_server(NotebookSpec("alice", "nb1", settings.notebooks.profile(None)))
             await backend.wait_until_ready("alice", "nb1", timeout=60)
         finally:
             await backend.close()
@@ -102,7 +102,7 @@ def router(
     settings = make_settings(shared_state)
     backend = backends(settings)
     loop.run_until_complete(backend.start())
-    service = NotebookService(settings, backend)
+    service = NotebookService(settings.notebooks, backend)
     web_app = jp_serverapp.web_app
     web_app.settings.update(
         {"cube_settings": settings, "cube_notebooks": service, "cube_caller": make_caller(settings)}

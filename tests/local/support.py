@@ -45,8 +45,9 @@ def make_settings(
                 "state_dir": str(state_dir),
                 "poll_seconds": 0.3,
                 "default_user": default_user,
+                "admin_users": ["boss"],
             },
-            "CubeSpawner": {"profiles": profiles or PROFILES, "admin_users": ["boss"], **spawner},
+            "CubeSpawner": {"profiles": profiles or PROFILES, **spawner},
         }
     )
     return load_settings(config)

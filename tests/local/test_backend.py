@@ -47,7 +47,7 @@ def test_lifecycle_create_stop_start_delete(
 ) -> None:
     settings = make_settings(state_dir)
     backend = backends(settings)
-    spec = NotebookSpec("alice", "nb1", settings.profile(None))
+    spec = NotebookSpec("alice", "nb1", settings.notebooks.profile(None))
 
     async def run() -> None:
         created = await backend.create_server(spec)
@@ -104,7 +104,7 @@ def test_spawn_failure_leaves_no_record(
     state_dir: Path, backends: Backends, loop: asyncio.AbstractEventLoop
 ) -> None:
     settings = make_settings(state_dir)
-    spec = NotebookSpec("alice", "nb1", settings.profile(None))
+    spec = NotebookSpec("alice", "nb1", settings.notebooks.profile(None))
 
     async def run() -> None:
         state_dir.mkdir(parents=True)
@@ -128,7 +128,7 @@ def test_child_that_exits_is_failed_with_code_and_log(
     backend = backends(settings, lab_command=EXITING_LAB)
 
     async def run() -> None:
-        await backend.create_server(NotebookSpec("alice", "nb1", settings.profile(None)))
+        await backend.create_server(NotebookSpec("alice", "nb1", settings.notebooks.profile(None)))
         with pytest.raises(BackendUnavailable, match="code 3"):
             await backend.wait_until_ready("alice", "nb1", timeout=30)
         server = backend.get_server("alice", "nb1")
@@ -152,7 +152,7 @@ def test_gpu_profile_is_refused_when_the_machine_has_too_few(
 
     async def run() -> None:
         with pytest.raises(BackendUnavailable) as refused:
-            await backend.create_server(NotebookSpec("alice", "nb1", settings.profile(None)))
+            await backend.create_server(NotebookSpec("alice", "nb1", settings.notebooks.profile(None)))
         assert refused.value.field == "profile"
         assert f"profile 'big-gpu' asks for {wanted} GPU(s)" in refused.value.message
         assert f"of {len(visible)} visible" in refused.value.message
@@ -172,7 +172,7 @@ def test_restart_reattaches_live_children_and_marks_dead_ones(
     state_dir: Path, backends: Backends, loop: asyncio.AbstractEventLoop
 ) -> None:
     settings = make_settings(state_dir)
-    profile = settings.profile(None)
+    profile = settings.notebooks.profile(None)
 
     async def run() -> None:
         first = backends(settings)
@@ -207,7 +207,7 @@ def test_recycled_pid_is_not_taken_for_a_child(
     backend = backends(settings, lab_command=EXITING_LAB)
 
     async def run() -> None:
-        await backend.create_server(NotebookSpec("alice", "nb1", settings.profile(None)))
+        await backend.create_server(NotebookSpec("alice", "nb1", settings.notebooks.profile(None)))
         record = backend.state.get("alice", "nb1")
         assert record is not None
         backend.state.update("alice", "nb1", status=ServerStatus.RUNNING, pid=os.getpid())
@@ -239,7 +239,7 @@ def test_tokens_and_logs_are_private_to_the_workbench_user(
         backend = backends(settings, lab_command=EXITING_LAB)
 
         async def run() -> None:
-            await backend.create_server(NotebookSpec("alice", "nb1", settings.profile(None)))
+            await backend.create_server(NotebookSpec("alice", "nb1", settings.notebooks.profile(None)))
             with pytest.raises(BackendUnavailable):
                 await backend.wait_until_ready("alice", "nb1", timeout=30)
 
@@ -271,7 +271,7 @@ def test_log_files_of_users_never_collide(
 
     async def run() -> None:
         for user, name in servers:
-            await backend.create_server(NotebookSpec(user, name, settings.profile(None)))
+            await backend.create_server(NotebookSpec(user, name, settings.notebooks.profile(None)))
         for user, name in servers:
             with pytest.raises(BackendUnavailable, match="code 3"):
                 await backend.wait_until_ready(user, name, timeout=30)
@@ -321,7 +321,7 @@ def test_start_without_supervision_leaves_the_children_alone(
     backend = backends(settings, lab_command=EXITING_LAB)
 
     async def run() -> None:
-        await backend.create_server(NotebookSpec("alice", "nb1", settings.profile(None)))
+        await backend.create_server(NotebookSpec("alice", "nb1", settings.notebooks.profile(None)))
         backend.state.update("alice", "nb1", status=ServerStatus.STOPPING)  # a stop the server is doing
         await backend.close()
         cli = backends(settings)
@@ -341,7 +341,7 @@ def test_concurrent_creates_never_exceed_the_server_limit(
     state_dir: Path, backends: Backends, loop: asyncio.AbstractEventLoop
 ) -> None:
     settings = make_settings(state_dir, max_servers_per_user=2)
-    service = NotebookService(settings, backends(settings, lab_command=EXITING_LAB))
+    service = NotebookService(settings.notebooks, backends(settings, lab_command=EXITING_LAB))
 
     async def run() -> list[object]:
         return await asyncio.gather(
@@ -360,12 +360,12 @@ def test_concurrent_creates_of_one_name_make_one_server(
 ) -> None:
     settings = make_settings(state_dir)
     backend = backends(settings, lab_command=EXITING_LAB)
-    service = NotebookService(settings, backend)
+    service = NotebookService(settings.notebooks, backend)
     cli_side = backends(settings, lab_command=EXITING_LAB)  # another process on the same state file
 
     async def run() -> list[object]:
         calls = [service.create("alice", {"name": "same"}) for _ in range(4)]
-        calls.append(cli_side.create_server(NotebookSpec("alice", "same", settings.profile(None))))
+        calls.append(cli_side.create_server(NotebookSpec("alice", "same", settings.notebooks.profile(None))))
         return await asyncio.gather(*calls, return_exceptions=True)
 
     results = loop.run_until_complete(run())
@@ -382,7 +382,7 @@ def test_a_supervising_backend_forks_its_servers_and_they_outlive_it(
     environment and limits, a user server on its own config. They outlive the backend and its fork
     server and are re-attached; one that dies is failed with its exit code."""
     settings = make_settings(state_dir)
-    spec = NotebookSpec("alice", "nb1", settings.profile(None))
+    spec = NotebookSpec("alice", "nb1", settings.notebooks.profile(None))
 
     async def run() -> None:
         first = backends(settings)
@@ -421,7 +421,7 @@ def test_a_supervising_backend_forks_its_servers_and_they_outlive_it(
 
         again = backends(settings)  # a fork of a fork server that lives on, killed
         await again.start()
-        await again.create_server(NotebookSpec("alice", "nb2", settings.profile(None)))
+        await again.create_server(NotebookSpec("alice", "nb2", settings.notebooks.profile(None)))
         await again.wait_until_ready("alice", "nb2", timeout=60)
         doomed = again.state.get("alice", "nb2")
         assert doomed is not None and doomed.pid

@@ -29,7 +29,7 @@ def test_idle_server_is_culled_and_busy_one_is_not(
 ) -> None:
     settings = make_settings(state_dir, cull_idle_seconds=2)
     backend = backends(settings)
-    profile = settings.profile(None)
+    profile = settings.notebooks.profile(None)
 
     # When each supervision pass that has finished began.
     passes: list[datetime] = []

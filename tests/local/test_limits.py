@@ -135,7 +135,9 @@ def test_limits_that_cannot_be_applied_fail_the_start_and_say_why(
     with pytest.raises(
         BackendUnavailable, match="could not start server 'nb1': cube-jupyter: could not apply"
     ):
-        loop.run_until_complete(backend.create_server(NotebookSpec("alice", "nb1", settings.profile(None))))
+        loop.run_until_complete(
+            backend.create_server(NotebookSpec("alice", "nb1", settings.notebooks.profile(None)))
+        )
     assert backend.list_servers(None) == []  # nothing left half-created
 
 
@@ -192,7 +194,7 @@ def test_a_servers_kernels_live_under_its_profiles_limits(
     limiter = backend.limiter
 
     async def run() -> dict[str, Any]:
-        await backend.create_server(NotebookSpec("alice", "nb1", settings.profile(None)))
+        await backend.create_server(NotebookSpec("alice", "nb1", settings.notebooks.profile(None)))
         await backend.wait_until_ready("alice", "nb1", timeout=60)
         up = backend.upstream("alice", "nb1")
         assert up is not None
@@ -228,7 +230,7 @@ def test_a_servers_kernels_live_under_its_profiles_limits(
         assert (leaves["cpu"] / quota).read_text().split()[0] == "100000"  # of 100000 us: one core
 
     # What users are told is what was measured here.
-    notes = backend.enforcement(settings.profile(None)).notes
+    notes = backend.enforcement(settings.notebooks.profile(None)).notes
     assert ("shared by the server" in notes[1]) == (limiter.memory is not None), notes
     loop.run_until_complete(backend.delete_server("alice", "nb1"))
     assert not any(leaf.exists() for leaf in leaves.values())  # released with the server

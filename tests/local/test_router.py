@@ -25,7 +25,7 @@ from cube_jupyter.errors import BackendUnavailable
 from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import NotebookSpec
-from tests.local.support import BASE_URL, EXITING_LAB, KERNEL_V1, execute
+from tests.local.support import BASE_URL, EXITING_LAB, KERNEL_V1, execute, make_settings
 
 pytestmark = pytest.mark.timeout(120)
 XSRF = {"Cookie": "_xsrf=main-token; _xsrf=child-token", "X-XSRFToken": "child-token"}
@@ -250,12 +250,14 @@ def test_server_not_running_is_503_with_status_and_reason(
     router: NotebookService,
     loop: asyncio.AbstractEventLoop,
     backends: Callable[..., LocalNotebookBackend],
+    shared_state: Path,
 ) -> None:
     # A server whose process dies at once, created through a second backend on the same state.
-    failing = backends(router.settings, lab_command=EXITING_LAB)
+    settings = make_settings(shared_state)
+    failing = backends(settings, lab_command=EXITING_LAB)
 
     async def run() -> None:
-        await failing.create_server(NotebookSpec("alice", "broken", router.settings.profile(None)))
+        await failing.create_server(NotebookSpec("alice", "broken", settings.notebooks.profile(None)))
         with pytest.raises(
             BackendUnavailable, match=r"'broken' of user 'alice' is failed: .*exited with code 3"
         ) as info:

@@ -25,9 +25,9 @@ def test_one_route_prefix_for_the_router_and_the_children() -> None:
 
 def test_only_the_local_backend_is_routable(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "state")
-    assert isinstance(LocalNotebookBackend(settings), base.RoutableBackend)
+    assert isinstance(LocalNotebookBackend(settings.notebooks), base.RoutableBackend)
     cluster = Cluster(settings, make_api_client(host="http://127.0.0.1:9"))
     try:
-        assert not isinstance(KubernetesNotebookBackend(settings, cluster), base.RoutableBackend)
+        assert not isinstance(KubernetesNotebookBackend(settings.notebooks, cluster), base.RoutableBackend)
     finally:
         cluster.client.close()

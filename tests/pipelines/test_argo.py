@@ -12,10 +12,11 @@ import pytest
 import yaml
 from traitlets.config import Config
 
-from cube_jupyter.config import Settings, load_settings
+from cube_jupyter.config import load_settings
 from cube_jupyter.errors import ConfigError, InvalidInput
 from cube_jupyter.images import NOTEBOOK_IMAGE, RUNTIME_IMAGE
-from cube_jupyter.jobs.render.pods import RUNTIME_PATHS
+from cube_jupyter.kube.pods import RUNTIME_PATHS
+from cube_jupyter.pipelines.config import PipelineSettings
 from cube_jupyter.pipelines.kubernetes.argo import (
     PIPELINE_PATH,
     RUN_ID_LABEL,
@@ -27,14 +28,15 @@ from tests.k8s_schemas import validate_object
 from tests.storage.s3server import ACCESS_KEY, SECRET_KEY
 
 
-def make_settings(**traits: dict[str, Any]) -> Settings:
-    """Settings from a Config with `CubeStorage`/`CubePipelines`/... traits, as an admin's file sets."""
+def make_settings(**traits: dict[str, Any]) -> PipelineSettings:
+    """The pipelines' settings from a Config with `CubeStorage`/`CubePipelines`/... traits, as an
+    admin's file sets them."""
     config = Config()
     config.CubeStorage.url = "s3://ml-artifacts/pipelines"
     for section, values in traits.items():
         for key, value in values.items():
             setattr(config[section], key, value)
-    return load_settings(config)
+    return load_settings(config).pipelines
 
 
 def step(name: str, after: tuple[str, ...] = (), source: str = "x = 1", **options: Any) -> Step:
@@ -328,7 +330,7 @@ def test_without_a_run_id_each_submission_is_its_own_run() -> None:
 
 
 def test_cluster_runs_need_an_s3_store() -> None:
-    no_store = load_settings(Config())
+    no_store = load_settings(Config()).pipelines
     for url in (None, "/data/artifacts", "file:///data/artifacts", "s3://", "s3://b/p?x=1"):
         with pytest.raises(InvalidInput) as info:
             compile_workflow(fan_out_fan_in(), no_store, run_id="r", store_url=url)
@@ -347,7 +349,7 @@ def test_step_images_come_from_tags_config_or_the_runtime_image() -> None:
     assert container(workflow, "train-b")["image"] == "registry.example.com/ml/xgb:1.7"
     kale_like = make_settings(CubePipelines={"default_image": ""})  # the notebook servers' image
     workflow = compile_workflow(fan_out_fan_in(), kale_like, run_id="r")
-    assert container(workflow, "prepare")["image"] == kale_like.profile(None).image == NOTEBOOK_IMAGE
+    assert container(workflow, "prepare")["image"] == kale_like.default_image == NOTEBOOK_IMAGE
 
     bad = replace(fan_out_fan_in(), steps=(step("prepare", image="not an image"),))
     with pytest.raises(PipelineError) as info:

@@ -15,6 +15,7 @@ from cube_jupyter.config import load_settings
 from cube_jupyter.errors import ConfigError, InvalidInput
 from cube_jupyter.pipelines.history import RunRecord
 from cube_jupyter.pipelines.service import PipelineService
+from cube_jupyter.pipelines.targets import RunRequest
 from tests.pipelines.notebooks import code, notebook, write
 from tests.waiting import wait_until_async
 
@@ -37,7 +38,7 @@ def service_for(root: Path, **limits: object) -> PipelineService:
             }
         )
     )
-    return PipelineService(settings, root)
+    return PipelineService(settings.pipelines, root)
 
 
 def most_at_once(runs: list[RunRecord]) -> int:
@@ -66,11 +67,11 @@ def test_a_run_over_the_per_run_limit_is_refused_naming_the_setting(tmp_path: Pa
     write(TWO_BRANCHES, tmp_path / "nb.ipynb")
     service = service_for(tmp_path, max_parallel_per_run=2)
     with pytest.raises(InvalidInput) as caught:
-        asyncio.run(service.start_run("alice", "nb.ipynb", parallel=64))
+        asyncio.run(service.start_run("alice", RunRequest("nb.ipynb", parallel=64)))
     assert caught.value.field == "parallel"
     assert "parallel 64 is over CubePipelines.max_parallel_per_run (2)" in caught.value.message
     assert service.list_runs("alice") == []
-    assert service._pool is None  # nothing was started for it
+    assert service.local._pool is None  # nothing was started for it
 
 
 def test_one_users_runs_together_stay_within_the_per_user_limit(tmp_path: Path) -> None:
@@ -81,7 +82,8 @@ def test_one_users_runs_together_stay_within_the_per_user_limit(tmp_path: Path) 
     async def go() -> list[RunRecord]:
         try:
             started = [
-                await service.start_run("alice", "nb.ipynb", parallel=2, no_cache=True) for _ in range(2)
+                await service.start_run("alice", RunRequest("nb.ipynb", parallel=2, no_cache=True))
+                for _ in range(2)
             ]
             return [await service.wait("alice", run.id) for run in started]
         finally:
@@ -104,10 +106,10 @@ def test_an_idle_worker_exits_with_its_kernel_and_the_pool_starts_one_again(tmp_
 
     async def go() -> None:
         try:
-            first = await service.start_run("alice", "nb.ipynb")
+            first = await service.start_run("alice", RunRequest("nb.ipynb"))
             assert (await service.wait("alice", first.id)).status == "succeeded"
-            assert service._pool is not None
-            worker = service._pool._worker
+            assert service.local._pool is not None
+            worker = service.local._pool._worker
             assert worker is not None
             worker_process = psutil.Process(worker.process.pid)
 
@@ -123,8 +125,8 @@ def test_an_idle_worker_exits_with_its_kernel_and_the_pool_starts_one_again(tmp_
             await wait_until_async(
                 lambda: all(gone(pid) for pid in pids), 30, "the idle worker and kernel gone"
             )
-            assert service._pool.worker_count == 0
-            again = await service.start_run("alice", "nb.ipynb", no_cache=True)
+            assert service.local._pool.worker_count == 0
+            again = await service.start_run("alice", RunRequest("nb.ipynb", no_cache=True))
             assert (await service.wait("alice", again.id)).status == "succeeded"
         finally:
             await service.close()

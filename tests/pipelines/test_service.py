@@ -17,6 +17,7 @@ from cube_jupyter.access import isolation_statement
 from cube_jupyter.config import load_settings
 from cube_jupyter.errors import Conflict, Forbidden, InvalidInput, NotFound
 from cube_jupyter.pipelines.service import PipelineService
+from cube_jupyter.pipelines.targets import RunRequest
 from cube_jupyter.storage import open_store
 from tests.pipelines.notebooks import code, notebook, write
 from tests.storage.s3server import ACCESS_KEY, SECRET_KEY, FaultyEndpoint, s3_server
@@ -40,7 +41,7 @@ class Env:
 
     def run(self, caller: str, path: str, parameters: dict[str, object] | None = None, **kwargs: object):  # type: ignore[no-untyped-def]
         async def go():  # type: ignore[no-untyped-def]
-            run = await self.service.start_run(caller, path, parameters, **kwargs)  # type: ignore[arg-type]
+            run = await self.service.start_run(caller, RunRequest(path, parameters, **kwargs))  # type: ignore[arg-type]
             assert run.status == "queued" and run.user == caller
             return await self.service.wait(caller, run.id)
 
@@ -51,12 +52,16 @@ def settings_for(root: Path, **workbench: str):  # type: ignore[no-untyped-def]
     return load_settings(
         Config(
             {
-                "CubeWorkbench": {"state_dir": str(root / "state"), "default_user": "alice", **workbench},
-                "CubeSpawner": {"admin_users": ["boss"]},
+                "CubeWorkbench": {
+                    "state_dir": str(root / "state"),
+                    "default_user": "alice",
+                    "admin_users": ["boss"],
+                    **workbench,
+                },
                 "CubeStorage": {"url": str(root / "artifacts")},
             }
         )
-    )
+    ).pipelines
 
 
 @pytest.fixture(scope="module")
@@ -112,11 +117,34 @@ def test_graph_and_paths_stay_inside_the_root(env: Env) -> None:
 def test_bad_run_requests_name_the_field_and_leave_no_run(
     env: Env, kwargs: dict[str, object], field: str
 ) -> None:
+    """As the REST API sends them: the request is read at the edge (`RunRequest.from_dict`), the
+    parameters and the target against the notebook and this server."""
     before = len(env.service.list_runs("alice"))
+
+    async def start() -> None:
+        request = RunRequest.from_dict({"path": "work/calc.ipynb", **kwargs})
+        await env.service.start_run("alice", request)
+
     with pytest.raises(InvalidInput) as caught:
-        env.loop.run_until_complete(env.service.start_run("alice", "work/calc.ipynb", **kwargs))  # type: ignore[arg-type]
+        env.loop.run_until_complete(start())
     assert caught.value.field == field
     assert len(env.service.list_runs("alice")) == before
+
+
+def test_a_run_request_names_each_bad_field_at_the_edge() -> None:
+    for body, field in (
+        ([], "body"),
+        ({}, "path"),
+        ({"path": "a.ipynb", "colour": "red"}, "colour"),
+        ({"path": "a.ipynb", "store": 5}, "store"),
+        ({"path": "a.ipynb", "notebook": "text"}, "notebook"),
+        ({"path": "../a.ipynb"}, "path"),
+    ):
+        with pytest.raises(InvalidInput) as refused:
+            RunRequest.from_dict(body)
+        assert refused.value.field == field, body
+    request = RunRequest.from_dict({"path": "a.ipynb", "parallel": 2, "target": "local"})
+    assert (request.path, request.parallel, request.parameters, request.no_cache) == ("a.ipynb", 2, {}, False)
 
 
 def test_runs_are_per_user_and_survive_a_restart(env: Env) -> None:
@@ -130,7 +158,7 @@ def test_runs_are_per_user_and_survive_a_restart(env: Env) -> None:
     assert "tuned\n12\n" in texts, texts
     key = run.step("show").notebook
     assert key
-    stored = json.loads(open_store(run.store, env.service.storage).get(key))
+    stored = json.loads(open_store(run.store, env.service.settings.storage).get(key))
     assert ["tuned\n", "12\n"] in [o.get("text") for c in stored["cells"] for o in c.get("outputs", [])]
 
     assert run.id in [r.id for r in env.service.list_runs("alice")]
@@ -147,12 +175,12 @@ def test_runs_are_per_user_and_survive_a_restart(env: Env) -> None:
 
     restarted = PipelineService(settings_for(env.root), env.root)
     cached = env.loop.run_until_complete(
-        restarted.start_run("alice", "work/calc.ipynb", {"rate": 2, "label": "tuned"})
+        restarted.start_run("alice", RunRequest("work/calc.ipynb", {"rate": 2, "label": "tuned"}))
     )
     cached = env.loop.run_until_complete(restarted.wait("alice", cached.id))
     assert [s.status for s in cached.steps] == ["cached", "cached"]
     assert (
-        restarted._pool is not None and restarted._pool.worker_count == 0
+        restarted.local._pool is not None and restarted.local._pool.worker_count == 0
     )  # nothing to execute, nothing started
     again = restarted.get_run("alice", run.id)
     assert again.to_dict() == run.to_dict()
@@ -173,7 +201,7 @@ def test_a_run_of_unsaved_content_leaves_the_notebook_file_alone(env: Env) -> No
     )
 
     async def start(**kwargs: object) -> str:
-        run = await env.service.start_run("alice", "work/calc.ipynb", notebook=edited, **kwargs)  # type: ignore[arg-type]
+        run = await env.service.start_run("alice", RunRequest("work/calc.ipynb", notebook=edited, **kwargs))  # type: ignore[arg-type]
         return (await env.service.wait("alice", run.id)).id
 
     failed = env.service.get_run("alice", env.loop.run_until_complete(start(no_cache=True)))
@@ -190,10 +218,14 @@ def test_a_run_of_unsaved_content_leaves_the_notebook_file_alone(env: Env) -> No
 
     for bad, field in ((["cells"], "notebook"), ({"cells": "none"}, "path")):
         with pytest.raises(InvalidInput) as caught:
-            env.loop.run_until_complete(env.service.start_run("alice", "work/calc.ipynb", notebook=bad))
+            env.loop.run_until_complete(
+                env.service.start_run("alice", RunRequest("work/calc.ipynb", notebook=bad))
+            )
         assert caught.value.field == field
     with pytest.raises(NotFound) as missing:  # content names a notebook of the caller's; it must exist
-        env.loop.run_until_complete(env.service.start_run("alice", "work/unsaved.ipynb", notebook=edited))
+        env.loop.run_until_complete(
+            env.service.start_run("alice", RunRequest("work/unsaved.ipynb", notebook=edited))
+        )
     assert missing.value.field == "path"
 
 
@@ -209,7 +241,7 @@ def test_cancel_through_the_service(env: Env) -> None:
     )
 
     async def go():  # type: ignore[no-untyped-def]
-        run = await env.service.start_run("alice", "work/long.ipynb")
+        run = await env.service.start_run("alice", RunRequest("work/long.ipynb"))
         await wait_until_async(
             lambda: env.service.get_run("alice", run.id).step("long").status == "running" and inside.exists(),
             120,
@@ -231,7 +263,7 @@ def test_a_cluster_workbench_runs_no_user_code_on_itself(env: Env) -> None:
         shared.graph("alice", "work/calc.ipynb")
     assert caught.value.field == "path"
     with pytest.raises(Forbidden, match="only admins") as caught:
-        env.loop.run_until_complete(shared.start_run("alice", "work/calc.ipynb", target="local"))
+        env.loop.run_until_complete(shared.start_run("alice", RunRequest("work/calc.ipynb", target="local")))
     assert caught.value.field == "target"
     assert [s.name for s in shared.graph("boss", "work/calc.ipynb").steps] == ["make", "show"]
     content = json.loads((env.root / "work" / "calc.ipynb").read_text())
@@ -261,14 +293,18 @@ def test_on_a_shared_local_host_each_user_reads_only_their_own_files(env: Env) -
     bob_area = settings.state_dir / "workspaces" / "bob"
     for elsewhere in (str(env.root / "elsewhere"), f"file://{bob_area}/store", "lab/.hidden", "../bob/x"):
         with pytest.raises((Forbidden, InvalidInput)) as refused:
-            env.loop.run_until_complete(shared.start_run("alice", "lab/mine.ipynb", store=elsewhere))
+            env.loop.run_until_complete(
+                shared.start_run("alice", RunRequest("lab/mine.ipynb", store=elsewhere))
+            )
         assert refused.value.field == "store", elsewhere
     assert not (env.root / "elsewhere").exists() and not bob_area.exists()
     content = json.loads((alice_area / "lab" / "mine.ipynb").read_text())
     with pytest.raises(NotFound) as refused:  # content sent along runs only as one of the caller's files
-        env.loop.run_until_complete(shared.start_run("bob", "lab/mine.ipynb", notebook=content))
+        env.loop.run_until_complete(shared.start_run("bob", RunRequest("lab/mine.ipynb", notebook=content)))
     assert refused.value.field == "path"
-    started = env.loop.run_until_complete(shared.start_run("alice", "lab/mine.ipynb", store="lab/artifacts"))
+    started = env.loop.run_until_complete(
+        shared.start_run("alice", RunRequest("lab/mine.ipynb", store="lab/artifacts"))
+    )
     assert started.store == (alice_area / "lab" / "artifacts").resolve().as_uri()
     assert env.loop.run_until_complete(shared.wait("alice", started.id)).status == "succeeded"
 
@@ -276,7 +312,7 @@ def test_on_a_shared_local_host_each_user_reads_only_their_own_files(env: Env) -
         settings_for(env.root, local_code_execution="admins"), env.root, pool_size=1, multi_user=True
     )
     with pytest.raises(Forbidden, match="local_code_execution") as caught:
-        env.loop.run_until_complete(admins_only.start_run("alice", "lab/mine.ipynb"))
+        env.loop.run_until_complete(admins_only.start_run("alice", RunRequest("lab/mine.ipynb")))
     assert caught.value.field == "target"
     assert admins_only.graph("alice", "lab/mine.ipynb").steps  # reading her own notebook is no code
     # What the server logs at startup in this mode: plainly, what is and is not isolated.
@@ -297,11 +333,13 @@ def test_a_silent_store_fails_the_run_not_the_request(env: Env) -> None:
                     "CubeStorage": {"endpoint": f"http://127.0.0.1:{silent.port}", "read_timeout": 0.5},
                 }
             )
-        )
+        ).pipelines
         service = PipelineService(settings, env.root, pool_size=1)
 
         async def go():  # type: ignore[no-untyped-def]
-            started = await service.start_run("alice", "work/calc.ipynb", store="s3://artifacts/runs")
+            started = await service.start_run(
+                "alice", RunRequest("work/calc.ipynb", store="s3://artifacts/runs")
+            )
             assert started.status == "queued" and started.store == "s3://artifacts/runs"
             return await service.wait("alice", started.id)
 
@@ -328,11 +366,13 @@ def test_a_local_run_on_an_s3_store_and_one_on_a_missing_bucket(env: Env) -> Non
                     },
                 }
             )
-        )
+        ).pipelines
         service = PipelineService(settings, env.root, pool_size=1)
 
         async def run(store: str):  # type: ignore[no-untyped-def]
-            started = await service.start_run("alice", "work/calc.ipynb", store=store, no_cache=True)
+            started = await service.start_run(
+                "alice", RunRequest("work/calc.ipynb", store=store, no_cache=True)
+            )
             return await service.wait("alice", started.id)
 
         url = f"s3://{s3.new_bucket()}/runs"

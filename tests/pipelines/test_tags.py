@@ -138,7 +138,7 @@ def test_kale_limit_tags_set_gpu_cpu_and_memory_and_unknown_limits_warn() -> Non
         ("timeout:soon", "positive duration"),
         ("timeout:-5", "positive duration"),
         ("cpu:lots", "Kubernetes quantity"),
-        ("cpu:0", "more than zero"),
+        ("cpu:0", "more than 0"),
         ("memory:4 GB", "Kubernetes quantity"),
         ("image:my image", "image reference"),
         ("image:$(rm -rf /)", "image reference"),

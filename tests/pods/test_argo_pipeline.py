@@ -70,7 +70,7 @@ def test_a_compiled_pipeline_runs_in_dag_order_with_a_local_runs_outputs(
     path = write(PIPELINE, tmp_path / "fanout.ipynb")
     pipeline = build_pipeline(nbformat.read(str(path), as_version=4), "fanout.ipynb")
     settings = cluster_settings(s3, bucket)
-    compiled = compile_workflow(pipeline, settings, parameters={"lr": 0.5})
+    compiled = compile_workflow(pipeline, settings.pipelines, parameters={"lr": 0.5})
     validate_object(compiled)
     steps = [t for t in compiled["spec"]["templates"] if "container" in t]
     assert steps and all("initContainers" not in t for t in steps)  # the runtime image carries the runtime

@@ -68,7 +68,7 @@ def test_a_pytorchjob_runs_ddp_in_a_user_image_without_cube_jupyter(
     assert b"No module named 'cube_jupyter'" in bare.stderr  # the user's image really lacks the runtime
     cluster.images = {**cluster.images, image_repository(PYTORCH_IMAGE): pytorch}
     settings = cluster_settings(s3, bucket)
-    [job] = render_training(ddp_spec(PYTORCH_IMAGE, settings), settings.jobs, settings)
+    [job] = render_training(ddp_spec(PYTORCH_IMAGE, settings), settings.jobs)
     validate_object(job)
 
     runs = run_pods(training_pods(cluster, job))
@@ -84,7 +84,7 @@ def test_a_trainjob_runs_ddp_on_the_torch_distributed_runtime(
     notebook_gpu = layered_image("notebook-gpu", pytorch, runtime)
     cluster.images = {**cluster.images, image_repository(GPU_NOTEBOOK_IMAGE): notebook_gpu}
     settings = cluster_settings(s3, bucket)
-    [trainjob] = render_trainjob(ddp_spec(GPU_NOTEBOOK_IMAGE, settings), settings.jobs, settings)
+    [trainjob] = render_trainjob(ddp_spec(GPU_NOTEBOOK_IMAGE, settings), settings.jobs)
     validate_object(trainjob)
     assert trainjob["spec"]["runtimeRef"]["name"] == "torch-distributed"
 

@@ -42,7 +42,7 @@ def test_a_notebook_trial_reports_its_objective_to_katib(
         "trial": {"notebook": "trial.ipynb", "workspace": True},
     }
     spec = ship_to_cluster(TuningSpec.from_dict(raw, user="alice"), settings.storage, tmp_path)
-    [experiment] = render_tuning(spec, settings.jobs, settings)
+    [experiment] = render_tuning(spec, settings.jobs)
     validate_object(experiment)
 
     trial = katib_trial(experiment, "tune-lr-x7k2pqz9", {"lr": "0.05", "epochs": "3"})

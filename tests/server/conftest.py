@@ -40,8 +40,12 @@ PROFILES = [
 def cube_config(tmp_path: Any) -> dict[str, Any]:
     """Workbench config for the server under test; tests may change it before `jp_serverapp` starts."""
     return {
-        "CubeWorkbench": {"state_dir": str(tmp_path / "cube-state"), "poll_seconds": 0.5},
-        "CubeSpawner": {"profiles": PROFILES, "admin_users": ["root-admin"], "max_servers_per_user": 2},
+        "CubeWorkbench": {
+            "state_dir": str(tmp_path / "cube-state"),
+            "poll_seconds": 0.5,
+            "admin_users": ["root-admin"],
+        },
+        "CubeSpawner": {"profiles": PROFILES, "max_servers_per_user": 2},
     }
 
 

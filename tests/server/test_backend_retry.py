@@ -60,9 +60,9 @@ def cube_config(
 def cube_app(jp_serverapp: Any, jp_asyncio_loop: asyncio.AbstractEventLoop) -> Any:
     """Started as the conftest does, with the backends' first-sync wait cut from 30 s to 1 s."""
     (app,) = jp_serverapp.extension_manager.extension_apps["cube_jupyter_server"]
-    app.notebook_service.backend.sync_timeout = 1.0
-    if app.pipeline_service.cluster is not None:
-        app.pipeline_service.cluster.sync_timeout = 1.0
+    workbench = app.workbench  # the composition root
+    workbench.notebook_backend.sync_timeout = 1.0
+    workbench.pipelines.targets["cluster"].runs.sync_timeout = 1.0
     jp_asyncio_loop.run_until_complete(jp_serverapp.extension_manager.start_all_extensions())
     return jp_serverapp
 

@@ -111,7 +111,7 @@ class TestLocalKernels:
         self, cube_config: dict[str, Any], replay: nvml_replay.NvmlReplay, monkeypatch: pytest.MonkeyPatch
     ) -> dict[str, Any]:
         cube_config["CubeWorkbench"]["default_user"] = "alice"  # owns the workbench's own kernels
-        cube_config["CubeSpawner"]["gpu_quota_per_user"] = 2
+        cube_config["CubeWorkbench"]["gpu_quota_per_user"] = 2
         cube_config["CubeGPU"] = {"cache_seconds": 0, "sample_seconds": 0.3}
         # The local backend hands out the GPUs NVML counts; the replay has two.
         monkeypatch.setattr(gpus, "nvml_device_count", lambda: 2)
@@ -248,7 +248,7 @@ class TestClusterPods:
     @pytest.fixture
     def cube_config(self, cube_config: dict[str, Any], cluster: str, prometheus_url: str) -> dict[str, Any]:  # noqa: F811
         cube_config["CubeWorkbench"]["backend"] = "kubernetes"
-        cube_config["CubeSpawner"]["gpu_quota_per_user"] = 2
+        cube_config["CubeWorkbench"]["gpu_quota_per_user"] = 2
         cube_config["CubeGPU"] = {"prometheus_url": prometheus_url, "idle_warning_seconds": 0}
         return cube_config
 
@@ -258,10 +258,9 @@ class TestClusterPods:
         KServe resources: their informers' first-sync waits are cut to 1 s. The informers stop
         before the emulator goes."""
         (app,) = jp_serverapp.extension_manager.extension_apps["cube_jupyter_server"]
-        jobs = getattr(getattr(app, "job_service", None), "backend", None)
-        for waiting in (app.pipeline_service.cluster, jobs):
-            if waiting is not None and hasattr(waiting, "sync_timeout"):
-                waiting.sync_timeout = 1.0
+        workbench = app.workbench  # the composition root
+        for waiting in (workbench.pipelines.targets["cluster"].runs, workbench.job_backend):
+            waiting.sync_timeout = 1.0
         jp_asyncio_loop.run_until_complete(jp_serverapp.extension_manager.start_all_extensions())
         yield jp_serverapp
         jp_asyncio_loop.run_until_complete(

@@ -28,7 +28,7 @@ ONE_GPU_JOB = {
 @pytest.fixture
 def cube_config(cube_config: dict[str, Any]) -> dict[str, Any]:
     """One GPU per user, on a machine NVML says has two (the test needs no real GPU)."""
-    cube_config["CubeSpawner"]["gpu_quota_per_user"] = 1
+    cube_config["CubeWorkbench"]["gpu_quota_per_user"] = 1
     return cube_config
 
 

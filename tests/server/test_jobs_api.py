@@ -44,7 +44,7 @@ DDP = {"name": "ddp", "framework": "pytorch", "replicas": {"master": 1, "worker"
 @pytest.fixture
 def cube_config(cube_config: dict[str, Any]) -> dict[str, Any]:
     """The shared server config with a GPU quota of one per user."""
-    cube_config["CubeSpawner"]["gpu_quota_per_user"] = 1
+    cube_config["CubeWorkbench"]["gpu_quota_per_user"] = 1
     return cube_config
 
 

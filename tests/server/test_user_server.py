@@ -14,13 +14,11 @@ from traitlets.config import Config
 
 from cube_jupyter.config import load_settings
 from cube_jupyter.errors import QuotaExceeded
-from cube_jupyter.jobs.local.backend import LocalJobBackend
 from cube_jupyter.jobs.local.training import LocalTrainingRunner
 from cube_jupyter.jobs.training_spec import TrainingSpec
-from cube_jupyter.ledger import GpuLedger
 from cube_jupyter.local import gpus
-from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
 from cube_jupyter.pipelines.history import RunHistory, RunRecord, now
+from cube_jupyter.services import Workbench
 from tests.server.openapi import assert_response_matches
 
 pytestmark = pytest.mark.timeout(180)
@@ -32,8 +30,9 @@ GPU_HOLDER = {"kind": "job", "name": "gpu-hold", "gpus": 1}
 @pytest.fixture
 def cube_config(cube_config: dict[str, Any]) -> dict[str, Any]:
     """alice's user server; she is a workbench admin, which gives her nothing extra here."""
-    cube_config["CubeWorkbench"].update(role="user", default_user="alice")
-    cube_config["CubeSpawner"].update(admin_users=["alice"], gpu_quota_per_user=1)
+    cube_config["CubeWorkbench"].update(
+        role="user", default_user="alice", admin_users=["alice"], gpu_quota_per_user=1
+    )
     return cube_config
 
 
@@ -134,7 +133,7 @@ async def test_what_a_user_server_starts_counts_in_the_workbenchs_ledger(
     try:
         # the workbench (another process on the same state) sees the job hold alice's only GPU
         settings = load_settings(Config({k: Config(v) for k, v in cube_config.items()}))
-        ledger = GpuLedger(settings, LocalNotebookBackend(settings), LocalJobBackend(settings))
+        ledger = Workbench(settings).ledger
         assert [h.to_dict() for h in ledger.holders("alice")] == [
             {"kind": "job", "name": "gpu-hold", "gpus": 1}
         ]

@@ -1,5 +1,5 @@
-"""The CLI's rule: parsers (each feature's `cli.py`) load the standard library only; each names its
-handler in the sibling `commands.py`, loaded when that command runs."""
+"""The CLI's rule: parsers (`cube_jupyter/cli/<command>.py`) load the standard library only; each names
+its handler in the sibling `<command>_commands.py`, loaded when that command runs."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import sys
 from collections.abc import Iterator
 
 from cube_jupyter.cli import build_parser
-from cube_jupyter.command import Command
+from cube_jupyter.cli.command import Command
 
-FEATURES = ("notebooks", "pipelines", "jobs", "gpu")
+COMMANDS = ("notebook", "pipeline", "jobs", "gpu")
 
 
 def leaves(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, argparse.ArgumentParser]]:
@@ -25,14 +25,14 @@ def leaves(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, ar
             yield from leaves(sub, f"{path} {name}")
 
 
-def test_every_command_names_a_handler_in_its_features_commands_module() -> None:
+def test_every_command_names_a_handler_in_its_commands_module() -> None:
     commands = dict(leaves(build_parser(), "cube-jupyter"))
     assert len(commands) >= 20  # notebook (6), pipeline (4), train/tune/serve (5 each), gpu
     for path, parser in commands.items():
         handler = parser.get_default("run")
         assert isinstance(handler, Command), path
         module, _, name = handler.target.partition(":")
-        assert module in {f"cube_jupyter.{feature}.commands" for feature in FEATURES}, path
+        assert module in {f"cube_jupyter.cli.{command}_commands" for command in COMMANDS}, path
         assert callable(handler.resolve()) and not name.startswith("_"), path
 
 
@@ -53,8 +53,8 @@ print(json.dumps(sorted(m for m in set(sys.modules) - before if sys.modules[m] i
     )
     assert result.returncode == 0, result.stderr
     loaded = set(json.loads(result.stdout.splitlines()[-1]))
-    ours = {"cube_jupyter", "cube_jupyter.cli", "cube_jupyter.command", "cube_jupyter.startup"}
-    ours |= {f"cube_jupyter.{feature}{part}" for feature in FEATURES for part in ("", ".cli")}
+    ours = {"cube_jupyter", "cube_jupyter._version", "cube_jupyter.cli", "cube_jupyter.cli.command"}
+    ours |= {"cube_jupyter.startup", *(f"cube_jupyter.cli.{command}" for command in COMMANDS)}
     others = {m for m in loaded - ours if m.split(".")[0] not in sys.stdlib_module_names}
     assert others == set(), "`cube-jupyter --help` imports more than the parsers"
     assert "cube_jupyter.cli" in loaded

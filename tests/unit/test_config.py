@@ -26,7 +26,7 @@ BAD_VALUE_PER_CLASS: list[tuple[str, str, Any, str]] = [
     ("CubeJobs", "katib_metrics_format", "(unclosed", "CubeJobs.katib_metrics_format"),
     ("CubeJobs", "ttl_seconds_after_finished", "a day", "CubeJobs.ttl_seconds_after_finished"),
     ("CubePods", "service_account", "Bad_SA", "CubeSpawner.service_account"),
-    ("CubeNamespaces", "namespace_template", "fixed", "CubeSpawner.namespace_template"),
+    ("CubeNamespaces", "namespace_template", "fixed", "CubeWorkbench.namespace_template"),
     ("CubePrometheus", "prometheus_url", "ftp://prom", "CubeWorkbench.prometheus_url"),
     (
         "CubeWorkload",
@@ -45,14 +45,22 @@ def settings_with(**spawner: Any) -> Any:
     return load_settings(config)
 
 
+def workbench_with(**workbench: Any) -> Any:
+    config = Config()
+    for key, value in workbench.items():
+        setattr(config.CubeWorkbench, key, value)
+    return load_settings(config)
+
+
 def test_defaults_load() -> None:
     settings = load_settings(Config())
     assert settings.workbench.backend == "local"
-    assert settings.profile(None).default
-    assert settings.spawner.namespace_template == "cube-{username}"
-    assert settings.spawner.path_prefix == "/notebook"
-    assert settings.spawner.server_url_template == "http://{name}.{namespace}.svc.cluster.local"
-    assert settings.spawner.workbench_principal == "cluster.local/ns/kubeflow/sa/cube-jupyter"
+    assert settings.notebooks.profile(None).default
+    assert settings.workbench.namespace_template == "cube-{username}"
+    spawner = settings.notebooks.spawner
+    assert spawner.path_prefix == "/notebook"
+    assert spawner.server_url_template == "http://{name}.{namespace}.svc.cluster.local"
+    assert spawner.workbench_principal == "cluster.local/ns/kubeflow/sa/cube-jupyter"
 
 
 @pytest.mark.parametrize(
@@ -60,7 +68,7 @@ def test_defaults_load() -> None:
     ["http://127.0.0.1:8888", "https://{name}.{namespace}:8443/", "http://{namespace}-{name}.internal"],
 )
 def test_server_url_templates_that_load(template: str) -> None:
-    assert settings_with(server_url_template=template).spawner.server_url_template == template
+    assert settings_with(server_url_template=template).notebooks.spawner.server_url_template == template
 
 
 def test_profiles_parse_with_defaults_and_vgpu() -> None:
@@ -82,10 +90,13 @@ def test_profiles_parse_with_defaults_and_vgpu() -> None:
             },
         ]
     )
-    assert settings.profile(None).name == "vgpu"
-    vgpu = settings.profile("vgpu")
+    profiles = settings.notebooks
+    assert profiles.profile(None).name == "vgpu"
+    vgpu = profiles.profile("vgpu")
     assert vgpu.gpu_resource == "tencent.com/vcuda-core" and vgpu.gpu == 20
-    assert settings.profile("cpu").gpu_resource == "nvidia.com/gpu"
+    assert profiles.profile("cpu").gpu_resource == "nvidia.com/gpu"
+    # Every configured GPU resource name counts as GPUs, the profiles' among them.
+    assert settings.gpu_resources == ("nvidia.com/gpu", "tencent.com/vcuda-core")
 
 
 @pytest.mark.parametrize(
@@ -115,11 +126,8 @@ def test_profiles_parse_with_defaults_and_vgpu() -> None:
             "CubeSpawner.profiles[0].env.NB_PREFIX",
         ),
         ({"max_servers_per_user": -1}, "CubeSpawner.max_servers_per_user"),
-        ({"gpu_quota_per_user": -2}, "CubeSpawner.gpu_quota_per_user"),
         ({"cull_idle_seconds": -5}, "CubeSpawner.cull_idle_seconds"),
         ({"path_prefix": "notebook/"}, "CubeSpawner.path_prefix"),
-        ({"namespace_template": "fixed"}, "CubeSpawner.namespace_template"),
-        ({"namespace_template": "Cube_{username}"}, "CubeSpawner.namespace_template"),
         ({"workspace_size": "ten gigs"}, "CubeSpawner.workspace_size"),
         ({"user_header": ""}, "CubeSpawner.user_header"),
         ({"server_url_template": "{name}.{namespace}.svc"}, "CubeSpawner.server_url_template"),
@@ -136,12 +144,6 @@ def test_profiles_parse_with_defaults_and_vgpu() -> None:
             "CubeSpawner.workbench_principal",
         ),
         ({"workbench_principal": "cluster.local/ns/kubeflow"}, "CubeSpawner.workbench_principal"),
-        # Format errors are config errors, not KeyError/IndexError tracebacks.
-        ({"namespace_template": "cube-{username}-{team}"}, "CubeSpawner.namespace_template"),
-        ({"namespace_template": "cube-{username}-{0}"}, "CubeSpawner.namespace_template"),
-        ({"namespace_template": "cube-{username}-{"}, "CubeSpawner.namespace_template"),
-        # Fits "x" but not the longest slug a user can get (53 characters).
-        ({"namespace_template": "kubeflow-user-{username}"}, "CubeSpawner.namespace_template"),
         ({"user_header": "kubeflow userid"}, "CubeSpawner.user_header"),
         ({"user_header": "x-user:"}, "CubeSpawner.user_header"),
         # Profile values the cluster would refuse at create time fail at startup instead.
@@ -175,6 +177,8 @@ def test_profiles_parse_with_defaults_and_vgpu() -> None:
         ),
         ({"profiles": [{**GOOD_PROFILE, "image": "jupyter/base notebook"}]}, "CubeSpawner.profiles[0].image"),
         ({"profiles": [{**GOOD_PROFILE, "image": " jupyter/base"}]}, "CubeSpawner.profiles[0].image"),
+        # A quantity the API server would refuse at a user's create (" 2 ") fails at startup.
+        ({"profiles": [{**GOOD_PROFILE, "cpu": " 2 "}]}, "CubeSpawner.profiles[0].cpu"),
         ({"profiles": [{**GOOD_PROFILE, "cpu": "0"}]}, "CubeSpawner.profiles[0].cpu"),
         ({"profiles": [{**GOOD_PROFILE, "memory": "0Gi"}]}, "CubeSpawner.profiles[0].memory"),
         ({"profiles": [{**GOOD_PROFILE, "env": {"A B": "1"}}]}, "CubeSpawner.profiles[0].env.A B"),
@@ -191,11 +195,63 @@ def test_bad_config_names_the_field(spawner: dict[str, Any], field: str) -> None
     assert field.split(".")[-1].split("[")[0] in caught.value.message
 
 
+@pytest.mark.parametrize(
+    ("workbench", "field"),
+    [
+        ({"gpu_quota_per_user": -2}, "CubeWorkbench.gpu_quota_per_user"),
+        ({"namespace_template": "fixed"}, "CubeWorkbench.namespace_template"),
+        ({"namespace_template": "Cube_{username}"}, "CubeWorkbench.namespace_template"),
+        # Format errors are config errors, not KeyError/IndexError tracebacks.
+        ({"namespace_template": "cube-{username}-{team}"}, "CubeWorkbench.namespace_template"),
+        ({"namespace_template": "cube-{username}-{0}"}, "CubeWorkbench.namespace_template"),
+        ({"namespace_template": "cube-{username}-{"}, "CubeWorkbench.namespace_template"),
+        # Fits "x" but not the longest slug a user can get (53 characters).
+        ({"namespace_template": "kubeflow-user-{username}"}, "CubeWorkbench.namespace_template"),
+    ],
+)
+def test_bad_workbench_config_names_the_field(workbench: dict[str, Any], field: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        workbench_with(**workbench)
+    assert caught.value.field == field
+    assert field.split(".")[-1] in caught.value.message
+
+
+@pytest.mark.parametrize("trait", ["admin_users", "gpu_quota_per_user", "namespace_template"])
+def test_workbench_wide_traits_still_load_by_their_old_spawner_names_with_a_warning(trait: str) -> None:
+    value = {"admin_users": ["root"], "gpu_quota_per_user": 3, "namespace_template": "ml-{username}"}[trait]
+    config = Config()
+    setattr(config.CubeSpawner, trait, value)
+    settings = load_settings(config)
+    assert getattr(settings.workbench, trait) == value
+    [warning] = settings.deprecations
+    assert f"CubeSpawner.{trait} is deprecated" in warning and f"CubeWorkbench.{trait}" in warning
+    # The new name wins when both are given, and the old one is said to be ignored.
+    setattr(config.CubeWorkbench, trait, getattr(load_settings(Config()).workbench, trait))
+    both = load_settings(config)
+    assert getattr(both.workbench, trait) != value
+    assert "ignored" in both.deprecations[0]
+    # A bad value given by the old name is refused, naming the trait where it lives now.
+    bad = Config()
+    bad.CubeSpawner.gpu_quota_per_user = -1
+    with pytest.raises(ConfigError) as refused:
+        load_settings(bad)
+    assert refused.value.field == "CubeWorkbench.gpu_quota_per_user"
+    assert "CubeSpawner.gpu_quota_per_user" in refused.value.message
+
+
+def test_settings_are_frozen_once_loaded() -> None:
+    settings = load_settings(Config())
+    with pytest.raises(AttributeError, match="read-only"):
+        settings.workbench.workbench_url = "http://elsewhere/lab"
+    with pytest.raises(AttributeError, match="read-only"):
+        settings.jobs.jobs.gpu_resource = "amd.com/gpu"
+
+
 def test_longest_fitting_namespace_template_loads_and_fits_every_user() -> None:
     from cube_jupyter.names import MAX_SLUG_LENGTH
 
     template = "k" * (63 - MAX_SLUG_LENGTH - 1) + "-{username}"
-    settings = settings_with(namespace_template=template)
+    settings = workbench_with(namespace_template=template)
     assert len(settings.namespace_for("x" * 300 + "@example.com")) <= 63
 
 
@@ -210,7 +266,7 @@ def test_valid_profile_details_load() -> None:
         ],
         "env": {"HF_HOME": "/data/hf", "my.var-1": "x"},
     }
-    loaded = settings_with(profiles=[profile]).profile("cpu")
+    loaded = settings_with(profiles=[profile]).notebooks.profile("cpu")
     assert loaded.image == profile["image"] and loaded.tolerations[1]["tolerationSeconds"] == 60
 
 
@@ -226,7 +282,7 @@ def test_bad_trait_types_name_the_trait() -> None:
 
 
 def test_unknown_profile_lists_the_offer() -> None:
-    settings = settings_with(profiles=[GOOD_PROFILE])
+    settings = settings_with(profiles=[GOOD_PROFILE]).notebooks
     with pytest.raises(InvalidInput) as caught:
         settings.profile("gpu")
     assert caught.value.field == "profile" and "cpu" in caught.value.message
@@ -236,7 +292,7 @@ def test_config_file_loads_and_errors_name_the_flag(tmp_path: Any) -> None:
     good = tmp_path / "cube_config.py"
     good.write_text('c.CubeSpawner.max_servers_per_user = 3\nc.CubeWorkbench.backend = "kubernetes"\n')
     settings = load_settings(load_config_file(good))
-    assert settings.spawner.max_servers_per_user == 3 and settings.workbench.backend == "kubernetes"
+    assert settings.notebooks.spawner.max_servers_per_user == 3 and settings.workbench.backend == "kubernetes"
     broken = tmp_path / "broken.py"
     broken.write_text("c.CubeSpawner.profiles = [\n")
     with pytest.raises(ConfigError) as caught:
@@ -277,27 +333,30 @@ def test_shared_traits_are_set_once_for_every_class_or_per_class() -> None:
         assert workload.gpu_tolerations == [{"key": "gpu", "operator": "Exists"}]
     assert settings.jobs.gpu_node_selector == {"pool": "gpu"}
     assert settings.pipelines.gpu_node_selector == {"pool": "steps"}
-    assert settings.spawner.service_account == "runner"
+    assert settings.notebooks.spawner.service_account == "runner"
+    assert settings.pod_service_accounts == ("runner", "trainer")
     assert settings.pipelines.pipelines.service_account == "runner"
     assert settings.jobs.jobs.service_account == "trainer"
 
 
 def test_jobs_follow_the_servers_namespace_unless_set() -> None:
     config = Config()
-    config.CubeSpawner.namespace_template = "kf-{username}"
+    config.CubeWorkbench.namespace_template = "kf-{username}"
     config.CubeJobs.namespace_template = " "  # '' (blank) is valid for jobs, not for servers
     settings = load_settings(config)
     assert settings.jobs.jobs.namespace_template == ""
-    assert settings.jobs.namespace_for(settings, "alice") == "kf-alice"
+    assert settings.jobs.jobs_namespace_for("alice") == "kf-alice"
+    assert settings.user_namespaces("alice") == ("kf-alice",)
     config.CubeJobs.namespace_template = "jobs-{username}"
-    assert load_settings(config).jobs.namespace_for(settings, "alice") == "jobs-alice"
+    assert load_settings(config).jobs.jobs_namespace_for("alice") == "jobs-alice"
+    assert load_settings(config).gpu.user_namespaces("alice") == ("kf-alice", "jobs-alice")
 
 
 def test_feature_configs_come_from_the_one_load() -> None:
     settings = load_settings(Config())
     assert settings.jobs.storage is settings.storage is settings.pipelines.storage
     assert settings.jobs.default_image == settings.pipelines.default_image == RUNTIME_IMAGE
-    assert settings.profile(None).image == NOTEBOOK_IMAGE
+    assert settings.notebooks.profile(None).image == NOTEBOOK_IMAGE
 
 
 def test_valid_values_in_every_configurable_load_as_given() -> None:
@@ -307,14 +366,16 @@ def test_valid_values_in_every_configurable_load_as_given() -> None:
             "poll_seconds": 2.5,
             "prometheus_url": " http://prom:9090 ",
             "namespace": "kubeflow",
+            "create_namespaces": True,
+            "user_cluster_role": "ml-user",
+            "admin_users": ["root"],
+            "gpu_quota_per_user": 4,
         },
         "CubeSpawner": {
             "workspace_size": "20Gi",
             "storage_class": "fast-ssd",
             "resource_kind": "StatefulSet",  # a Notebook's prefix is its controller's '/notebook'
             "path_prefix": "",
-            "create_namespaces": True,
-            "user_cluster_role": "ml-user",
             "istio_gateway": "gw",
             "istio_ingress_principal": "td/ns/a/sa/b",
             "cmd": ["jupyter", "lab"],
@@ -322,7 +383,7 @@ def test_valid_values_in_every_configurable_load_as_given() -> None:
         },
         "CubeStorage": {"credentials_secret": "minio", "connect_timeout": 1.5, "retries": 0},
         "CubeGPU": {"history_seconds": 0, "cache_seconds": 0},
-        "CubePipelines": {"default_cpu": "500m", "default_image": " img:1 ", "gpu_resource": "amd.com/gpu"},
+        "CubePipelines": {"default_cpu": "500m", "default_image": "img:1", "gpu_resource": "amd.com/gpu"},
         "CubeJobs": {
             "ttl_seconds_after_finished": None,
             "training_images": {"pytorch": "torch:2"},
@@ -341,15 +402,14 @@ def test_valid_values_in_every_configurable_load_as_given() -> None:
     settings = load_settings(config)
     loaded = {
         "CubeWorkbench": settings.workbench,
-        "CubeSpawner": settings.spawner,
+        "CubeSpawner": settings.notebooks.spawner,
         "CubeStorage": settings.storage,
-        "CubeGPU": settings.gpu,
+        "CubeGPU": settings.gpu.gpu,
         "CubePipelines": settings.pipelines.pipelines,
         "CubeJobs": settings.jobs.jobs,
     }
     normalized = {
         ("CubeWorkbench", "prometheus_url"): "http://prom:9090/",
-        ("CubePipelines", "default_image"): "img:1",
         ("CubeJobs", "serving_prometheus_url"): "http://keda-prom:9090/x/",
     }
     for section, traits in values.items():

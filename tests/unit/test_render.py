@@ -12,9 +12,10 @@ import pytest
 import yaml
 from traitlets.config import Config
 
-from cube_jupyter.config import Settings, load_settings
+from cube_jupyter.config import load_settings
 from cube_jupyter.errors import ConfigError
 from cube_jupyter.names import user_slug
+from cube_jupyter.notebooks.config import NotebookSettings
 from cube_jupyter.notebooks.render import (
     STOPPED_ANNOTATION,
     render_notebook_objects,
@@ -22,6 +23,7 @@ from cube_jupyter.notebooks.render import (
     stop_annotation_patch,
 )
 from cube_jupyter.notebooks.spec import NotebookSpec
+from cube_jupyter.workbench import MOVED_TO_WORKBENCH
 from tests.k8s_schemas import validate_object, validate_objects
 
 KINDS = ["Notebook", "StatefulSet"]
@@ -59,13 +61,13 @@ VGPU_PROFILE = {
 PROFILES = [CPU_PROFILE, GPU_PROFILE, VGPU_PROFILE]
 
 
-def make_settings(resource_kind: str = "Notebook", **spawner: Any) -> Settings:
+def make_settings(resource_kind: str = "Notebook", **spawner: Any) -> NotebookSettings:
     c = Config()
     c.CubeSpawner.profiles = copy.deepcopy(PROFILES)
     c.CubeSpawner.resource_kind = resource_kind
     for key, value in spawner.items():
-        setattr(c.CubeSpawner, key, value)
-    return load_settings(c)
+        setattr(c.CubeWorkbench if key in MOVED_TO_WORKBENCH else c.CubeSpawner, key, value)
+    return load_settings(c).notebooks
 
 
 def render(
@@ -506,7 +508,7 @@ def test_output_is_byte_identical(kind: str) -> None:
     c = Config()
     c.CubeSpawner.profiles = [CPU_PROFILE, reordered, VGPU_PROFILE]
     c.CubeSpawner.resource_kind = kind
-    settings = load_settings(c)
+    settings = load_settings(c).notebooks
     objects = render_notebook_objects(
         NotebookSpec("Alice@Example.com", "nb1", settings.profile("gpu")), settings
     )
@@ -595,7 +597,7 @@ def test_the_pod_is_its_owners_user_server_with_the_workbenchs_config_and_no_sec
     c.CubeStorage.secret_key = "s3cr3t-not-in-the-configmap"
     c.CubeStorage.credentials_secret = "mlpipeline-minio-artifact"
     c.CubeJobs.default_image = "registry.example.com/cube-runtime:1"
-    settings = load_settings(c)
+    settings = load_settings(c).notebooks
     objects = render_notebook_objects(
         NotebookSpec("Alice@Example.com", "nb1", settings.profile("cpu")), settings
     )
@@ -615,8 +617,11 @@ def test_the_pod_is_its_owners_user_server_with_the_workbenchs_config_and_no_sec
     text = config_map["data"]["jupyter_server_config.json"]
     assert "NOT-IN-THE-CONFIGMAP" not in text and "not-in-the-configmap" not in text
     config = json.loads(text)
-    # what the server decides from its pod is not in it; the rest is the workbench's, as loaded
-    assert set(config["CubeWorkbench"]) == {"backend", "poll_seconds", "prometheus_url"}
+    # what the server decides from its pod is not in it; the rest is the workbench's, as loaded: its
+    # backend, and the policy every server shares (the GPU quota, admins, users' namespaces)
+    policy = {"admin_users", "gpu_quota_per_user", "namespace_template", "namespace_source"}
+    policy |= {"create_namespaces", "user_cluster_role"}
+    assert set(config["CubeWorkbench"]) == {"backend", "poll_seconds", "prometheus_url", *policy}
     assert config["CubeWorkbench"]["prometheus_url"].rstrip("/") == "http://prometheus.monitoring:9090"
     assert config["CubeStorage"]["url"] == "s3://ml-artifacts/runs"
     assert config["CubeJobs"]["default_image"] == "registry.example.com/cube-runtime:1"

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from cube_jupyter.config import Settings
 from cube_jupyter.errors import ConfigError, InvalidInput
+from cube_jupyter.jobs.config import JobSettings
 from cube_jupyter.kube.namespace_objects import render_namespace_objects
 from cube_jupyter.kube.profiles import Contribution, contributions, owned_namespaces
 from cube_jupyter.names import kubeflow_username, namespace_from_template, namespace_pattern, user_slug
@@ -21,8 +21,8 @@ from tests.kubernetes.actors import kubeflow_profile as profile
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "QUtJQQ==", "AWS_SECRET_ACCESS_KEY": "czNjcjN0", "OTHER": "eA=="}
 
 
-def settings_with(**sections: dict[str, Any]) -> Settings:
-    return make_config(**sections)[0]
+def settings_with(**sections: dict[str, Any]) -> JobSettings:
+    return make_config(**sections)
 
 
 # --- templates -------------------------------------------------------------------------------------------
@@ -31,18 +31,18 @@ def settings_with(**sections: dict[str, Any]) -> Settings:
 def test_a_template_can_spell_kubeflows_default_profile_name() -> None:
     """Kubeflow's manifests name user@example.com's profile `kubeflow-user-example-com`; the escaped
     `{username}` never could (it adds a digest to keep names apart)."""
-    settings = settings_with(CubeSpawner={"namespace_template": "kubeflow-{username_kubeflow}"})
+    settings = settings_with(CubeWorkbench={"namespace_template": "kubeflow-{username_kubeflow}"})
     assert settings.namespace_for("user@example.com") == "kubeflow-user-example-com"
     assert settings.namespace_for("Jane.Doe@Example.COM") == "kubeflow-jane-doe-example-com"
     assert kubeflow_username("a.b@x") == kubeflow_username("a-b@x") == "a-b-x"  # why it is not the default
-    escaped = settings_with(CubeSpawner={"namespace_template": "kubeflow-{username}"})
+    escaped = settings_with(CubeWorkbench={"namespace_template": "kubeflow-{username}"})
     assert escaped.namespace_for("user@example.com") == f"kubeflow-{user_slug('user@example.com')}"
     assert escaped.namespace_for("user@example.com") != "kubeflow-user-example-com"
 
 
 def test_jobs_templates_take_the_same_fields() -> None:
     settings = settings_with(CubeJobs={"namespace_template": "jobs-{username_kubeflow}"})
-    assert settings.jobs.namespace_for(settings, "user@example.com") == "jobs-user-example-com"
+    assert settings.jobs_namespace_for("user@example.com") == "jobs-user-example-com"
 
 
 @pytest.mark.parametrize(
@@ -55,19 +55,19 @@ def test_jobs_templates_take_the_same_fields() -> None:
 )
 def test_bad_templates_fail_at_startup_naming_the_field(template: str, says: str) -> None:
     with pytest.raises(ConfigError, match=says) as refused:
-        settings_with(CubeSpawner={"namespace_template": template})
-    assert refused.value.field == "CubeSpawner.namespace_template"
+        settings_with(CubeWorkbench={"namespace_template": template})
+    assert refused.value.field == "CubeWorkbench.namespace_template"
 
 
 def test_a_kubeflow_name_too_long_for_a_namespace_is_the_users_error_not_the_apis() -> None:
     template = "kubeflow-{username_kubeflow}"
     with pytest.raises(
-        InvalidInput, match=r"gets no valid namespace from CubeSpawner\.namespace_template"
+        InvalidInput, match=r"gets no valid namespace from CubeWorkbench\.namespace_template"
     ) as e:
-        namespace_from_template(template, "x" * 60 + "@example.com", "CubeSpawner.namespace_template")
+        namespace_from_template(template, "x" * 60 + "@example.com", "CubeWorkbench.namespace_template")
     assert e.value.field == "user" and "the limit is 63" in e.value.message
     with pytest.raises(InvalidInput, match="'@@' gets no valid namespace"):  # nothing left of the name
-        namespace_from_template("{username_kubeflow}", "@@", "CubeSpawner.namespace_template")
+        namespace_from_template("{username_kubeflow}", "@@", "CubeWorkbench.namespace_template")
 
 
 def test_namespace_pattern_matches_what_each_field_can_make() -> None:
@@ -81,26 +81,34 @@ def test_namespace_pattern_matches_what_each_field_can_make() -> None:
 
 
 def test_defaults_use_the_template_and_make_no_namespaces() -> None:
-    spawner = settings_with().spawner
-    assert (spawner.namespace_source, spawner.create_namespaces) == ("template", False)
-    assert spawner.user_cluster_role == "cube-jupyter-user"
+    workbench = settings_with().workbench
+    assert (workbench.namespace_source, workbench.create_namespaces) == ("template", False)
+    assert workbench.user_cluster_role == "cube-jupyter-user"
 
 
 @pytest.mark.parametrize(
     ("sections", "field", "says"),
     [
         (
-            {"CubeSpawner": {"namespace_source": "kubeflow-profile", "create_namespaces": True}},
-            "CubeSpawner.create_namespaces",
+            {"CubeWorkbench": {"namespace_source": "kubeflow-profile", "create_namespaces": True}},
+            "CubeWorkbench.create_namespaces",
             "Kubeflow's profile controller creates",
         ),
         (
-            {"CubeSpawner": {"create_namespaces": True}, "CubeStorage": {"credentials_secret": "minio"}},
+            {"CubeWorkbench": {"create_namespaces": True}, "CubeStorage": {"credentials_secret": "minio"}},
             "CubeWorkbench.namespace",
             "copies CubeStorage.credentials_secret from the workbench's own namespace",
         ),
-        ({"CubeSpawner": {"namespace_source": "ldap"}}, "CubeSpawner.namespace_source", "namespace_source"),
-        ({"CubeSpawner": {"user_cluster_role": "Cube User"}}, "CubeSpawner.user_cluster_role", "DNS-1123"),
+        (
+            {"CubeWorkbench": {"namespace_source": "ldap"}},
+            "CubeWorkbench.namespace_source",
+            "namespace_source",
+        ),
+        (
+            {"CubeWorkbench": {"user_cluster_role": "Cube User"}},
+            "CubeWorkbench.user_cluster_role",
+            "DNS-1123",
+        ),
     ],
 )
 def test_settings_that_cannot_work_together_fail_at_startup(
@@ -114,10 +122,9 @@ def test_settings_that_cannot_work_together_fail_at_startup(
 # --- the objects of a namespace the workbench makes ---------------------------------------------------------
 
 
-def namespace_settings(**spawner: Any) -> Settings:
+def namespace_settings(**workbench: Any) -> JobSettings:
     return settings_with(
-        CubeWorkbench={"namespace": "kubeflow"},
-        CubeSpawner={"create_namespaces": True, **spawner},
+        CubeWorkbench={"namespace": "kubeflow", "create_namespaces": True, **workbench},
         CubeStorage={"credentials_secret": "s3-credentials"},
         CubeJobs={"service_account": "trainer", "serving_service_account": "predictor"},
         CubePipelines={"service_account": "pipeline-runner"},
@@ -171,7 +178,7 @@ def test_every_pod_service_account_is_bound_to_the_user_cluster_role() -> None:
 
 
 def test_pods_on_the_namespaces_default_account_get_it_bound_not_created() -> None:
-    settings = settings_with(CubePods={"service_account": ""}, CubeSpawner={"create_namespaces": True})
+    settings = settings_with(CubePods={"service_account": ""}, CubeWorkbench={"create_namespaces": True})
     objects = render_namespace_objects(settings, "alice", "cube-alice")
     assert [o["kind"] for o in objects] == ["Namespace", "RoleBinding"]  # the API server makes `default`
     assert objects[1]["subjects"] == [
@@ -185,7 +192,7 @@ def test_the_credentials_copy_holds_only_the_keys_pods_read() -> None:
     assert secret["type"] == "Opaque"
     assert secret["data"] == {"AWS_ACCESS_KEY_ID": "QUtJQQ==", "AWS_SECRET_ACCESS_KEY": "czNjcjN0"}
     assert "stringData" not in secret
-    without_store = settings_with(CubeSpawner={"create_namespaces": True})
+    without_store = settings_with(CubeWorkbench={"create_namespaces": True})
     assert all(o["kind"] != "Secret" for o in render_namespace_objects(without_store, "alice", "cube-alice"))
 
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import urllib3
 
-from cube_jupyter.config import Settings
 from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFound
+from cube_jupyter.jobs.config import JobSettings
 from cube_jupyter.jobs.kubernetes.apis import (
     GROUP_VERSIONS,
     JOB_RESOURCES,
@@ -40,16 +40,11 @@ from cube_jupyter.jobs.kubernetes.status import (
     TRAINING_KINDS,
     index_experiment,
     index_pod_owner,
-    index_user,
-    labels_of,
-    metadata_of,
-    name_of,
     serving_job,
     spec_annotation,
     training_job,
     trainjob_job,
     tuning_job,
-    user_of,
 )
 from cube_jupyter.jobs.model import Job, JobKind
 from cube_jupyter.jobs.package import ship_to_cluster
@@ -57,13 +52,22 @@ from cube_jupyter.jobs.render import render_spec
 from cube_jupyter.kube.client import ApiNotFound, error_for_status
 from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.kube.discovery import ServedApis
-from cube_jupyter.kube.informer import Informer, Obj
+from cube_jupyter.kube.informer import Informer
 from cube_jupyter.kube.labels import SELECTOR
 from cube_jupyter.kube.namespaces import (
     UserNamespaces,
     is_missing_namespace,
     missing_namespace,
     prepare_namespace,
+)
+from cube_jupyter.kube.objects import (
+    Obj,
+    index_owner,
+    labels_of,
+    metadata_of,
+    name_of,
+    owner_of,
+    qualified_name,
 )
 
 log = logging.getLogger(__name__)
@@ -78,7 +82,7 @@ class KubernetesJobBackend:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: JobSettings,
         cluster: Cluster | None = None,
         *,
         sync_timeout: float = 30.0,
@@ -88,7 +92,6 @@ class KubernetesJobBackend:
         (the CLI) and closes that connection with itself."""
         self.settings = settings
         self.root_dir = Path(root_dir or os.getcwd())  # where specs' scripts and notebooks are
-        self.config = settings.jobs
         self._owns_cluster = cluster is None
         self.cluster = cluster if cluster is not None else Cluster(settings)
         self.client = self.cluster.client
@@ -107,7 +110,7 @@ class KubernetesJobBackend:
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, *, supervise: bool = True) -> None:
         """Ask the cluster which job kinds it serves, then start their informers and wait for their
         first lists, so the first read sees the cluster."""
         try:
@@ -125,7 +128,7 @@ class KubernetesJobBackend:
                     resource.api_version,
                     resource.kind,
                     label_selector=SELECTOR,
-                    indexers={"user": index_user},
+                    indexers={"user": index_owner},
                 )
         if "Experiment" in self.kinds and served.serves(TRIALS.api_version, TRIALS.kind):
             self.trials = self.cluster.informer(
@@ -140,15 +143,15 @@ class KubernetesJobBackend:
             await self.cluster.close()
 
     def availability(self) -> dict[str, Any]:
-        return cluster_availability(self.config, self.served)
+        return cluster_availability(self.settings, self.served)
 
     # -- reads: the informer caches only -----------------------------------------------------------
 
     def namespace(self, user: str) -> str | None:
         """CubeJobs.namespace_template's when set, else the user's own (a Kubeflow Profile's, or
-        CubeSpawner.namespace_template's); None when they own no Profile."""
-        if self.config.jobs.namespace_template and not self.settings.user_server:
-            return self.config.namespace_for(self.settings, user)
+        CubeWorkbench.namespace_template's); None when they own no Profile."""
+        if self.settings.jobs_namespace_template and not self.settings.user_server:
+            return self.settings.jobs_namespace_for(user)
         return self.user_namespaces.lookup(user)
 
     def _target_namespace(self, user: str) -> str:
@@ -160,7 +163,7 @@ class KubernetesJobBackend:
         jobs: builtins.list[Job] = []
         for informer in self.kinds.values():
             objs = informer.list() if user is None else informer.by_index("user", user)
-            jobs.extend(self._job(obj) for obj in objs if user_of(obj))
+            jobs.extend(self._job(obj) for obj in objs if owner_of(obj))
         return jobs
 
     def get(self, user: str, name: str) -> Job | None:
@@ -171,27 +174,27 @@ class KubernetesJobBackend:
         namespace = self.namespace(user)
         for informer in self.kinds.values():
             obj = informer.get(namespace, name)
-            if obj is not None and user_of(obj) == user:
+            if obj is not None and owner_of(obj) == user:
                 return obj
         return None
 
     def _pods_of(self, obj: Obj) -> builtins.list[Obj]:
-        return self.pods.by_index(
-            "owner", f"{metadata_of(obj).get('namespace') or ''}/{metadata_of(obj).get('name')}"
-        )
+        return self.pods.by_index("owner", qualified_name(obj))
 
     def _job(self, obj: Obj) -> Job:
         kind = obj.get("kind") or ""
         spec = spec_annotation(obj)
+        gpus = self.settings.gpu_resources
         if kind == "TrainJob":
-            return trainjob_job(obj, self._pods_of(obj), spec)
+            return trainjob_job(obj, self._pods_of(obj), gpus, spec)
         if kind in TRAINING_KINDS:
-            return training_job(obj, self._pods_of(obj), spec)
+            return training_job(obj, self._pods_of(obj), gpus, spec)
         if kind == "Experiment":
-            key = f"{metadata_of(obj).get('namespace') or ''}/{metadata_of(obj).get('name')}"
-            trials = self.trials.by_index("experiment", key) if self.trials is not None else []
-            return tuning_job(obj, trials, spec)
-        return serving_job(obj, self._pods_of(obj), spec)
+            trials = (
+                self.trials.by_index("experiment", qualified_name(obj)) if self.trials is not None else []
+            )
+            return tuning_job(obj, trials, gpus, spec)
+        return serving_job(obj, self._pods_of(obj), gpus, spec)
 
     # -- writes ------------------------------------------------------------------------------------
 
@@ -199,10 +202,10 @@ class KubernetesJobBackend:
         """Ship local code to the store, then create the rendered objects in order; if one fails,
         delete those made before it. A job needing a kind the cluster does not serve is refused
         before anything is shipped or created."""
-        require_served(kind, spec, self.config, self.served)
-        spec = await asyncio.to_thread(ship_to_cluster, spec, self.config.storage, self.root_dir)
+        require_served(kind, spec, self.settings, self.served)
+        spec = await asyncio.to_thread(ship_to_cluster, spec, self.settings.storage, self.root_dir)
         namespace = await asyncio.to_thread(self._target_namespace, spec.user)
-        objects = render_spec(kind, spec, self.config, self.settings, self.served, namespace)
+        objects = render_spec(kind, spec, self.settings, self.served, namespace)
         primary = next(o for o in objects if o["kind"] in self.kinds)
         target = metadata_of(primary)["namespace"]
         await asyncio.to_thread(prepare_namespace, self.client, self.settings, spec.user, target)
@@ -232,9 +235,7 @@ class KubernetesJobBackend:
         """A new revision of a served model: merge-patch the InferenceService's spec, as `kubectl
         apply` would; KServe keeps the previous revision for the rest of a canary's traffic."""
         rendered = next(
-            o
-            for o in render_spec("serving", spec, self.config, self.settings)
-            if o["kind"] == "InferenceService"
+            o for o in render_spec("serving", spec, self.settings) if o["kind"] == "InferenceService"
         )
         current = self._object(spec.user, spec.name)
         if current is None:

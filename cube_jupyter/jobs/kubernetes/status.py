@@ -7,14 +7,27 @@ from __future__ import annotations
 
 import contextlib
 import json
-from datetime import datetime
+from collections.abc import Collection
 from typing import Any
 
+from cube_jupyter.fields import parse_timestamp
 from cube_jupyter.jobs.model import Condition, Job, JobKind, Replica, Trial
 from cube_jupyter.jobs.render.pods import SPEC_ANNOTATION
 from cube_jupyter.jobs.render.trainjob import NODE
-from cube_jupyter.kube.informer import Obj
-from cube_jupyter.kube.labels import USER_ANNOTATION
+from cube_jupyter.kube.objects import (
+    Obj,
+    annotations_of,
+    container_gpus,
+    containers_of,
+    is_deleting,
+    labels_of,
+    metadata_of,
+    name_of,
+    namespace_of,
+    owner_of,
+    pod_spec_of,
+    pod_state,
+)
 
 TRAINING_API = "kubeflow.org/v1"
 KATIB_API = "kubeflow.org/v1beta1"
@@ -55,46 +68,20 @@ TRIAL_STATES = {
 POD_STATES = {"Pending": "Pending", "Running": "Running", "Succeeded": "Succeeded", "Failed": "Failed"}
 
 
-def metadata_of(obj: Obj) -> dict[str, Any]:
-    return obj.get("metadata") or {}
-
-
-def name_of(obj: Obj) -> str:
-    return str(metadata_of(obj).get("name") or "")
-
-
-def labels_of(obj: Obj) -> dict[str, str]:
-    return dict(metadata_of(obj).get("labels") or {})
-
-
-def user_of(obj: Obj) -> str:
-    return str((metadata_of(obj).get("annotations") or {}).get(USER_ANNOTATION) or "")
-
-
-def index_user(obj: Obj) -> list[str]:
-    user = user_of(obj)
-    return [user] if user else []
-
-
 def index_pod_owner(obj: Obj) -> list[str]:
     """A pod under `namespace/job` for each job-ish label it carries (training job, trial, model)."""
-    namespace = metadata_of(obj).get("namespace") or ""
     labels = labels_of(obj)
-    return [f"{namespace}/{labels[key]}" for key in POD_OWNER_LABELS if labels.get(key)]
+    return [f"{namespace_of(obj)}/{labels[key]}" for key in POD_OWNER_LABELS if labels.get(key)]
 
 
 def index_experiment(obj: Obj) -> list[str]:
     experiment = labels_of(obj).get(EXPERIMENT_LABEL)
-    return [f"{metadata_of(obj).get('namespace') or ''}/{experiment}"] if experiment else []
+    return [f"{namespace_of(obj)}/{experiment}"] if experiment else []
 
 
 def _timestamp(value: object) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    stamp = parse_timestamp(value)
+    return None if stamp is None else stamp.timestamp()
 
 
 def _conditions(obj: Obj) -> tuple[Condition, ...]:
@@ -130,48 +117,24 @@ def _failure_message(conditions: tuple[Condition, ...]) -> str | None:
     return None
 
 
-def container_gpus(containers: list[dict[str, Any]]) -> int:
-    """GPUs the containers ask for: any extended resource named `.../gpu` (nvidia.com, amd.com)."""
-    total = 0
-    for container in containers:
-        resources = container.get("resources") or {}
-        limits = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
-        for key, value in limits.items():
-            if key.endswith("/gpu"):
-                with contextlib.suppress(TypeError, ValueError):
-                    total += int(value)
-    return total
-
-
 def _pod_replica(role: str, index: int, pod: Obj | None, gpus: int, default_state: str) -> Replica:
     if pod is None:
         return Replica(role=role, index=index, state=default_state, gpus=gpus)  # type: ignore[arg-type]
-    status = pod.get("status") or {}
-    state = POD_STATES.get(str(status.get("phase") or ""), "Pending")
-    exit_code: int | None = None
-    message: str | None = None
-    for container in status.get("containerStatuses") or []:
-        current = container.get("state") or {}
-        if "terminated" in current:
-            exit_code = current["terminated"].get("exitCode")
-            if exit_code:
-                message = current["terminated"].get("reason") or message
-        elif "waiting" in current:
-            waiting = current["waiting"]
-            message = ": ".join(x for x in (waiting.get("reason"), waiting.get("message")) if x) or message
-        break  # the first container is the replica's own; sidecars come after it
-    for condition in status.get("conditions") or []:
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-            message = condition.get("message") or condition.get("reason") or message
+    state = pod_state(pod)
     return Replica(
         role=role,
         index=index,
-        state=state,  # type: ignore[arg-type]
+        state=POD_STATES.get(state.phase, "Pending"),  # type: ignore[arg-type]
         gpus=gpus,
-        exit_code=exit_code,
-        pod=metadata_of(pod).get("name"),
-        message=message,
+        exit_code=state.exit_code,
+        pod=name_of(pod),
+        message=state.reason,
     )
+
+
+def _pod_gpus(obj: dict[str, Any], gpu_resources: Collection[str]) -> int:
+    """GPUs each pod of `obj` (a pod template, or a workload with one) asks for."""
+    return container_gpus(containers_of(pod_spec_of(obj)), gpu_resources)
 
 
 def _base_job(obj: Obj, kind: JobKind, framework: str | None, spec: dict[str, Any]) -> dict[str, Any]:
@@ -179,7 +142,7 @@ def _base_job(obj: Obj, kind: JobKind, framework: str | None, spec: dict[str, An
     return {
         "name": str(meta.get("name") or ""),
         "kind": kind,
-        "user": user_of(obj),
+        "user": owner_of(obj),
         "created": _timestamp(meta.get("creationTimestamp")) or 0.0,
         "framework": framework,
         "backend": "kubernetes",
@@ -187,24 +150,26 @@ def _base_job(obj: Obj, kind: JobKind, framework: str | None, spec: dict[str, An
     }
 
 
-def training_job(obj: Obj, pods: list[Obj], spec: dict[str, Any] | None = None) -> Job:
-    """A Job from a TFJob/PyTorchJob/XGBoostJob/MPIJob and its pods (cached)."""
+def training_job(
+    obj: Obj, pods: list[Obj], gpu_resources: Collection[str], spec: dict[str, Any] | None = None
+) -> Job:
+    """A Job from a TFJob/PyTorchJob/XGBoostJob/MPIJob and its pods (cached); `gpu_resources` are the
+    configured GPU resource names (`kube.objects.gpu_request`)."""
     key, framework = TRAINING_KINDS[obj["kind"]]
     conditions = _conditions(obj)
     phase = _phase(conditions)
-    if metadata_of(obj).get("deletionTimestamp"):
+    if is_deleting(obj):
         phase = "Deleting"
     status = obj.get("status") or {}
     by_replica = {
         (labels_of(p).get(REPLICA_TYPE_LABEL, "").lower(), labels_of(p).get(REPLICA_INDEX_LABEL, "")): p
         for p in pods
-        if labels_of(p).get(JOB_NAME_LABEL) == metadata_of(obj).get("name")
+        if labels_of(p).get(JOB_NAME_LABEL) == name_of(obj)
     }
     replicas: list[Replica] = []
     for role, role_spec in ((obj.get("spec") or {}).get(key) or {}).items():
         count = int(role_spec.get("replicas", 1) or 0)
-        containers = ((role_spec.get("template") or {}).get("spec") or {}).get("containers") or []
-        gpus = container_gpus(containers)
+        gpus = _pod_gpus(role_spec.get("template") or {}, gpu_resources)
         counts = (status.get("replicaStatuses") or {}).get(role) or {}
         # Without a pod (not made yet, or cleaned up), the operator's counts say what became of it.
         fallback = (
@@ -227,7 +192,9 @@ def training_job(obj: Obj, pods: list[Obj], spec: dict[str, Any] | None = None) 
     )
 
 
-def trainjob_job(obj: Obj, pods: list[Obj], spec: dict[str, Any] | None = None) -> Job:
+def trainjob_job(
+    obj: Obj, pods: list[Obj], gpu_resources: Collection[str], spec: dict[str, Any] | None = None
+) -> Job:
     """A Job from a Trainer v2 TrainJob and its node pods (cached): one replica per node, ranked by
     the indexed Job's completion index. Trainer reports only how it ended (Complete, Failed) or that
     it is Suspended; in between, a node pod running makes it Running."""
@@ -235,8 +202,8 @@ def trainjob_job(obj: Obj, pods: list[Obj], spec: dict[str, Any] | None = None) 
     true = {c.type: c for c in conditions if c.status == "True"}
     trainer = (obj.get("spec") or {}).get("trainer") or {}
     nodes = int(trainer.get("numNodes") or 1)
-    gpus = container_gpus([{"resources": trainer.get("resourcesPerNode") or {}}])
-    name = metadata_of(obj).get("name")
+    gpus = container_gpus([{"resources": trainer.get("resourcesPerNode") or {}}], gpu_resources)
+    name = name_of(obj)
     by_rank = {
         labels_of(p).get(COMPLETION_INDEX_LABEL, ""): p
         for p in pods
@@ -244,7 +211,7 @@ def trainjob_job(obj: Obj, pods: list[Obj], spec: dict[str, Any] | None = None) 
     }
     ended = "Succeeded" if "Complete" in true else "Failed" if "Failed" in true else "Pending"
     replicas = tuple(_pod_replica("Node", rank, by_rank.get(str(rank)), gpus, ended) for rank in range(nodes))
-    if metadata_of(obj).get("deletionTimestamp"):
+    if is_deleting(obj):
         phase = "Deleting"
     elif ended != "Pending":
         phase = ended
@@ -287,39 +254,38 @@ def _assignments(raw: list[dict[str, Any]] | None) -> dict[str, Any]:
     return {str(a.get("name")): a.get("value") for a in raw or []}
 
 
-def _trial_gpus(experiment: Obj) -> int:
+def _trial_gpus(experiment: Obj, gpu_resources: Collection[str]) -> int:
     """GPUs one trial asks for: its trial job's containers, times their replicas."""
     trial_spec = (((experiment.get("spec") or {}).get("trialTemplate") or {}).get("trialSpec")) or {}
     kind = trial_spec.get("kind")
     spec = trial_spec.get("spec") or {}
     if kind in TRAINING_KINDS:
-        total = 0
-        for role_spec in (spec.get(TRAINING_KINDS[kind][0]) or {}).values():
-            containers = ((role_spec.get("template") or {}).get("spec") or {}).get("containers") or []
-            total += int(role_spec.get("replicas", 1) or 0) * container_gpus(containers)
-        return total
-    return container_gpus(((spec.get("template") or {}).get("spec") or {}).get("containers") or [])
+        return sum(
+            int(role_spec.get("replicas", 1) or 0) * _pod_gpus(role_spec.get("template") or {}, gpu_resources)
+            for role_spec in (spec.get(TRAINING_KINDS[kind][0]) or {}).values()
+        )
+    return _pod_gpus(trial_spec, gpu_resources)
 
 
-def tuning_job(obj: Obj, trials: list[Obj], spec: dict[str, Any] | None = None) -> Job:
+def tuning_job(
+    obj: Obj, trials: list[Obj], gpu_resources: Collection[str], spec: dict[str, Any] | None = None
+) -> Job:
     """A Job from a Katib Experiment and its Trials (cached): the trial table and the best trial."""
     conditions = _conditions(obj)
-    phase = "Deleting" if metadata_of(obj).get("deletionTimestamp") else _phase(conditions)
+    phase = "Deleting" if is_deleting(obj) else _phase(conditions)
     objective = (obj.get("spec") or {}).get("objective") or {}
     metric = str(objective.get("objectiveMetricName") or "")
     strategies = {s.get("name"): s.get("value") for s in objective.get("metricStrategies") or []}
     strategy = str(strategies.get(metric) or ("max" if objective.get("type") == "maximize" else "min"))
     rows: list[Trial] = []
     replicas: list[Replica] = []
-    ordered = sorted(
-        trials, key=lambda t: (metadata_of(t).get("creationTimestamp") or "", metadata_of(t).get("name"))
-    )
+    ordered = sorted(trials, key=lambda t: (metadata_of(t).get("creationTimestamp") or "", name_of(t)))
     for index, trial in enumerate(ordered):
         state = TRIAL_STATES.get(_phase(_conditions(trial), tuple(TRIAL_STATES)), "Pending")
         observed = ((trial.get("status") or {}).get("observation") or {}).get("metrics") or []
         rows.append(
             Trial(
-                name=str(metadata_of(trial).get("name")),
+                name=name_of(trial),
                 parameters=_assignments((trial.get("spec") or {}).get("parameterAssignments")),
                 state=state,  # type: ignore[arg-type]
                 metrics=_all_metrics(observed),
@@ -337,7 +303,7 @@ def tuning_job(obj: Obj, trials: list[Obj], spec: dict[str, Any] | None = None) 
         phase=phase,  # type: ignore[arg-type]
         conditions=conditions,
         replicas=tuple(replicas),
-        gpus=parallel * _trial_gpus(obj),
+        gpus=parallel * _trial_gpus(obj, gpu_resources),
         message=_failure_message(conditions),
         trials=tuple(rows),
         best_trial=((status.get("currentOptimalTrial") or {}).get("bestTrialName")) or None,
@@ -345,7 +311,9 @@ def tuning_job(obj: Obj, trials: list[Obj], spec: dict[str, Any] | None = None) 
     )
 
 
-def serving_job(obj: Obj, pods: list[Obj], spec: dict[str, Any] | None = None) -> Job:
+def serving_job(
+    obj: Obj, pods: list[Obj], gpu_resources: Collection[str], spec: dict[str, Any] | None = None
+) -> Job:
     """A Job from a KServe InferenceService and its predictor pods (cached); the endpoint is status.url."""
     conditions = _conditions(obj)
     status = obj.get("status") or {}
@@ -353,7 +321,7 @@ def serving_job(obj: Obj, pods: list[Obj], spec: dict[str, Any] | None = None) -
     model = predictor.get("model") or {}
     model_state = (status.get("modelStatus") or {}).get("transitionStatus")
     ready = next((c for c in conditions if c.type == "Ready"), None)
-    if metadata_of(obj).get("deletionTimestamp"):
+    if is_deleting(obj):
         phase = "Deleting"
     elif model_state in ("BlockedByFailedLoad", "InvalidSpec"):
         phase = "Failed"
@@ -364,10 +332,10 @@ def serving_job(obj: Obj, pods: list[Obj], spec: dict[str, Any] | None = None) -
     else:
         phase = "Created"
     containers = [model, *(predictor.get("containers") or [])]
-    gpus = container_gpus(containers)
+    gpus = container_gpus(containers, gpu_resources)
     replicas = tuple(
         _pod_replica("Predictor", index, pod, gpus, "Pending")
-        for index, pod in enumerate(sorted(pods, key=lambda p: str(metadata_of(p).get("name"))))
+        for index, pod in enumerate(sorted(pods, key=name_of))
     ) or (Replica(role="Predictor", index=0, state="Pending", gpus=gpus),)
     min_replicas = int(predictor.get("minReplicas", 1) or 1)
     message = None
@@ -388,7 +356,7 @@ def serving_job(obj: Obj, pods: list[Obj], spec: dict[str, Any] | None = None) -
 
 
 def spec_annotation(obj: Obj) -> dict[str, Any]:
-    raw = (metadata_of(obj).get("annotations") or {}).get(SPEC_ANNOTATION)
+    raw = annotations_of(obj).get(SPEC_ANNOTATION)
     if not raw:
         return {}
     try:

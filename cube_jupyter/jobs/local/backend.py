@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from cube_jupyter.config import Settings
 from cube_jupyter.errors import NotFound
 from cube_jupyter.jobs.availability import local_availability
+from cube_jupyter.jobs.config import JobSettings
 from cube_jupyter.jobs.local.serving import LocalModelServing
 from cube_jupyter.jobs.local.training import AsyncLocalTraining, LocalTrainingRunner
 from cube_jupyter.jobs.local.tuning import LocalTuner
@@ -35,17 +35,20 @@ FOLLOW_POLL_SECONDS = 0.2
 class LocalJobBackend:
     """Training replicas, tuning trials and model servers as processes on this machine."""
 
-    def __init__(self, settings: Settings, *, root_dir: str | Path | None = None, poll: float = 0.5) -> None:
+    def __init__(
+        self, settings: JobSettings, *, root_dir: str | Path | None = None, poll: float = 0.5
+    ) -> None:
         self.settings = settings
         self.root_dir = Path(root_dir or os.getcwd())
-        storage = settings.jobs.storage
+        storage = settings.storage
         store = open_store(None, storage, check=False)
         self.training = AsyncLocalTraining(LocalTrainingRunner(settings.state_dir, store=store), poll=poll)
         self.serving = LocalModelServing(settings.state_dir, storage=storage)
         self.tuning = LocalTuner(settings.state_dir, store=store)
 
-    async def start(self) -> None:
-        await self.training.start()
+    async def start(self, *, supervise: bool = True) -> None:
+        if supervise:  # reads need nothing started: every local job's records are on disk
+            await self.training.start()
 
     async def close(self) -> None:
         await self.training.close()
@@ -63,7 +66,7 @@ class LocalJobBackend:
         return await self.serving.deploy(spec)  # a second deploy of a name is a new revision
 
     def availability(self) -> dict[str, Any]:
-        return local_availability(self.settings.jobs)
+        return local_availability(self.settings)
 
     def list(self, user: str | None) -> list[Job]:
         return [*self.training.list(user), *self.tuning.list(user), *self.serving.list(user)]

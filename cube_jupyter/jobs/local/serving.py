@@ -29,16 +29,15 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
 
-import cube_jupyter
 from cube_jupyter import tracebacks
 from cube_jupyter.errors import InvalidInput, NotFound
+from cube_jupyter.installation import IMPORT_ROOT
 from cube_jupyter.jobs.local.model_formats import LOCAL_FORMATS, find_model_file
 from cube_jupyter.jobs.model import Condition, Job, Replica
 from cube_jupyter.jobs.serving_spec import ServingSpec
 from cube_jupyter.local import files, processes
 from cube_jupyter.local.locks import KeyedLocks
 from cube_jupyter.local.records import RecordStore
-from cube_jupyter.notebooks.local import children
 from cube_jupyter.storage import CubeStorage, open_store
 
 LOG = "server.log"
@@ -396,12 +395,12 @@ def _failed(record: ServingRecord, reason: str, why: str, log_tail: str = "") ->
 def _server_env(spec: ServingSpec) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE")}
     env.update(spec.env)
-    root = str(Path(cube_jupyter.__file__).resolve().parents[1])
+    root = str(IMPORT_ROOT)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     env["PYTHONUNBUFFERED"] = "1"
     if not spec.resources.gpu:
         env["CUDA_VISIBLE_DEVICES"] = ""
-    env[children.CHILD_MARKER_ENV] = "1"
+    env[processes.CHILD_MARKER_ENV] = "1"
     return env
 
 

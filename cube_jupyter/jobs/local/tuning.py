@@ -26,9 +26,9 @@ from typing import Any, cast
 
 import psutil
 
-import cube_jupyter
 from cube_jupyter import tracebacks
 from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound
+from cube_jupyter.installation import IMPORT_ROOT
 from cube_jupyter.jobs import package as packaging
 from cube_jupyter.jobs.local.tuning_state import (
     DRIVER,
@@ -43,7 +43,6 @@ from cube_jupyter.jobs.model import Condition, Job, Replica, Trial, wait_until_f
 from cube_jupyter.jobs.tuning_spec import TuningSpec
 from cube_jupyter.local import processes
 from cube_jupyter.local.records import RecordStore
-from cube_jupyter.notebooks.local import children
 from cube_jupyter.storage import ArtifactStore, open_store
 
 DRIVER_MODULE = "cube_jupyter.jobs.local.tuning_driver"
@@ -108,10 +107,10 @@ class LocalTuner:
     def _spawn_driver(self, spec: TuningSpec, directory: Path) -> subprocess.Popen[bytes]:
         env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE")}
         env.update(self.store.kernel_env())  # trials fetch the shipped notebook with these
-        root = str(Path(cube_jupyter.__file__).resolve().parents[1])
+        root = str(IMPORT_ROOT)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         env["PYTHONUNBUFFERED"] = "1"
-        env[children.CHILD_MARKER_ENV] = "1"
+        env[processes.CHILD_MARKER_ENV] = "1"
         argv = [sys.executable, "-m", DRIVER_MODULE, "--dir", str(directory)]
         try:
             return processes.spawn(argv, env, directory, directory / DRIVER_LOG, f"experiment {spec.name}")

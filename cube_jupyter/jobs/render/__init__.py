@@ -1,4 +1,4 @@
-"""Renderers: pure functions `spec + config + settings -> list[dict]` giving the exact Kubernetes objects
+"""Renderers: pure functions `spec + config -> list[dict]` giving the exact Kubernetes objects
 the kubernetes backend creates (and `cube-jupyter train|tune|serve render` prints)."""
 
 from __future__ import annotations
@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cube_jupyter.config import Settings
 from cube_jupyter.jobs.config import JobSettings
 from cube_jupyter.jobs.model import JobKind
 from cube_jupyter.jobs.render.pods import SPEC_ANNOTATION
@@ -39,7 +38,6 @@ def render_spec(
     kind: JobKind,
     spec: Spec,
     config: JobSettings,
-    settings: Settings,
     served: ServedApis | None = None,
     namespace: str | None = None,
 ) -> list[dict[str, Any]]:
@@ -51,13 +49,13 @@ def render_spec(
     cluster decides it (a Kubeflow Profile's); None: the namespace templates'."""
     if isinstance(spec, TrainingSpec):
         if training_api(spec, config, served) == TRAINER_V2:
-            objects = render_trainjob(spec, config, settings)
+            objects = render_trainjob(spec, config)
         else:
-            objects = render_training(spec, config, settings)
+            objects = render_training(spec, config)
     elif isinstance(spec, TuningSpec):
-        objects = render_tuning(spec, config, settings)
+        objects = render_tuning(spec, config)
     else:
-        objects = render_serving(spec, config, settings)
+        objects = render_serving(spec, config)
     for obj in objects:
         if namespace is not None:
             obj["metadata"]["namespace"] = namespace
@@ -67,12 +65,10 @@ def render_spec(
     return objects
 
 
-def render_job(
-    settings: Settings, kind: str, raw: object, user: str, config: JobSettings | None = None
-) -> list[dict[str, Any]]:
+def render_job(config: JobSettings, kind: str, raw: object, user: str) -> list[dict[str, Any]]:
     """What `cube-jupyter train|tune|serve render` prints: the objects the cluster would get. No
     cluster is asked, so `CubeJobs.training_api = "auto"` renders a training job as a cluster serving
     both APIs would get it: a TrainJob when it fits one, else the Training Operator's kind."""
     job_kind = parse_kind(kind)
     spec = parse_spec(job_kind, raw, user)
-    return render_spec(job_kind, spec, config or settings.jobs, settings)
+    return render_spec(job_kind, spec, config)

@@ -12,16 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from cube_jupyter.config import Settings
-from cube_jupyter.configurable import CubeWorkload
 from cube_jupyter.errors import InvalidInput
 from cube_jupyter.jobs.config import JobSettings
 from cube_jupyter.jobs.resources import ResourceSpec
 from cube_jupyter.jobs.training_spec import WORKSPACE_VOLUME, CodeSpec, VolumeSpec
+from cube_jupyter.kube import pods
 from cube_jupyter.kube.labels import HOME, MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION, USER_LABEL
 from cube_jupyter.names import user_slug
 from cube_jupyter.storage.config import pod_store_env
-from cube_jupyter.wheelhouse import copy_argv, install_argv
 
 JOB_LABEL = "cube-jupyter/job"
 JOB_KIND_LABEL = "cube-jupyter/job-kind"
@@ -30,18 +28,6 @@ PACKAGE_MOUNT = "/var/run/cube-jupyter/package"
 PACKAGE_KEY = "package.tar.gz"
 # Schemes a package may have on the cluster: the artifact store, or a ConfigMap the backend created.
 CLUSTER_PACKAGE_SCHEMES = ("s3", "configmap")
-# An Istio sidecar keeps running after the main container exits, so a Job or Workflow whose pods have
-# one never finishes; these pods talk only to the API server and the artifact store.
-NO_ISTIO_SIDECAR = {"sidecar.istio.io/inject": "false"}
-# The runtime given to an image without cube-jupyter: wheels copied in, installed into site/.
-RUNTIME_VOLUME = "cube-runtime"
-RUNTIME_MOUNT = "/var/run/cube-jupyter/runtime"
-RUNTIME_WHEELS = f"{RUNTIME_MOUNT}/wheels"
-RUNTIME_SITE = f"{RUNTIME_MOUNT}/site"
-# Where the installed runtime is found: its modules, and its kernelspecs ("Python 3 (cube-jupyter)").
-RUNTIME_PATHS = {"PYTHONPATH": RUNTIME_SITE, "JUPYTER_PATH": f"{RUNTIME_SITE}/share/jupyter"}
-
-
 # The normalized spec a job object was rendered from, as JSON (set by the job service).
 SPEC_ANNOTATION = "cube-jupyter/spec"
 
@@ -65,20 +51,15 @@ def pod_labels(name: str, user: str) -> dict[str, str]:
     return {USER_LABEL: user_slug(user), JOB_LABEL: name}
 
 
-def namespace_of(user: str, config: JobSettings, settings: Settings) -> str:
-    return config.namespace_for(settings, user)
-
-
 def container_resources(resources: ResourceSpec, config: JobSettings) -> dict[str, Any]:
-    """Requests equal limits for CPU and memory (Guaranteed QoS when both are set); GPUs in limits only."""
-    requests = {
-        "cpu": resources.cpu or config.jobs.default_cpu,
-        "memory": resources.memory or config.jobs.default_memory,
-    }
-    limits: dict[str, str] = dict(requests)
-    if resources.gpu:
-        limits[config.jobs.gpu_resource] = str(resources.gpu)
-    return {"requests": requests, "limits": limits}
+    """A replica's resources, the admin's defaults where the spec gives none (`kube.pods`)."""
+    jobs = config.jobs
+    return pods.container_resources(
+        resources.cpu or jobs.default_cpu,
+        resources.memory or jobs.default_memory,
+        resources.gpu,
+        jobs.gpu_resource,
+    )
 
 
 def env_list(*maps: dict[str, str]) -> list[dict[str, Any]]:
@@ -155,68 +136,6 @@ def volumes(
     return pod, mounts
 
 
-@dataclass(frozen=True)
-class RuntimeInjection:
-    """What a pod whose image lacks cube-jupyter gets, so `python -m cube_jupyter...` runs in it with
-    nothing downloaded: an init container of the runtime image copies its wheelhouse into a shared
-    emptyDir, a second one, in the pod's own image, pip-installs the wheels for that image's Python
-    into it, and the main container mounts it and finds it on PYTHONPATH and JUPYTER_PATH."""
-
-    init_containers: list[dict[str, Any]]
-    volumes: list[dict[str, Any]]
-    volume_mounts: list[dict[str, Any]]  # the main container's
-
-    def env(self, env: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The main container's `env` with the runtime first on its paths (a value it sets kept after)."""
-        given = {var["name"]: var.get("value", "") for var in env}
-        paths = {
-            name: ":".join(filter(None, [path, given.get(name)])) for name, path in RUNTIME_PATHS.items()
-        }
-        kept = [var for var in env if var["name"] not in paths]
-        return [*kept, *({"name": name, "value": value} for name, value in paths.items())]
-
-
-def runtime_injection(
-    image: str, workload: CubeWorkload, resources: dict[str, Any]
-) -> RuntimeInjection | None:
-    """The runtime for a pod whose main container runs `image` with `resources`, or None when the
-    image has cube-jupyter (CubeWorkload.runtime_injection, images_with_runtime). The init containers
-    get the main container's CPU and memory, which costs the pod nothing (it is scheduled on the
-    larger of its init and main containers) and satisfies quotas that require limits."""
-    if not workload.injects_runtime(image):
-        return None
-    mounts = [{"name": RUNTIME_VOLUME, "mountPath": RUNTIME_MOUNT}]
-    init_resources = {
-        kind: {name: value for name, value in amounts.items() if name in ("cpu", "memory")}
-        for kind, amounts in resources.items()
-    }
-
-    def init_container(name: str, image: str, command: list[str]) -> dict[str, Any]:
-        container = {"name": name, "image": image, "command": command, "volumeMounts": mounts}
-        return container | ({"resources": init_resources} if init_resources else {})
-
-    return RuntimeInjection(
-        init_containers=[
-            init_container("cube-runtime-wheels", workload.runtime_image, copy_argv(RUNTIME_WHEELS)),
-            init_container("cube-runtime-install", image, install_argv(RUNTIME_WHEELS, RUNTIME_SITE)),
-        ],
-        volumes=[{"name": RUNTIME_VOLUME, "emptyDir": {}}],
-        volume_mounts=[{"name": RUNTIME_VOLUME, "mountPath": RUNTIME_MOUNT, "readOnly": True}],
-    )
-
-
-def inject_runtime(pod: dict[str, Any], container: dict[str, Any], workload: CubeWorkload) -> None:
-    """Give `container` the runtime when its image needs it (`runtime_injection`). `pod` is a pod spec
-    or an Argo template: both hold `initContainers` and `volumes`."""
-    injection = runtime_injection(container["image"], workload, container.get("resources", {}))
-    if injection is None:
-        return
-    pod["initContainers"] = [*pod.get("initContainers", []), *injection.init_containers]
-    pod["volumes"] = [*pod.get("volumes", []), *injection.volumes]
-    container["volumeMounts"] = [*container.get("volumeMounts", []), *injection.volume_mounts]
-    container["env"] = injection.env(container.get("env", []))
-
-
 def pod_spec(
     container: dict[str, Any],
     pod_volumes: list[dict[str, Any]],
@@ -232,12 +151,7 @@ def pod_spec(
         spec["serviceAccountName"] = account
     if pod_volumes:
         spec["volumes"] = pod_volumes
-    if gpus:
-        if config.gpu_node_selector:
-            spec["nodeSelector"] = dict(config.gpu_node_selector)
-        if config.gpu_tolerations:
-            spec["tolerations"] = [dict(t) for t in config.gpu_tolerations]
-    return spec
+    return spec | pods.gpu_placement(gpus, config.jobs)
 
 
 @dataclass(frozen=True)
@@ -269,11 +183,11 @@ def pod_template(container: dict[str, Any], workload: Workload, config: JobSetti
         container["volumeMounts"] = [*mounts, *workload.shipped.mounts]
     spec = pod_spec(container, [*pod_volumes, *workload.shipped.volumes], workload.resources.gpu, config)
     if workload.shipped.needs_runtime:
-        inject_runtime(spec, container, config.jobs)
+        pods.inject_runtime(spec, container, config.jobs)
     return {
         "metadata": {
             "labels": pod_labels(workload.name, workload.user),
-            "annotations": dict(NO_ISTIO_SIDECAR),
+            "annotations": dict(pods.NO_ISTIO_SIDECAR),
         },
         "spec": spec,
     }

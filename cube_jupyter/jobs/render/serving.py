@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from cube_jupyter.config import Settings
 from cube_jupyter.errors import InvalidInput
 from cube_jupyter.jobs.config import JobSettings
-from cube_jupyter.jobs.render.pods import container_resources, job_metadata, namespace_of, pod_labels
+from cube_jupyter.jobs.render.pods import container_resources, job_metadata, pod_labels
 from cube_jupyter.jobs.serving_spec import ServingSpec
 
 API_VERSION = "serving.kserve.io/v1beta1"
@@ -26,9 +25,9 @@ DEPLOYMENT_MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
 AUTOSCALER_CLASS_ANNOTATION = "serving.kserve.io/autoscalerClass"
 
 
-def render_serving(spec: ServingSpec, config: JobSettings, settings: Settings) -> list[dict[str, Any]]:
+def render_serving(spec: ServingSpec, config: JobSettings) -> list[dict[str, Any]]:
     """The one InferenceService the kubernetes backend creates for `spec`."""
-    namespace = namespace_of(spec.user, config, settings)
+    namespace = config.jobs_namespace_for(spec.user)
     if spec.storage_scheme == "file":
         raise InvalidInput(
             f"storage_uri {spec.storage_uri!r} is a path on this machine; on the cluster use s3:// (the "

@@ -11,14 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cube_jupyter.config import Settings
 from cube_jupyter.jobs.config import JobSettings
 from cube_jupyter.jobs.render.pods import (
     ShippedCode,
     Workload,
     env_list,
     job_metadata,
-    namespace_of,
     pod_template,
 )
 from cube_jupyter.jobs.training_spec import RoleSpec, TrainingSpec
@@ -56,18 +54,16 @@ REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 
 
 def render_training(
-    spec: TrainingSpec, config: JobSettings, settings: Settings, *, workspace_claim: str | None = None
+    spec: TrainingSpec, config: JobSettings, *, workspace_claim: str | None = None
 ) -> list[dict[str, Any]]:
     """The one object the kubernetes backend creates for `spec`."""
-    obj = training_object(spec, config, settings, workspace_claim=workspace_claim)
-    obj["metadata"] = job_metadata(
-        "training", spec.name, spec.user, namespace_of(spec.user, config, settings)
-    )
+    obj = training_object(spec, config, workspace_claim=workspace_claim)
+    obj["metadata"] = job_metadata("training", spec.name, spec.user, config.jobs_namespace_for(spec.user))
     return [obj]
 
 
 def training_object(
-    spec: TrainingSpec, config: JobSettings, settings: Settings, *, workspace_claim: str | None = None
+    spec: TrainingSpec, config: JobSettings, *, workspace_claim: str | None = None
 ) -> dict[str, Any]:
     """apiVersion, kind and spec of the job, without metadata: also a Katib trial's template."""
     operator = OPERATOR_KINDS[spec.framework]

@@ -19,13 +19,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from cube_jupyter.config import Settings
 from cube_jupyter.errors import InvalidInput
 from cube_jupyter.jobs.config import JobSettings
 from cube_jupyter.jobs.render.pods import (
     ShippedCode,
     job_metadata,
-    namespace_of,
     pod_template,
 )
 from cube_jupyter.jobs.render.training import role_workload
@@ -64,7 +62,7 @@ UNEXPRESSED: dict[str, Any] = {
 }
 
 
-def render_trainjob(spec: TrainingSpec, config: JobSettings, settings: Settings) -> list[dict[str, Any]]:
+def render_trainjob(spec: TrainingSpec, config: JobSettings) -> list[dict[str, Any]]:
     """The one TrainJob the kubernetes backend creates for `spec`; InvalidInput when it cannot be one."""
     problem = trainjob_problem(spec, config)
     if problem is not None:
@@ -92,7 +90,7 @@ def render_trainjob(spec: TrainingSpec, config: JobSettings, settings: Settings)
     }
     if spec.active_deadline_seconds is not None:
         body["activeDeadlineSeconds"] = spec.active_deadline_seconds
-    metadata = job_metadata("training", spec.name, spec.user, namespace_of(spec.user, config, settings))
+    metadata = job_metadata("training", spec.name, spec.user, config.jobs_namespace_for(spec.user))
     return [{"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": body}]
 
 

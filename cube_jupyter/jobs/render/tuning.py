@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from cube_jupyter.config import Settings
 from cube_jupyter.jobs.config import JobSettings
 from cube_jupyter.jobs.render import pods
 from cube_jupyter.jobs.render.training import container_name, primary_pod_labels, training_object
@@ -30,7 +29,7 @@ def placeholder(name: str) -> str:
 
 
 def render_tuning(
-    spec: TuningSpec, config: JobSettings, settings: Settings, *, workspace_claim: str | None = None
+    spec: TuningSpec, config: JobSettings, *, workspace_claim: str | None = None
 ) -> list[dict[str, Any]]:
     """The one Experiment the kubernetes backend creates for `spec`."""
     body: dict[str, Any] = {
@@ -45,13 +44,11 @@ def render_tuning(
             "source": {"filter": {"metricsFormat": [config.jobs.katib_metrics_format]}},
         },
         "parameters": [_parameter(p) for p in spec.parameters],
-        "trialTemplate": _trial_template(spec, config, settings, workspace_claim),
+        "trialTemplate": _trial_template(spec, config, workspace_claim),
     }
     if spec.early_stopping is not None:
         body["earlyStopping"] = _algorithm(spec.early_stopping.algorithm, spec.early_stopping.settings)
-    metadata = pods.job_metadata(
-        "tuning", spec.name, spec.user, pods.namespace_of(spec.user, config, settings)
-    )
+    metadata = pods.job_metadata("tuning", spec.name, spec.user, config.jobs_namespace_for(spec.user))
     return [{"apiVersion": API_VERSION, "kind": "Experiment", "metadata": metadata, "spec": body}]
 
 
@@ -93,9 +90,7 @@ def _text(value: object) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def _trial_template(
-    spec: TuningSpec, config: JobSettings, settings: Settings, workspace_claim: str | None
-) -> dict[str, Any]:
+def _trial_template(spec: TuningSpec, config: JobSettings, workspace_claim: str | None) -> dict[str, Any]:
     values = {p.name: placeholder(p.name) for p in spec.parameters}
     template: dict[str, Any] = {
         "trialParameters": [
@@ -105,7 +100,7 @@ def _trial_template(
     }
     if spec.trial_training is not None:
         training = spec.trial_training_with(values)
-        trial_spec = training_object(training, config, settings, workspace_claim=workspace_claim)
+        trial_spec = training_object(training, config, workspace_claim=workspace_claim)
         template["primaryContainerName"] = container_name(training)
         template["primaryPodLabels"] = primary_pod_labels(training)
         succeeded = SUCCEEDED["training"]

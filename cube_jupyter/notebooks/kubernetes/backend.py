@@ -18,16 +18,35 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from cube_jupyter.config import Settings
 from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFound
+from cube_jupyter.fields import parse_timestamp
 from cube_jupyter.kube.client import ApiNotFound, resource_type
 from cube_jupyter.kube.cluster import Cluster
-from cube_jupyter.kube.informer import Obj
-from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION, USER_LABEL
+from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL, USER_LABEL
 from cube_jupyter.kube.namespaces import UserNamespaces, is_missing_namespace, missing_namespace
+from cube_jupyter.kube.objects import (
+    Obj,
+    annotations_of,
+    condition_of,
+    container_named,
+    created_at,
+    event_time,
+    gpu_request,
+    index_owner,
+    is_deleting,
+    labels_of,
+    metadata_of,
+    name_of,
+    namespace_of,
+    newest_warning,
+    owner_of,
+    pod_spec_of,
+    pod_state,
+    uid_of,
+)
 from cube_jupyter.names import namespace_pattern
 from cube_jupyter.notebooks import enforcement
-from cube_jupyter.notebooks.activity import parse_time
+from cube_jupyter.notebooks.config import NotebookSettings
 from cube_jupyter.notebooks.kubernetes.culler import IdleCuller, RunningServer
 from cube_jupyter.notebooks.render import (
     LAST_ACTIVITY_ANNOTATION,
@@ -62,16 +81,6 @@ SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 # (FailedCreate). Field selectors cannot say "one of these kinds", so the informer drops the rest
 # itself (`keep`).
 EVENT_KINDS = ("Pod", "StatefulSet", "Notebook")
-FAILED_WAITING_REASONS = {
-    "CrashLoopBackOff",
-    "ImagePullBackOff",
-    "ErrImagePull",
-    "InvalidImageName",
-    "CreateContainerConfigError",
-    "CreateContainerError",
-    "RunContainerError",
-}
-NOT_GPU_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
 # Objects a create may find already there (kept from an earlier server of the same name) and reuse.
 # Kept from an earlier server of the same name and user, and reused (policy and config refreshed).
 ADOPTABLE = ("PersistentVolumeClaim", "AuthorizationPolicy", "ConfigMap")
@@ -83,22 +92,11 @@ CACHE_WAIT_SECONDS = 5.0
 DELETE_WAIT_SECONDS = 90.0
 
 
-def _user_of(obj: Obj) -> str | None:
-    meta = obj.get("metadata") or {}
-    return (meta.get("annotations") or {}).get(USER_ANNOTATION) or None
-
-
-def _index_user(obj: Obj) -> list[str]:
-    user = _user_of(obj)
-    return [user] if user else []
-
-
 def _index_pod_server(pod: Obj) -> list[str]:
     """A pod belongs to the server named by Kubeflow's `notebook-name` (or `statefulset`) label."""
-    meta = pod.get("metadata") or {}
-    labels = meta.get("labels") or {}
+    labels = labels_of(pod)
     server = labels.get(NOTEBOOK_LABEL) or labels.get(STATEFULSET_LABEL)
-    return [f"{meta.get('namespace', '')}/{server}"] if server else []
+    return [f"{namespace_of(pod)}/{server}"] if server else []
 
 
 def _event_key(kind: str, namespace: str, name: str) -> str:
@@ -110,10 +108,10 @@ def _index_event_object(event: Obj) -> list[str]:
     return [_event_key(involved.get("kind", ""), involved.get("namespace", ""), involved.get("name", ""))]
 
 
-def _event_filter(settings: Settings) -> Callable[[Obj], bool]:
+def _event_filter(settings: NotebookSettings) -> Callable[[Obj], bool]:
     # A Profile's namespace can have any name: then every namespace may be a user's.
-    by_profile = settings.spawner.namespace_source == "kubeflow-profile"
-    namespaces = namespace_pattern("{username}" if by_profile else settings.spawner.namespace_template)
+    by_profile = settings.workbench.namespace_source == "kubeflow-profile"
+    namespaces = namespace_pattern("{username}" if by_profile else settings.workbench.namespace_template)
 
     def keep(event: Obj) -> bool:
         """Only warnings about pods and workloads in user namespaces are cached."""
@@ -130,7 +128,7 @@ class KubernetesNotebookBackend:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: NotebookSettings,
         cluster: Cluster | None = None,
         *,
         sync_timeout: float = 30.0,
@@ -150,7 +148,7 @@ class KubernetesNotebookBackend:
             self.workload_api_version,
             self.resource_kind,
             label_selector=SELECTOR,
-            indexers={"user": _index_user},
+            indexers={"user": index_owner},
         )
         self.pods = self.cluster.pods({"server": _index_pod_server})
         self.events = self.cluster.events({"object": _index_event_object}, keep=_event_filter(settings))
@@ -189,7 +187,7 @@ class KubernetesNotebookBackend:
 
     def list_servers(self, user: str | None) -> list[NotebookServer]:
         objs = self.workloads.list() if user is None else self.workloads.by_index("user", user)
-        return [self._to_server(obj) for obj in objs if _user_of(obj)]
+        return [self._to_server(obj) for obj in objs if owner_of(obj)]
 
     def get_server(self, user: str, name: str) -> NotebookServer | None:
         obj = self._workload(user, name)
@@ -199,12 +197,11 @@ class KubernetesNotebookBackend:
         """Every running server in the cache, with when its pod became ready (for the culler)."""
         running = []
         for obj in self.workloads.list():
-            if not _user_of(obj):
+            if not owner_of(obj):
                 continue
-            meta = obj.get("metadata") or {}
-            pod = self._pod_for(meta.get("namespace") or "", meta.get("name") or "")
+            pod = self._pod_for(namespace_of(obj), name_of(obj))
             if pod is not None and self._status(obj, pod)[0] == ServerStatus.RUNNING:
-                started = _ready_since(pod) or parse_time(meta.get("creationTimestamp")) or datetime.now(UTC)
+                started = _ready_since(pod) or created_at(obj) or datetime.now(UTC)
                 running.append(RunningServer(workload=obj, started=started))
         return running
 
@@ -215,7 +212,7 @@ class KubernetesNotebookBackend:
     def _workload(self, user: str, name: str) -> Obj | None:
         namespace = self.namespace(user)
         obj = self.workloads.get(namespace, name) if namespace is not None else None
-        if obj is None or _user_of(obj) != user:
+        if obj is None or owner_of(obj) != user:
             return None
         return obj
 
@@ -292,7 +289,7 @@ class KubernetesNotebookBackend:
         meta = obj["metadata"]
         namespace, name, kind = meta["namespace"], meta["name"], obj["kind"]
         existing = self.client.get(obj["apiVersion"], kind, namespace, name)
-        owner = ((existing.get("metadata") or {}).get("annotations") or {}).get(USER_ANNOTATION)
+        owner = owner_of(existing)
         if owner != spec.user:
             raise Conflict(
                 f"{kind} {namespace}/{name} already exists and does not belong to user {spec.user!r}; "
@@ -416,21 +413,19 @@ class KubernetesNotebookBackend:
     # -- mapping cache objects to what users see ---------------------------------------------------
 
     def _to_server(self, obj: Obj) -> NotebookServer:
-        meta = obj.get("metadata") or {}
-        annotations = meta.get("annotations") or {}
-        namespace = meta.get("namespace") or ""
-        name = meta.get("name") or ""
-        container = _main_container(obj, name)
+        annotations = annotations_of(obj)
+        namespace, name = namespace_of(obj), name_of(obj)
+        container = container_named(pod_spec_of(obj), name)
         pod = self._pod_for(namespace, name)
         status, reason = self._status(obj, pod)
         return NotebookServer(
-            user=_user_of(obj) or (meta.get("labels") or {}).get(USER_LABEL, ""),
+            user=owner_of(obj) or labels_of(obj).get(USER_LABEL, ""),
             name=name,
             profile=annotations.get(PROFILE_ANNOTATION, ""),
             status=status,
             url=route_prefix(self.settings, namespace, name),
-            resources=_resources(container),
-            created=meta.get("creationTimestamp") or "",
+            resources=_resources(container, self.settings.gpu_resources),
+            created=metadata_of(obj).get("creationTimestamp") or "",
             image=container.get("image", ""),
             reason=reason,
             last_activity=annotations.get(LAST_ACTIVITY_ANNOTATION) or None,
@@ -442,62 +437,40 @@ class KubernetesNotebookBackend:
         if not pods:
             return None
         # During a restart the old pod may linger: prefer one not being deleted, then the newest.
-        return max(
-            pods,
-            key=lambda p: (
-                not (p.get("metadata") or {}).get("deletionTimestamp"),
-                (p.get("metadata") or {}).get("creationTimestamp") or "",
-            ),
-        )
+        return max(pods, key=lambda p: (not is_deleting(p), metadata_of(p).get("creationTimestamp") or ""))
 
     def _status(self, obj: Obj, pod: Obj | None) -> tuple[ServerStatus, str | None]:
-        meta = obj.get("metadata") or {}
-        if meta.get("deletionTimestamp"):
+        if is_deleting(obj):
             return ServerStatus.TERMINATING, None
         if _is_stopped(obj):
-            why = (meta.get("annotations") or {}).get(STOP_REASON_ANNOTATION) or None
+            why = annotations_of(obj).get(STOP_REASON_ANNOTATION) or None
             return (ServerStatus.STOPPING if pod is not None else ServerStatus.STOPPED), why
         if pod is None:
             return ServerStatus.PENDING, self._workload_warning(
                 obj
             ) or "waiting for the server's pod to be created"
-        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        if is_deleting(pod):
             return ServerStatus.PENDING, "the previous pod is shutting down"
-        pod_status = pod.get("status") or {}
-        conditions = {c.get("type"): c for c in pod_status.get("conditions") or []}
-        if (conditions.get("Ready") or {}).get("status") == "True":
+        state = pod_state(pod)
+        if state.ready:
             return ServerStatus.RUNNING, None
-        failed, container_reason = _container_problem(pod_status)
-        if failed:
-            return ServerStatus.FAILED, container_reason
-        if pod_status.get("phase") == "Failed":
-            return ServerStatus.FAILED, pod_status.get("message") or pod_status.get(
-                "reason"
-            ) or "the pod failed"
-        scheduled = conditions.get("PodScheduled") or {}
-        if scheduled.get("status") == "False" and scheduled.get("message"):
-            return ServerStatus.PENDING, str(scheduled["message"])
-        if container_reason:
-            return ServerStatus.PENDING, container_reason
-        return ServerStatus.PENDING, self._warning_for(pod)
+        if state.failed:
+            return ServerStatus.FAILED, state.reason
+        return ServerStatus.PENDING, state.reason or self._warning_for(pod)
 
     def _warning_for(self, pod: Obj) -> str | None:
-        meta = pod.get("metadata") or {}
-        events = self.events.by_index(
-            "object", _event_key("Pod", meta.get("namespace", ""), meta.get("name", ""))
-        )
+        events = self.events.by_index("object", _event_key("Pod", namespace_of(pod), name_of(pod)))
         # Events outlive pods of the same name: only those about this pod (uid) count, when known.
-        uid = meta.get("uid")
-        return _newest_warning(
+        uid = uid_of(pod)
+        return newest_warning(
             [e for e in events if not uid or (e.get("involvedObject") or {}).get("uid") in (None, "", uid)]
         )
 
     def _workload_warning(self, obj: Obj) -> str | None:
         """Why the pod was never created: a Warning on the StatefulSet (the Notebook controller's, or
         ours) or on the Notebook, newer than this server (an earlier one of the same name had its own)."""
-        meta = obj.get("metadata") or {}
-        namespace, name = meta.get("namespace") or "", meta.get("name") or ""
-        created = parse_time(meta.get("creationTimestamp"))
+        namespace, name = namespace_of(obj), name_of(obj)
+        created = created_at(obj)
         kinds = {"StatefulSet", self.resource_kind}
         events = [
             e for kind in kinds for e in self.events.by_index("object", _event_key(kind, namespace, name))
@@ -506,103 +479,35 @@ class KubernetesNotebookBackend:
         def current(event: Obj) -> bool:
             involved = event.get("involvedObject") or {}
             if involved.get("kind") == self.resource_kind and involved.get("uid") not in (
-                None,
                 "",
-                meta.get("uid"),
+                None,
+                uid_of(obj),
             ):
                 return False
-            stamp = parse_time(_event_time(event))
+            stamp = parse_timestamp(event_time(event))
             return created is None or stamp is None or stamp >= created
 
-        return _newest_warning([e for e in events if current(e)])
-
-
-def _newest_warning(events: list[Obj]) -> str | None:
-    warnings = [e for e in events if e.get("type") == "Warning"]
-    if not warnings:
-        return None
-    newest = max(warnings, key=_event_time)
-    reason, message = newest.get("reason") or "", newest.get("message") or ""
-    return f"{reason}: {message}" if reason and message else (message or reason or None)
+        return newest_warning(e for e in events if current(e))
 
 
 def _is_stopped(obj: Obj) -> bool:
-    return STOPPED_ANNOTATION in ((obj.get("metadata") or {}).get("annotations") or {})
+    return STOPPED_ANNOTATION in annotations_of(obj)
 
 
 def _ready_since(pod: Obj) -> datetime | None:
     """When the pod last became Ready: activity never predates it, so a restarted server is not
     culled for idleness it had before its stop."""
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return parse_time(condition.get("lastTransitionTime"))
-    return None
+    return parse_timestamp(condition_of(pod, "Ready").get("lastTransitionTime"))
 
 
-def _main_container(obj: Obj, name: str) -> dict[str, Any]:
-    containers = ((((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")) or []
-    for container in containers:
-        if container.get("name") == name:
-            return dict(container)
-    return dict(containers[0]) if containers else {}
-
-
-def _resources(container: dict[str, Any]) -> Resources:
+def _resources(container: dict[str, Any], gpu_resources: tuple[str, ...]) -> Resources:
     resources = container.get("resources") or {}
     requests = resources.get("requests") or {}
     limits = resources.get("limits") or {}
-    gpu, gpu_resource = 0, DEFAULT_GPU_RESOURCE
-    for key, value in limits.items():
-        if key not in NOT_GPU_RESOURCES and not key.startswith("hugepages-"):
-            gpu_resource = key
-            try:
-                gpu = int(str(value))
-            except ValueError:
-                gpu = 0
-            break
+    gpu_resource, gpu = gpu_request(resources, gpu_resources) or (DEFAULT_GPU_RESOURCE, 0)
     return Resources(
         cpu=str(requests.get("cpu") or limits.get("cpu") or ""),
         memory=str(requests.get("memory") or limits.get("memory") or ""),
         gpu=gpu,
         gpu_resource=gpu_resource,
-    )
-
-
-def _container_problem(pod_status: dict[str, Any]) -> tuple[bool, str | None]:
-    """(failed, reason) from container states: a crash loop or a bad image fails the server."""
-    statuses = (pod_status.get("initContainerStatuses") or []) + (pod_status.get("containerStatuses") or [])
-    waiting_reason = None
-    for status in statuses:
-        state = status.get("state") or {}
-        waiting = state.get("waiting") or {}
-        terminated = state.get("terminated") or {}
-        if waiting.get("reason"):
-            text = _join(waiting.get("reason"), waiting.get("message"))
-            if waiting["reason"] in FAILED_WAITING_REASONS:
-                last = ((status.get("lastState") or {}).get("terminated")) or {}
-                if last.get("exitCode") not in (None, 0):
-                    text += f" (last exit code {last['exitCode']})"
-                return True, text
-            waiting_reason = waiting_reason or text
-        if terminated and terminated.get("exitCode") not in (None, 0):
-            code = terminated["exitCode"]
-            return True, _join(
-                f"exited with code {code}", terminated.get("reason"), terminated.get("message")
-            )
-    return False, waiting_reason
-
-
-def _join(*parts: object) -> str:
-    return ": ".join(str(p) for p in parts if p)
-
-
-def _event_time(event: Obj) -> str:
-    series = event.get("series") or {}
-    return str(
-        series.get("lastObservedTime")
-        or event.get("lastTimestamp")
-        or event.get("eventTime")
-        or event.get("firstTimestamp")
-        or (event.get("metadata") or {}).get("creationTimestamp")
-        or ""
     )

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from cube_jupyter.config import Settings
 from cube_jupyter.errors import Conflict, CubeError
 from cube_jupyter.kube.client import KubeClient
-from cube_jupyter.kube.informer import Obj
+from cube_jupyter.kube.objects import Obj
 from cube_jupyter.notebooks import activity
+from cube_jupyter.notebooks.config import NotebookSettings
 from cube_jupyter.notebooks.render import LAST_ACTIVITY_ANNOTATION, route_prefix, stop_annotation_patch
 from cube_jupyter.periodic import repeat
 
@@ -60,7 +60,7 @@ class IdleCuller:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: NotebookSettings,
         client: KubeClient,
         api_version: str,
         kind: str,

@@ -24,7 +24,6 @@ import subprocess
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from cube_jupyter.config import Settings
 from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound
 from cube_jupyter.local import files, gpus, limits, processes
 from cube_jupyter.local.forks import Forks, module_command
@@ -34,6 +33,7 @@ from cube_jupyter.names import user_slug
 from cube_jupyter.notebooks import activity as culler
 from cube_jupyter.notebooks import enforcement
 from cube_jupyter.notebooks.backend import ROUTE_PREFIX, Upstream
+from cube_jupyter.notebooks.config import NotebookSettings
 from cube_jupyter.notebooks.local import children
 from cube_jupyter.notebooks.local.state import ACTIVE, ServerRecord, StateStore
 from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec, Profile, ServerStatus
@@ -52,7 +52,7 @@ class LocalNotebookBackend:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: NotebookSettings,
         *,
         base_url: str = "/",
         lab_command: Sequence[str] = children.LAB_COMMAND,
@@ -108,7 +108,7 @@ class LocalNotebookBackend:
             not self._forks_started.done() or self._forks.running(command.prefix)
         ):
             return
-        env = {k: v for k, v in os.environ.items() if k not in children.TOKEN_VARIABLES}
+        env = {k: v for k, v in os.environ.items() if k not in processes.TOKEN_VARIABLES}
         self._forks_started = asyncio.ensure_future(asyncio.to_thread(self._forks.start, command.prefix, env))
 
     async def close(self) -> None:
@@ -204,6 +204,10 @@ class LocalNotebookBackend:
         return Upstream(
             host=processes.LOOPBACK, port=record.port, token=record.token, base_url=record.base_url
         )
+
+    def running_records(self) -> list[ServerRecord]:
+        """The records of the running servers that answer (pid, port, token known)."""
+        return [r for r in self.state.list(statuses=(ServerStatus.RUNNING,)) if r.port and r.token and r.pid]
 
     async def wait_until_ready(self, user: str, name: str, timeout: float = 60.0) -> NotebookServer:
         """Wait until the server runs; BackendUnavailable if it fails or stops, TimeoutError if slow."""
@@ -317,7 +321,7 @@ class LocalNotebookBackend:
                 workbench_url=f"{self.base_url}lab",
             )
             config_dir = files.child_config_dir(self.settings.state_dir, record.slug, record.name)
-            children.write_child_config(config_dir, self.settings.as_config())
+            children.write_child_config(config_dir, self.settings.server_config)
             env = children.child_env(
                 os.environ,
                 token=token,

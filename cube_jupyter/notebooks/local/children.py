@@ -21,15 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from cube_jupyter.local import files
-from cube_jupyter.local.processes import LOOPBACK
+from cube_jupyter.local.processes import CHILD_MARKER_ENV, LOOPBACK, TOKEN_VARIABLES
 
 # `python -m jupyterlab` of the interpreter running the workbench: the child sees the same packages.
 LAB_COMMAND: tuple[str, ...] = (sys.executable, "-m", "jupyterlab")
-# Marks a process the workbench started (servers, trial drivers, model servers): never handed on to
-# the code users run in replicas.
-CHILD_MARKER_ENV = "CUBE_JUPYTER_CHILD"
 CONFIG_FILE = "jupyter_server_config.json"
-TOKEN_VARIABLES = ("JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE")  # the workbench's own: never a child's
 # What a child's environment sets that Jupyter reads as the server starts, not as it imports: a
 # child forked from a server that imported Jupyter without them still gets them right.
 READ_LATER = frozenset({"JUPYTER_TOKEN", "JUPYTER_CONFIG_PATH"})

@@ -13,7 +13,7 @@ by `argo submit wf.yaml` runs the same thing the workbench submits:
 - Pipeline parameters become workflow parameters (JSON values) passed to every step as
   `-p NAME {{workflow.parameters.NAME}}`, so `argo submit -p lr=0.1` overrides them.
 - Store credentials reach pods only as `secretKeyRef`s to `CubeStorage.credentials_secret`.
-- Step pods are shaped like job replicas where both apply (`jobs.render.pods`): no Istio sidecar, and
+- Step pods are shaped like job replicas where both apply (`kube.pods`): no Istio sidecar, and
   the runtime installed from the wheelhouse when a step's image lacks cube-jupyter.
 - Without a run id (a compiled file), `{{workflow.name}}` is the run id, unique per submission.
 """
@@ -26,11 +26,11 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from cube_jupyter.config import Settings
+from cube_jupyter import fields
 from cube_jupyter.errors import InvalidInput
-from cube_jupyter.jobs.render.pods import NO_ISTIO_SIDECAR, inject_runtime
+from cube_jupyter.kube import pods
 from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION, USER_LABEL
-from cube_jupyter.names import parse_quantity, user_slug
+from cube_jupyter.names import user_slug
 from cube_jupyter.pipelines.config import PipelineSettings
 from cube_jupyter.pipelines.model import Pipeline, PipelineError, Step
 from cube_jupyter.storage.config import pod_store_env
@@ -61,24 +61,23 @@ def step_template_name(step: str) -> str:
 
 def compile_workflow(
     pipeline: Pipeline,
-    settings: Settings,
+    config: PipelineSettings,
     *,
     run_id: str | None = None,
     store_url: str | None = None,
     parameters: dict[str, Any] | None = None,
     user: str | None = None,
     parallel: int | None = None,
-    config: PipelineSettings | None = None,
     namespace: str | None = None,
 ) -> dict[str, Any]:
     """The Workflow running `pipeline` on the cluster.
 
     `user` places it in the user's namespace (`namespace` when the cluster decides it, as a Kubeflow
-    Profile's; else CubeSpawner.namespace_template's) and labels it; `run_id` names the run's artifacts in the
-    store (None: the Workflow's own name, for `argo submit`); `store_url` defaults to CubeStorage.url
-    and must be S3, the only store pods can reach; `parameters` override the notebook's defaults.
+    Profile's; else CubeWorkbench.namespace_template's) and labels it; `run_id` names the run's
+    artifacts in the store (None: the Workflow's own name, for `argo submit`); `store_url` defaults to
+    CubeStorage.url and must be S3, the only store pods can reach; `parameters` override the
+    notebook's defaults.
     """
-    config = config or settings.pipelines
     store = _cluster_store(store_url or config.storage.url)
     if run_id is not None and not RUN_ID.match(run_id):
         raise InvalidInput(
@@ -125,7 +124,7 @@ def compile_workflow(
     workflow = {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": _metadata(pipeline, settings, run_id, user, namespace),
+        "metadata": _metadata(pipeline, config, run_id, user, namespace),
     }
     workflow["spec"] = spec
     size = len(json.dumps(workflow))
@@ -250,31 +249,18 @@ def _step_template(
     options = step.options
     pipelines = config.pipelines
     field = f"steps.{step.name}"
-    image = (options.image or config.default_image).strip()
-    if not image or any(c.isspace() for c in image) or "{" in image:
-        raise PipelineError(
-            f"step {step.name!r}: image {image!r} is not an image reference", field=f"{field}.image"
-        )
-    resources = {}
-    for name, value, default in (
-        ("cpu", options.cpu, pipelines.default_cpu),
-        ("memory", options.memory, pipelines.default_memory),
-    ):
-        quantity = value or default
-        try:
-            parse_quantity(quantity, f"{field}.{name}")
-        except InvalidInput as exc:
-            raise PipelineError(exc.message, field=exc.field) from None
-        resources[name] = str(quantity)
-    limits = dict(resources)
-    if options.gpu > 0:
-        limits[pipelines.gpu_resource] = str(options.gpu)  # extended resources belong in limits only
+    try:  # the one rule each value met where it was given (a tag, the config), met again here
+        image = fields.image_reference(options.image or config.default_image, f"{field}.image")
+        cpu = fields.quantity(options.cpu or pipelines.default_cpu, f"{field}.cpu")
+        memory = fields.quantity(options.memory or pipelines.default_memory, f"{field}.memory")
+    except InvalidInput as exc:
+        raise PipelineError(f"step {step.name!r}: {exc.message}", field=exc.field) from None
     args = ["--pipeline", PIPELINE_PATH, "--step", step.name, "--run-id", run, "--store", store]
     for name in parameter_names:
         args += ["-p", name, f"{{{{workflow.parameters.{name}}}}}"]
     template: dict[str, Any] = {
         "name": step_template_name(step.name),
-        "metadata": {"labels": {STEP_LABEL: step.name}, "annotations": dict(NO_ISTIO_SIDECAR)},
+        "metadata": {"labels": {STEP_LABEL: step.name}, "annotations": dict(pods.NO_ISTIO_SIDECAR)},
         "inputs": {"artifacts": [{"name": PIPELINE_ARTIFACT, "path": PIPELINE_PATH}]},
         "container": {
             "name": "main",
@@ -282,15 +268,11 @@ def _step_template(
             "command": list(pipelines.runner_command),
             "args": args,
             "env": _store_env(config),
-            "resources": {"requests": resources, "limits": limits},
+            "resources": pods.container_resources(cpu, memory, options.gpu, pipelines.gpu_resource),
         },
     }
-    inject_runtime(template, template["container"], pipelines)
-    if options.gpu > 0:
-        if config.gpu_node_selector:
-            template["nodeSelector"] = dict(sorted(config.gpu_node_selector.items()))
-        if config.gpu_tolerations:
-            template["tolerations"] = [dict(t) for t in config.gpu_tolerations]
+    pods.inject_runtime(template, template["container"], pipelines)
+    template |= pods.gpu_placement(options.gpu, pipelines)
     if options.retries > 0:
         template["retryStrategy"] = {
             "limit": options.retries,
@@ -314,7 +296,7 @@ def _store_env(config: PipelineSettings) -> list[dict[str, Any]]:
 
 
 def _metadata(
-    pipeline: Pipeline, settings: Settings, run_id: str | None, user: str | None, namespace: str | None
+    pipeline: Pipeline, config: PipelineSettings, run_id: str | None, user: str | None, namespace: str | None
 ) -> dict[str, Any]:
     labels = {MANAGED_BY_LABEL: MANAGED_BY, COMPONENT_LABEL: COMPONENT, PIPELINE_LABEL: pipeline.name}
     annotations = {NOTEBOOK_ANNOTATION: pipeline.path}
@@ -325,7 +307,7 @@ def _metadata(
         "generateName": pipeline.name[: 63 - 1 - GENERATED_SUFFIX].rstrip("-") + "-",
     }
     if user is not None:
-        meta["namespace"] = namespace or settings.namespace_for(user)
+        meta["namespace"] = namespace or config.namespace_for(user)
         labels[USER_LABEL] = user_slug(user)
         annotations[USER_ANNOTATION] = user
     meta["labels"] = labels

@@ -15,19 +15,18 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from cube_jupyter.config import Settings
 from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFound, NotServed
 from cube_jupyter.kube.client import ApiNotFound
 from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.kube.discovery import missing_crd
-from cube_jupyter.kube.informer import Obj
-from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION
+from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL
 from cube_jupyter.kube.namespaces import (
     UserNamespaces,
     is_missing_namespace,
     missing_namespace,
     prepare_namespace,
 )
+from cube_jupyter.kube.objects import Obj, index_owner, labels_of, metadata_of, namespace_of, owner_of
 from cube_jupyter.kube.resources import ResourceType, register_resource_type
 from cube_jupyter.pipelines.config import PipelineSettings
 from cube_jupyter.pipelines.kubernetes.argo import (
@@ -95,23 +94,9 @@ class WorkflowRun:
         return result
 
 
-def _labels(obj: Obj) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("labels") or {})
-
-
-def _user_of(obj: Obj) -> str:
-    return str(((obj.get("metadata") or {}).get("annotations") or {}).get(USER_ANNOTATION) or "")
-
-
 def _index_run(obj: Obj) -> list[str]:
-    run_id = _labels(obj).get(RUN_ID_LABEL)
-    namespace = (obj.get("metadata") or {}).get("namespace") or ""
-    return [f"{namespace}/{run_id}"] if run_id else []
-
-
-def _index_user(obj: Obj) -> list[str]:
-    user = _user_of(obj)
-    return [user] if user else []
+    run_id = labels_of(obj).get(RUN_ID_LABEL)
+    return [f"{namespace_of(obj)}/{run_id}"] if run_id else []
 
 
 class ClusterPipelineRuns:
@@ -119,22 +104,20 @@ class ClusterPipelineRuns:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: PipelineSettings,
         cluster: Cluster | None = None,
         *,
-        config: PipelineSettings | None = None,
         sync_timeout: float = 30.0,
     ) -> None:
         """`cluster` is the workbench's shared one; without it the runs connect on their own (the
         CLI) and close that connection with themselves."""
         self.settings = settings
-        self.config = config or settings.pipelines
         self._owns_cluster = cluster is None
         self.cluster = cluster if cluster is not None else Cluster(settings)
         self.client = self.cluster.client
         self.sync_timeout = sync_timeout
         self.workflows = self.cluster.informer(
-            API_VERSION, KIND, label_selector=SELECTOR, indexers={"run": _index_run, "user": _index_user}
+            API_VERSION, KIND, label_selector=SELECTOR, indexers={"run": _index_run, "user": index_owner}
         )
         self.user_namespaces = UserNamespaces(settings, self.cluster)
 
@@ -181,16 +164,14 @@ class ClusterPipelineRuns:
 
     def list_runs(self, user: str | None) -> list[WorkflowRun]:
         objs = self.workflows.list() if user is None else self.workflows.by_index("user", user)
-        return [workflow_run(obj) for obj in objs if _labels(obj).get(RUN_ID_LABEL)]
+        return [workflow_run(obj) for obj in objs if labels_of(obj).get(RUN_ID_LABEL)]
 
     def _workflow(self, user: str, run_id: str) -> Obj | None:
         namespace = self.user_namespaces.lookup(user)
         found = [
-            obj for obj in self.workflows.by_index("run", f"{namespace}/{run_id}") if _user_of(obj) == user
+            obj for obj in self.workflows.by_index("run", f"{namespace}/{run_id}") if owner_of(obj) == user
         ]
-        return max(
-            found, key=lambda o: (o.get("metadata") or {}).get("creationTimestamp") or "", default=None
-        )
+        return max(found, key=lambda o: metadata_of(o).get("creationTimestamp") or "", default=None)
 
     # -- writes ------------------------------------------------------------------------------------
 
@@ -218,7 +199,6 @@ class ClusterPipelineRuns:
             parameters=parameters,
             user=user,
             parallel=parallel,
-            config=self.config,
             namespace=namespace,
         )
         if self._workflow(user, run_id) is not None:
@@ -283,7 +263,7 @@ class ClusterPipelineRuns:
 
 
 def workflow_run(obj: Obj) -> WorkflowRun:
-    meta = obj.get("metadata") or {}
+    meta = metadata_of(obj)
     status = obj.get("status") or {}
     phase = _phase(obj)
     run_status = RUN_STATUS.get(phase, "queued")
@@ -292,8 +272,8 @@ def workflow_run(obj: Obj) -> WorkflowRun:
     return WorkflowRun(
         name=str(meta.get("name") or ""),
         namespace=str(meta.get("namespace") or ""),
-        user=_user_of(obj),
-        run_id=_labels(obj).get(RUN_ID_LABEL, ""),
+        user=owner_of(obj),
+        run_id=labels_of(obj).get(RUN_ID_LABEL, ""),
         status=run_status,
         message=status.get("message") or None,
         created=meta.get("creationTimestamp") or None,

@@ -41,12 +41,11 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, Any
 
 import psutil
 
-import cube_jupyter
+from cube_jupyter.installation import IMPORT_ROOT
 from cube_jupyter.local import processes
 from cube_jupyter.local.forks import KERNEL_MODULES, Forks
 from cube_jupyter.local.kernel_sockets import kernel_transport, socket_dir
@@ -223,7 +222,7 @@ class WorkerPool:
         await worker.process.wait()
 
     async def _spawn(self) -> _Worker:
-        package_root = str(Path(cube_jupyter.__file__).resolve().parents[1])
+        package_root = str(IMPORT_ROOT)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
         env["PYTHONUNBUFFERED"] = "1"

@@ -7,11 +7,11 @@ c.ServerApp.identity_provider_class = "cube_jupyter_server.identity.TrustedHeade
 c.ServerApp.authorizer_class = "cube_jupyter_server.authorizer.CubeAuthorizer"
 c.CubeSpawner.user_header = "kubeflow-userid"
 # Each user's servers, pipelines and jobs go to the namespace of the Kubeflow Profile they own.
-c.CubeSpawner.namespace_source = "kubeflow-profile"
+c.CubeWorkbench.namespace_source = "kubeflow-profile"
 c.CubeSpawner.istio_ingress_principal = (
     "cluster.local/ns/istio-system/sa/istio-ingressgateway-service-account"
 )
 # This pod's identity: each notebook server's AuthorizationPolicy lets it read the server's activity.
 c.CubeSpawner.workbench_principal = "cluster.local/ns/kubeflow/sa/cube-jupyter"
 # Who may see and act on every user's servers and jobs, e.g. ["admin@example.com"].
-c.CubeSpawner.admin_users = []
+c.CubeWorkbench.admin_users = []

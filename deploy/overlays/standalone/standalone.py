@@ -3,10 +3,10 @@ user's kernels run in this pod, with its ServiceAccount: give the token to a clu
 
 c = get_config()  # noqa: F821 - defined by the traitlets config loader
 
-# The owner: their pipelines and jobs go to namespace `cube-jovyan` (CubeSpawner.namespace_template),
+# The owner: their pipelines and jobs go to namespace `cube-jovyan` (CubeWorkbench.namespace_template),
 # created on first use.
 c.CubeWorkbench.default_user = "jovyan"
-c.CubeSpawner.create_namespaces = True
+c.CubeWorkbench.create_namespaces = True
 # Without Kubeflow there is no Notebook controller: notebook servers are StatefulSets, reached through
 # Istio (a VirtualService and an owner-only AuthorizationPolicy each), so they need Istio installed.
 c.CubeSpawner.resource_kind = "StatefulSet"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from cube_jupyter.command import Command
+from cube_jupyter.cli.command import Command
 
 
 def add_gpu_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,4 +27,4 @@ def add_gpu_commands(commands: argparse._SubParsersAction[argparse.ArgumentParse
         default=0.0,
         help="with Prometheus: include this much history (query_range) in the JSON",
     )
-    gpu.set_defaults(run=Command("cube_jupyter.gpu.commands:show"))
+    gpu.set_defaults(run=Command("cube_jupyter.cli.gpu_commands:show"))

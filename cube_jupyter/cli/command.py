@@ -1,8 +1,8 @@
 """The CLI's one rule for handlers: a parser names its handler, the handler's module loads when it runs.
 
-Each feature's `cli.py` declares its argparse parser with the standard library only and sets
-`run=Command("cube_jupyter.<feature>.commands:<function>")`; the handlers live in that sibling
-`commands.py`. So `cube-jupyter --help` imports no feature, and a command imports only its own.
+Each command's parser module declares its argparse parser with the standard library only and sets
+`run=Command("cube_jupyter.cli.<command>_commands:<function>")`; the handlers live in that sibling
+module. So `cube-jupyter --help` imports no feature, and a command imports only its own.
 """
 
 from __future__ import annotations

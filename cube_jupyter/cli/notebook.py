@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from cube_jupyter.command import Command
+from cube_jupyter.cli.command import Command
 
 
 def add_notebook_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,28 +26,28 @@ def add_notebook_commands(commands: argparse._SubParsersAction[argparse.Argument
 
     listing = action("list", "list servers", needs_name=False)
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    listing.set_defaults(run=Command("cube_jupyter.notebooks.commands:list_servers"))
+    listing.set_defaults(run=Command("cube_jupyter.cli.notebook_commands:list_servers"))
 
     create = action("create", "create and start a server")
     create.add_argument("--profile", help="profile name (default: the admin's default profile)")
     create.add_argument("--no-wait", dest="wait", action="store_false", help="return before it is running")
     create.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for running")
-    create.set_defaults(run=Command("cube_jupyter.notebooks.commands:create"))
+    create.set_defaults(run=Command("cube_jupyter.cli.notebook_commands:create"))
 
     for verb, stopped in (("stop", True), ("start", False)):
         sub = action(verb, f"{verb} a server")
         sub.add_argument("--no-wait", dest="wait", action="store_false")
         sub.add_argument("--timeout", type=float, default=120.0)
-        sub.set_defaults(run=Command("cube_jupyter.notebooks.commands:set_stopped"), stopped=stopped)
+        sub.set_defaults(run=Command("cube_jupyter.cli.notebook_commands:set_stopped"), stopped=stopped)
 
     delete = action("delete", "delete a server (its workspace is kept)")
-    delete.set_defaults(run=Command("cube_jupyter.notebooks.commands:delete"))
+    delete.set_defaults(run=Command("cube_jupyter.cli.notebook_commands:delete"))
 
     render = action("render", "print the Kubernetes objects a server would be, as YAML")
     render.add_argument("--profile", help="profile name (default: the admin's default profile)")
     render.add_argument(
         "--namespace",
-        help="the user's namespace (default: CubeSpawner.namespace_template's; a Kubeflow Profile's, "
+        help="the user's namespace (default: CubeWorkbench.namespace_template's; a Kubeflow Profile's, "
         "with namespace_source 'kubeflow-profile', only the cluster knows)",
     )
-    render.set_defaults(run=Command("cube_jupyter.notebooks.commands:render"))
+    render.set_defaults(run=Command("cube_jupyter.cli.notebook_commands:render"))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 
-from cube_jupyter.command import Command
+from cube_jupyter.cli.command import Command
 
 
 def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,7 +31,7 @@ def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.Argument
         return sub
 
     graph = action("graph", "print the steps, edges and the variables on each edge as JSON")
-    graph.set_defaults(run=Command("cube_jupyter.pipelines.commands:graph"))
+    graph.set_defaults(run=Command("cube_jupyter.cli.pipeline_commands:graph"))
 
     run = action("run", "run the pipeline here: steps in parallel worker processes, cached by content")
     _parameter_option(run)
@@ -51,7 +51,7 @@ def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.Argument
         default="local",
         help="where steps run: worker processes here, or an Argo Workflow (kubernetes backend)",
     )
-    run.set_defaults(run=Command("cube_jupyter.pipelines.commands:run"))
+    run.set_defaults(run=Command("cube_jupyter.cli.pipeline_commands:run"))
 
     resume = actions.add_parser(
         "resume", help="run a failed, cancelled or interrupted run on from where it stopped"
@@ -62,7 +62,7 @@ def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.Argument
     resume.add_argument("--output-dir", metavar="DIR", help="write executed step notebooks to DIR/STEP.ipynb")
     resume.add_argument("--user", help="whose run it is (default: CubeWorkbench.default_user)")
     resume.add_argument("--config", metavar="FILE", help="a jupyter_server_config.py with c.Cube* settings")
-    resume.set_defaults(run=Command("cube_jupyter.pipelines.commands:resume"))
+    resume.set_defaults(run=Command("cube_jupyter.cli.pipeline_commands:resume"))
 
     compile_ = action("compile", "print the pipeline as an Argo Workflow (YAML)")
     compile_.add_argument("--target", choices=["argo"], required=True, help="what to compile to")
@@ -70,7 +70,7 @@ def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.Argument
     compile_.add_argument("--store", metavar="URL", help="s3://bucket/prefix (default: CubeStorage.url)")
     compile_.add_argument("--run-id", help="name the run's artifacts (default: the Workflow's own name)")
     _parameter_option(compile_)
-    compile_.set_defaults(run=Command("cube_jupyter.pipelines.commands:compile_pipeline"))
+    compile_.set_defaults(run=Command("cube_jupyter.cli.pipeline_commands:compile_pipeline"))
 
 
 def _parameter_option(parser: argparse.ArgumentParser) -> None:

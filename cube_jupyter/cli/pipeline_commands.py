@@ -1,5 +1,6 @@
-"""The `cube-jupyter pipeline` handlers, named by the parsers in `cli.py` and imported only when a
-pipeline action runs: graph, run and resume through `PipelineService`, compile to an Argo Workflow."""
+"""The `cube-jupyter pipeline` handlers, named by the parsers in `pipeline.py` and imported only when a
+pipeline action runs: graph, run and resume through the composition root's `PipelineService`,
+compile to an Argo Workflow."""
 
 from __future__ import annotations
 
@@ -21,11 +22,11 @@ from cube_jupyter.errors import CubeError, InvalidInput
 from cube_jupyter.pipelines.history import ACTIVE_RUN, COMPLETED_STEP, DONE_STEP, RunRecord, StepRecord
 from cube_jupyter.pipelines.model import Pipeline, pipeline_from_dict
 from cube_jupyter.pipelines.service import PipelineService
+from cube_jupyter.pipelines.targets import RunRequest
+from cube_jupyter.services import Workbench, open_workbench
 
 if TYPE_CHECKING:
     from tqdm import tqdm
-
-    from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns
 
 INVALID = 2
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -58,7 +59,7 @@ def _invalid(exc: CubeError) -> int:
 
 def graph(args: argparse.Namespace, settings: Settings) -> int:
     root, path = _locate(args.notebook)
-    service = PipelineService(settings, root)
+    service = Workbench(settings, root_dir=str(root), cluster_runs=False).pipelines
     try:
         pipeline = service.graph(settings.workbench.default_user, path)
     except CubeError as exc:  # a bad, hidden or missing path
@@ -76,10 +77,11 @@ def compile_pipeline(args: argparse.Namespace, settings: Settings) -> int:
 
     root, path = _locate(args.notebook)
     try:
-        pipeline = PipelineService(settings, root).load(settings.workbench.default_user, path)
+        service = Workbench(settings, root_dir=str(root), cluster_runs=False).pipelines
+        pipeline = service.load(settings.workbench.default_user, path)
         workflow = compile_workflow(
             pipeline,
-            settings,
+            settings.pipelines,
             run_id=args.run_id,
             store_url=args.store,
             parameters=_parameters(args.parameter),
@@ -105,39 +107,38 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 async def _run_async(args: argparse.Namespace, settings: Settings) -> int:
     root, path = _locate(args.notebook)
     parallel = args.parallel or min(os.cpu_count() or 1, settings.pipelines.pipelines.max_parallel_per_run)
-    cluster = await _cluster_runs(settings) if args.target == "cluster" else None
-    service = PipelineService(settings, root, pool_size=parallel, cluster=cluster)
-    user = args.user or settings.workbench.default_user
-    if args.no_cache and cluster is None:
-        service.start_workers()  # every step will run: no need to wait to know
-    try:
+    cluster = args.target == "cluster"
+    options = {"root_dir": str(root), "pool_size": parallel, "cluster_runs": cluster}
+    async with open_workbench(settings, **options) as workbench:
+        service = workbench.pipelines
+        user = args.user or settings.workbench.default_user
+        if args.no_cache and not cluster:
+            service.local.start_workers()  # every step will run: no need to wait to know
         try:
+            await workbench.started_pipelines()
             pipeline = service.load(user, path)
-        except CubeError as exc:  # a bad, hidden or missing path
+        except CubeError as exc:  # a bad, hidden or missing path; a cluster without Argo
             return _invalid(exc)
         for warning in pipeline.warnings:
             print(f"warning: {warning}", file=sys.stderr)
         display = StepDisplay(pipeline, sys.stderr)
         started = time.perf_counter()
+        request = RunRequest(
+            path,
+            _parameters(args.parameter),
+            target=args.target,
+            store=args.store,
+            parallel=parallel,
+            no_cache=args.no_cache,
+        )
         try:
-            run = await service.start_run(
-                user,
-                path,
-                _parameters(args.parameter),
-                store=args.store,
-                parallel=parallel,
-                no_cache=args.no_cache,
-                target=args.target,
-                observer=display.update,
-            )
-        except InvalidInput as exc:
+            run = await service.start_run(user, request, observer=display.update)
+        except CubeError as exc:
             display.close()
-            return _invalid(exc)
+            if isinstance(exc, InvalidInput):
+                return _invalid(exc)
+            raise
         return await _follow(service, user, run, display, started, args)
-    finally:
-        await service.close()
-        if cluster is not None:
-            await cluster.close()
 
 
 def resume(args: argparse.Namespace, settings: Settings) -> int:
@@ -146,31 +147,31 @@ def resume(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _resume_async(args: argparse.Namespace, settings: Settings) -> int:
     # A resume runs from the spec the run recorded (its pipeline, its folder): no root of its own.
-    service = PipelineService(settings, Path.cwd())
-    user = args.user or settings.workbench.default_user
-    args.target = "local"
+    async with open_workbench(settings, root_dir=str(Path.cwd()), cluster_runs=False) as workbench:
+        args.target = "local"
+        return await _resume(
+            args, await workbench.started_pipelines(), args.user or settings.workbench.default_user
+        )
+
+
+async def _resume(args: argparse.Namespace, service: PipelineService, user: str) -> int:
+    run_id = args.run_id or _newest_resumable(service, user)
+    if run_id is None:
+        print(f"error: user {user!r} has no failed, cancelled or interrupted run to resume", file=sys.stderr)
+        return INVALID
+    display: StepDisplay | None = None
     try:
-        run_id = args.run_id or _newest_resumable(service, user)
-        if run_id is None:
-            print(
-                f"error: user {user!r} has no failed, cancelled or interrupted run to resume", file=sys.stderr
-            )
-            return INVALID
-        display: StepDisplay | None = None
-        try:
-            spec = service.history.spec(service.get_run(user, run_id).id)
-            display = StepDisplay(pipeline_from_dict(spec["pipeline"]), sys.stderr) if spec else None
-            started = time.perf_counter()
-            run = await service.resume_run(user, run_id, observer=display.update if display else None)
-        except CubeError as exc:
-            if display:
-                display.close()
-            return _invalid(exc)
-        kept = [step.name for step in run.steps if step.status in COMPLETED_STEP]
-        print(f"resuming run {run.id}: kept {', '.join(kept) or 'no step'}", file=sys.stderr)
-        return await _follow(service, user, run, display, started, args)
-    finally:
-        await service.close()
+        spec = service.history.spec(service.get_run(user, run_id).id)
+        display = StepDisplay(pipeline_from_dict(spec["pipeline"]), sys.stderr) if spec else None
+        started = time.perf_counter()
+        run = await service.resume_run(user, run_id, observer=display.update if display else None)
+    except CubeError as exc:
+        if display:
+            display.close()
+        return _invalid(exc)
+    kept = [step.name for step in run.steps if step.status in COMPLETED_STEP]
+    print(f"resuming run {run.id}: kept {', '.join(kept) or 'no step'}", file=sys.stderr)
+    return await _follow(service, user, run, display, started, args)
 
 
 def _newest_resumable(service: PipelineService, user: str) -> str | None:
@@ -203,20 +204,6 @@ async def _follow(
     if interrupted.is_set() or run.status == "cancelled":
         return 130
     return 0 if run.status == "succeeded" else 1
-
-
-async def _cluster_runs(settings: Settings) -> ClusterPipelineRuns:
-    """Argo runs for `--target cluster`: the kubernetes backend's cluster, followed by an informer."""
-    if settings.workbench.backend != "kubernetes":
-        raise InvalidInput(
-            "--target cluster needs the kubernetes backend (c.CubeWorkbench.backend = 'kubernetes')",
-            field="target",
-        )
-    from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns
-
-    cluster = ClusterPipelineRuns(settings)
-    await cluster.start()
-    return cluster
 
 
 async def _follow_cluster_run(

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from cube_jupyter.command import Command
+from cube_jupyter.cli.command import Command
 
 if TYPE_CHECKING:
     from cube_jupyter.jobs.model import JobKind
@@ -48,25 +48,25 @@ def add_job_commands(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
         render = action("render", "print the Kubernetes objects of a spec as YAML")
         render.add_argument("file", metavar="FILE", help="the spec, as YAML")
-        render.set_defaults(run=Command("cube_jupyter.jobs.commands:render"))
+        render.set_defaults(run=Command("cube_jupyter.cli.jobs_commands:render"))
 
         run = action("run", "submit a spec to the configured backend")
         run.add_argument("file", metavar="FILE", help="the spec, as YAML")
         run.add_argument("--wait", action="store_true", help="follow the job until it has finished")
         run.add_argument("--timeout", type=float, default=None, help="seconds to wait with --wait")
-        run.set_defaults(run=Command("cube_jupyter.jobs.commands:run"))
+        run.set_defaults(run=Command("cube_jupyter.cli.jobs_commands:run"))
 
         listing = action("list", "list jobs")
         listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
-        listing.set_defaults(run=Command("cube_jupyter.jobs.commands:list_jobs"))
+        listing.set_defaults(run=Command("cube_jupyter.cli.jobs_commands:list_jobs"))
 
         logs = action("logs", "print a replica's log")
         logs.add_argument("name", metavar="NAME")
         logs.add_argument("--replica", help="which replica, e.g. worker-0 (default: the first)")
         logs.add_argument("-f", "--follow", action="store_true", help="keep printing until it finishes")
         logs.add_argument("--tail", type=int, help="only the last N lines")
-        logs.set_defaults(run=Command("cube_jupyter.jobs.commands:logs"))
+        logs.set_defaults(run=Command("cube_jupyter.cli.jobs_commands:logs"))
 
         delete = action("delete", "stop a job and remove it")
         delete.add_argument("name", metavar="NAME")
-        delete.set_defaults(run=Command("cube_jupyter.jobs.commands:delete"))
+        delete.set_defaults(run=Command("cube_jupyter.cli.jobs_commands:delete"))

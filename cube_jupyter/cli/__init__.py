@@ -2,10 +2,11 @@
 
     cube-jupyter notebook|pipeline|train|tune|serve|gpu ACTION ... [--config FILE]
 
-Each feature's `cli.py` declares its parser and names its handlers in a sibling `commands.py`
-(`cube_jupyter.command.Command`), imported only when that command runs: `--help` loads no feature,
-nor the configuration. Exit codes: 0 done, 1 the request failed (the message names the field), 2 bad
-usage.
+Each command's parser is declared here with the standard library only (`notebook.py`, ...) and names
+its handlers in a sibling `*_commands.py` (`command.Command`), imported only when that command runs:
+`--help` loads no feature, nor the configuration. Handlers are thin, as the server's are: they build
+what they use through the composition root (`cube_jupyter.services`) and call one service. Exit
+codes: 0 done, 1 the request failed (the message names the field), 2 bad usage.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from cube_jupyter.gpu.cli import add_gpu_commands
-from cube_jupyter.jobs.cli import add_job_commands
-from cube_jupyter.notebooks.cli import add_notebook_commands
-from cube_jupyter.pipelines.cli import add_pipeline_commands
+from cube_jupyter.cli.gpu import add_gpu_commands
+from cube_jupyter.cli.jobs import add_job_commands
+from cube_jupyter.cli.notebook import add_notebook_commands
+from cube_jupyter.cli.pipeline import add_pipeline_commands
 from cube_jupyter.startup import skip_schema_format_libraries
 
 
@@ -35,6 +36,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         settings = load_settings(load_config_file(args.config) if args.config else Config())
+        for warning in settings.deprecations:
+            print(f"warning: {warning}", file=sys.stderr)
         return int(args.run(args, settings) or 0)
     except CubeError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
@@ -52,7 +55,3 @@ def build_parser() -> argparse.ArgumentParser:
     add_job_commands(commands)
     add_gpu_commands(commands)
     return parser
-
-
-if __name__ == "__main__":
-    sys.exit(main())

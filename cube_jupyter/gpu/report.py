@@ -1,18 +1,13 @@
-"""The `cube-jupyter gpu` handler (its parser is in `cli.py`): a report from NVML or Prometheus,
-printed as a table or as the JSON `/gpu` answers."""
+"""A GPU report read straight from its source, for `cube-jupyter gpu`: this machine's GPUs through
+NVML (their processes attributed to the kernels found running), or the cluster's through Prometheus by
+pod; and the report as a table for a terminal."""
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import time
 
-from cube_jupyter.config import Settings
-from cube_jupyter.configurable import validate_prometheus_url
-from cube_jupyter.errors import InvalidInput
 from cube_jupyter.gpu.attribution import attribute, discover_kernels
-from cube_jupyter.gpu.config import MAX_HISTORY_SECONDS
 from cube_jupyter.gpu.describe import holder, memory, mib, percent, quantity
 from cube_jupyter.gpu.model import GpuDevice, GpuReport, Series
 from cube_jupyter.gpu.pods import group_pods
@@ -20,24 +15,6 @@ from cube_jupyter.gpu.sources import NO_GPU_VISIBLE, NoGpuVisible, no_gpu_visibl
 
 BAR_WIDTH = 10
 HISTORY_POINTS = 300
-
-
-def show(args: argparse.Namespace, settings: Settings) -> int:
-    config = settings.gpu
-    if not (math.isfinite(args.history) and 0 <= args.history <= MAX_HISTORY_SECONDS):
-        raise InvalidInput(
-            f"--history must be between 0 and {MAX_HISTORY_SECONDS:.0f} seconds, got {args.history}",
-            field="--history",
-        )
-    url = config.prometheus_url
-    if args.prometheus:
-        url = validate_prometheus_url(args.prometheus, "--prometheus", InvalidInput)
-    report = cluster_report(url, config.prometheus_timeout_seconds, args.history) if url else local_report()
-    if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
-    else:
-        print(render_table(report))
-    return 0
 
 
 def local_report() -> GpuReport:

@@ -1,4 +1,4 @@
-"""The `cube-jupyter train|tune|serve` handlers (parsers in `cli.py`): specs read from YAML files,
+"""The `cube-jupyter train|tune|serve` handlers (parsers in `jobs.py`): specs read from YAML files,
 then one request to the job service on the configured backend, started for the command only."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import IO, Any
 
+from cube_jupyter.cli.jobs import COMMANDS
 from cube_jupyter.config import Settings
-from cube_jupyter.errors import InvalidInput, NotFound
-from cube_jupyter.jobs.cli import COMMANDS
+from cube_jupyter.errors import CubeError, InvalidInput, NotFound
 from cube_jupyter.jobs.model import Job, describe_progress
 from cube_jupyter.jobs.render import render_job
 from cube_jupyter.jobs.service import JobService
@@ -23,13 +23,15 @@ from cube_jupyter.jobs.specs import parse_kind
 
 INVALID = 2
 INTERRUPTED = 130
+# The spec fields that name a file on this machine (NotFound when it is not there).
+SPEC_FILES = frozenset({"script", "notebook", "trial.notebook", "storage_uri"})
 
 
 def _user(args: argparse.Namespace, settings: Settings) -> str:
     return str(args.user or settings.workbench.default_user)
 
 
-def _invalid(exc: InvalidInput) -> int:
+def _invalid(exc: CubeError) -> int:
     print(f"error: {exc.message}", file=sys.stderr)
     return INVALID
 
@@ -57,7 +59,7 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
 
     try:
         raw = read_spec_file(args.file)
-        objects = render_job(settings, args.kind, raw, _user(args, settings))
+        objects = render_job(settings.jobs, args.kind, raw, _user(args, settings))
     except InvalidInput as exc:
         return _invalid(exc)
     sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False))
@@ -73,9 +75,14 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     async def submit_and_follow(service: JobService) -> int:
         user = _user(args, settings)
-        try:
-            job = await service.submit(user, {"kind": args.kind, "spec": raw})
+        body = {"kind": args.kind, "spec": raw}
+        try:  # a script, notebook or model the spec names that is not there: a bad spec too
+            job = await service.submit(user, body)
         except InvalidInput as exc:
+            return _invalid(exc)
+        except NotFound as exc:
+            if exc.field not in SPEC_FILES:
+                raise
             return _invalid(exc)
         print(f"{job.kind} job {job.name} submitted ({job.backend} backend)", file=sys.stderr)
         if not args.wait and job.backend == "local" and job.kind == "training":
@@ -168,27 +175,13 @@ def delete(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def with_job_service(settings: Settings, run: Callable[[JobService], Awaitable[int]]) -> int:
-    """Start the configured backends (jobs, and notebooks for the GPU quota) for one command, on one
-    cluster connection when the backend is kubernetes."""
-    from cube_jupyter.jobs.backend import make_job_backend
-    from cube_jupyter.kube import cluster_for
-    from cube_jupyter.ledger import GpuLedger
-    from cube_jupyter.notebooks.backend import make_notebook_backend
+    """The job service of the composition root for one command: the configured backends started
+    (jobs, and notebook servers read for the GPU quota, whose lock the workbench server shares)."""
+    from cube_jupyter.services import open_workbench
 
     async def go() -> int:
-        cluster = cluster_for(settings)
-        notebooks = make_notebook_backend(settings, cluster=cluster)
-        backend = make_job_backend(settings, cluster=cluster)
-        try:
-            # The workbench server supervises and culls servers; a short command only reads them.
-            await notebooks.start(supervise=False)
-            await backend.start()
-            return await run(JobService(settings, backend, ledger=GpuLedger(settings, notebooks)))
-        finally:
-            await backend.close()
-            await notebooks.close()
-            if cluster is not None:
-                await cluster.close()
+        async with open_workbench(settings) as workbench:
+            return await run(await workbench.started_jobs())
 
     return asyncio.run(go())
 

@@ -1,5 +1,5 @@
-"""The `cube-jupyter notebook` handlers (parsers in `cli.py`): one request to the notebook service
-each, on the configured backend started for the command only."""
+"""The `cube-jupyter notebook` handlers (parsers in `notebook.py`): one request to the notebook
+service each, on the configured backend started for the command only."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 
 from cube_jupyter.config import Settings
 from cube_jupyter.names import validate_dns_label
-from cube_jupyter.notebooks.backend import make_notebook_backend
 from cube_jupyter.notebooks.service import NotebookService, parse_create_request
 from cube_jupyter.notebooks.spec import NotebookServer, ServerStatus
 
@@ -29,9 +28,10 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
 
     from cube_jupyter.notebooks.render import render_notebook_objects
 
-    spec = parse_create_request(settings, _user(args, settings), {"name": args.name, "profile": args.profile})
+    user = _user(args, settings)
+    spec = parse_create_request(settings.notebooks, user, {"name": args.name, "profile": args.profile})
     namespace = validate_dns_label(args.namespace, "--namespace") if args.namespace else None
-    objects = render_notebook_objects(spec, settings, namespace)
+    objects = render_notebook_objects(spec, settings.notebooks, namespace)
     sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False))
     return 0
 
@@ -81,14 +81,14 @@ def delete(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _with_service(settings: Settings, run: Callable[[NotebookService], Awaitable[int]]) -> int:
+    """The notebook service of the composition root for one command: the backend only read (the
+    workbench server supervises and culls; a short command must not, nor stop mid-way), and the GPU
+    quota counted with jobs too, under the lock the workbench server shares."""
+    from cube_jupyter.services import open_workbench
+
     async def go() -> int:
-        backend = make_notebook_backend(settings)
-        # The workbench server supervises and culls; a short command must not (nor stop mid-way).
-        await backend.start(supervise=False)
-        try:
-            return await run(NotebookService(settings, backend))
-        finally:
-            await backend.close()
+        async with open_workbench(settings) as workbench:
+            return await run(await workbench.started_notebooks())
 
     return asyncio.run(go())
 

@@ -1,0 +1,5 @@
+import sys
+
+from cube_jupyter.cli import main
+
+sys.exit(main())

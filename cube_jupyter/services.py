@@ -1,0 +1,249 @@
+"""The composition root: the one place the workbench's services are built from `Settings` and wired
+to each other, for the Jupyter server extension and for every CLI command alike.
+
+Features never import each other; what one needs of another is handed to it here: the GPU ledger
+counts the notebook backend's servers and the job backend's jobs (one ledger, one per-user lock,
+shared with the workbench server, its notebook servers and the CLI through the state directory), the
+GPU report names pods and kernels after the notebook backend's servers, and pipelines get the cluster
+target on the kubernetes backend. Every feature on the cluster shares one API client and one informer
+registry (`kube.cluster.Cluster`).
+
+A service is built when first asked for, complete (nothing is patched into it afterwards), so a CLI
+command builds, and imports, only what it uses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cube_jupyter.config import Settings
+from cube_jupyter.ledger import GpuLedger
+
+if TYPE_CHECKING:
+    from cube_jupyter.gpu.attribution import KernelProcess
+    from cube_jupyter.gpu.service import ChildServer, GpuService, ServerRef
+    from cube_jupyter.jobs.backend import JobBackend
+    from cube_jupyter.jobs.service import JobService
+    from cube_jupyter.kube.cluster import Cluster
+    from cube_jupyter.notebooks.backend import NotebookBackend
+    from cube_jupyter.notebooks.service import NotebookService
+    from cube_jupyter.pipelines.service import PipelineService
+
+log = logging.getLogger(__name__)
+
+
+class Workbench:
+    """The services of one process, built on first use from one `Settings`.
+
+    `root_dir` is where requests' paths are relative to (the Jupyter root, or the CLI's working
+    directory); `base_url` the Jupyter server's (local notebook servers are routed under it);
+    `multi_user` whether a trusted header names many callers; `kernels` lists the server's own kernels
+    (for the GPU report); `pool_size` bounds the local pipeline workers; `cluster_runs` offers the
+    cluster target for pipeline runs (kubernetes backend); `cluster` is a connection to use instead of
+    the one the settings name (the tests' API server)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        root_dir: str | None = None,
+        base_url: str = "/",
+        multi_user: bool = False,
+        kernels: Callable[[], list[KernelProcess]] | None = None,
+        pool_size: int | None = None,
+        cluster_runs: bool = True,
+        cluster: Cluster | None = None,
+    ) -> None:
+        self.settings = settings
+        self._cluster = cluster
+        self.root_dir = root_dir
+        self.base_url = base_url
+        self.multi_user = multi_user
+        self.kernels = kernels
+        self.pool_size = pool_size
+        self.cluster_runs = cluster_runs
+        self._started: dict[str, Callable[[], Awaitable[None]]] = {}  # closed in reverse
+
+    # -- shared infrastructure ---------------------------------------------------------------------
+
+    @cached_property
+    def cluster(self) -> Cluster | None:
+        """The cluster every Kubernetes backend of this process shares; None on the local backend,
+        which never loads the Kubernetes client."""
+        if self.settings.workbench.backend != "kubernetes":
+            return None
+        if self._cluster is not None:
+            return self._cluster
+        from cube_jupyter.kube.cluster import Cluster
+
+        return Cluster(self.settings)
+
+    @cached_property
+    def ledger(self) -> GpuLedger:
+        """The one GPU ledger: servers and unfinished jobs, under one per-user lock; on the local
+        backend a file lock every process of this machine takes (workbench, user servers, CLI)."""
+        from cube_jupyter.jobs.backend import gpu_holders as job_holders
+        from cube_jupyter.notebooks.backend import gpu_holders as server_holders
+
+        lock_dir = self.settings.state_dir / "locks" if self.settings.local else None
+        return GpuLedger(
+            self.settings.gpu_quota,
+            [server_holders(self.notebook_backend), job_holders(self.job_backend)],
+            lock_dir=lock_dir,
+        )
+
+    # -- feature backends --------------------------------------------------------------------------
+
+    @cached_property
+    def notebook_backend(self) -> NotebookBackend:
+        """The notebook servers: the central workbench's to supervise; a user server's only to read
+        (the GPU quota counts its owner's servers)."""
+        settings = self.settings.notebooks
+        if settings.workbench.backend == "kubernetes":
+            from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
+
+            return KubernetesNotebookBackend(settings, self.cluster)
+        from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
+
+        # Local servers are reached under the Jupyter server's base URL, through its path router.
+        return LocalNotebookBackend(settings, base_url=self.base_url)
+
+    @cached_property
+    def job_backend(self) -> JobBackend:
+        """Training, tuning and serving: local processes, or the operators' objects. Scripts and
+        notebooks a spec names are found under `root_dir` (cluster jobs ship them to the store)."""
+        settings = self.settings.jobs
+        if settings.workbench.backend == "kubernetes":
+            from cube_jupyter.jobs.kubernetes.backend import KubernetesJobBackend
+
+            return KubernetesJobBackend(settings, self.cluster, root_dir=self.root_dir)
+        from cube_jupyter.jobs.local.backend import LocalJobBackend
+
+        return LocalJobBackend(settings, root_dir=self.root_dir)
+
+    # -- services ----------------------------------------------------------------------------------
+
+    @cached_property
+    def notebooks(self) -> NotebookService:
+        from cube_jupyter.notebooks.service import NotebookService
+
+        return NotebookService(self.settings.notebooks, self.notebook_backend, self.ledger)
+
+    @cached_property
+    def jobs(self) -> JobService:
+        from cube_jupyter.jobs.service import JobService
+
+        return JobService(
+            self.settings.jobs,
+            self.job_backend,
+            ledger=self.ledger,
+            root_dir=self.root_dir,
+            multi_user=self.multi_user,
+        )
+
+    @cached_property
+    def pipelines(self) -> PipelineService:
+        from cube_jupyter.pipelines.service import PipelineService
+
+        cluster = None
+        if self.cluster is not None and self.cluster_runs:
+            from cube_jupyter.pipelines.kubernetes.target import ArgoRunTarget
+
+            cluster = ArgoRunTarget(self.settings.pipelines, self.cluster)
+        return PipelineService(
+            self.settings.pipelines,
+            self.root_dir or Path.cwd(),
+            pool_size=self.pool_size,
+            cluster=cluster,
+            multi_user=self.multi_user,
+        )
+
+    @cached_property
+    def gpu(self) -> GpuService:
+        from cube_jupyter.gpu.service import GpuService
+
+        # A user server reads its own GPUs, never its owner's other servers.
+        servers = None if self.settings.user_server else _ServersForGpu(self.notebook_backend)
+        return GpuService(self.settings.gpu, self.ledger, servers, self.kernels)
+
+    # -- for a short command -----------------------------------------------------------------------
+
+    async def started_notebooks(self) -> NotebookService:
+        """The notebook service for a command: the servers and the jobs the GPU quota counts too read,
+        nothing supervised or culled (the workbench server does that)."""
+        await self._start_backends(supervise_jobs=False)
+        return self.notebooks
+
+    async def started_jobs(self) -> JobService:
+        """The job service for a command, its backend started (local training runs under the command
+        that started it), and the servers the GPU quota counts read."""
+        await self._start_backends(supervise_jobs=True)
+        return self.jobs
+
+    async def started_pipelines(self) -> PipelineService:
+        await self._start("pipelines", self.pipelines.start, self.pipelines.close)
+        return self.pipelines
+
+    async def _start_backends(self, *, supervise_jobs: bool) -> None:
+        servers, jobs = self.notebook_backend, self.job_backend
+        await self._start("notebooks", lambda: servers.start(supervise=False), servers.close)
+        await self._start("jobs", lambda: jobs.start(supervise=supervise_jobs), jobs.close)
+
+    async def _start(
+        self, part: str, start: Callable[[], Awaitable[None]], close: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Start `part` once; it is closed with the workbench."""
+        if part not in self._started:
+            await start()
+            self._started[part] = close
+
+    async def close(self) -> None:
+        """Close what `started_*` started, in reverse, then the cluster connection; a failure is
+        logged, never raised, so a command always ends."""
+        for part, close in reversed(self._started.items()):
+            try:
+                await close()
+            except Exception:  # closing must always complete
+                log.exception("cube-jupyter: closing the %s failed", part)
+        self._started.clear()
+        if "cluster" in self.__dict__ and self.cluster is not None:
+            await self.cluster.close()
+
+
+@contextlib.asynccontextmanager
+async def open_workbench(settings: Settings, **options: Any) -> AsyncIterator[Workbench]:
+    """A `Workbench` for one command, closed when it is done."""
+    workbench = Workbench(settings, **options)
+    try:
+        yield workbench
+    finally:
+        await workbench.close()
+
+
+class _ServersForGpu:
+    """The notebook backend as the GPU report reads it (`gpu.service.NotebookServers`)."""
+
+    def __init__(self, backend: NotebookBackend) -> None:
+        self.backend = backend
+
+    def servers(self, user: str | None) -> list[ServerRef]:
+        from cube_jupyter.gpu.service import ServerRef
+
+        return [ServerRef(s.user, s.name, s.namespace) for s in self.backend.list_servers(user)]
+
+    def running_children(self) -> list[ChildServer]:
+        from cube_jupyter.gpu.service import ChildServer
+        from cube_jupyter.local.processes import LOOPBACK
+        from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
+
+        if not isinstance(self.backend, LocalNotebookBackend):
+            return []
+        return [
+            ChildServer(r.user, r.name, f"http://{LOOPBACK}:{r.port}{r.base_url}", r.token or "", r.pid or 0)
+            for r in self.backend.running_records()
+        ]
