@@ -103,11 +103,14 @@ def readable_file(
     """The file `path` names for `caller`: relative to `readable_root` (or, with `absolute`, also an
     absolute path inside it, as job specs may give), never outside it (not by '..', '~' or a
     symlink), never in a hidden file or directory (dot-names hold credentials and config: `.ssh`,
-    `.jupyter`, `.aws`), and existing. Each refusal names `field`."""
+    `.jupyter`, `.aws`), existing, and a file (a folder is no notebook or script). Each refusal names
+    `field`."""
     given = file_path(path, field, absolute=absolute)
     full = _among_own_files(readable_root(settings, caller, root, multi_user, field), given, path, field)
     if not os.path.exists(full):  # False, not an error, for a name too long
         raise NotFound(f"{field} {quote(path)} does not exist", field=field)
+    if not full.is_file():
+        raise InvalidInput(f"{field} {quote(path)} is a folder, not a file", field=field)
     return full
 
 
@@ -115,10 +118,12 @@ def local_store(
     settings: WorkbenchSettings, caller: str, root: Path, store: str, multi_user: bool, field: str
 ) -> str:
     """The artifact store a request names, where a caller may write: an s3:// URL as it is (the
-    credentials decide); a local directory anywhere for admins and single-user servers, else only
-    among the caller's own files (`readable_root`), never in a hidden directory. It need not exist."""
+    credentials decide); a local directory anywhere for admins and the owner of a single-user
+    workbench, else only among the caller's own files (`readable_root`: a user server's workspace,
+    or on a shared workbench the caller's areas), never in a hidden directory. It need not exist."""
     parts = urlsplit(store)
-    if parts.scheme not in ("", "file") or not multi_user or settings.is_admin(caller):
+    anywhere = (not multi_user and not settings.user_server) or settings.is_admin(caller)
+    if parts.scheme not in ("", "file") or anywhere:
         return store
     given = file_path(unquote(parts.path) if parts.scheme == "file" else store, field, absolute=True)
     return str(
@@ -129,8 +134,11 @@ def local_store(
 def _among_own_files(base: Path, given: PurePosixPath, as_sent: object, field: str) -> Path:
     """`given` resolved below `base`: never outside it (not by '..', '~' or a symlink) and never in a
     hidden file or directory (dot-names hold credentials and config: `.ssh`, `.jupyter`, `.aws`)."""
-    base = base.resolve()
-    full = (base / given).resolve()
+    try:
+        base = base.resolve()
+        full = (base / given).resolve()
+    except (RuntimeError, OSError) as exc:  # a symlink loop (RuntimeError before Python 3.13)
+        raise InvalidInput(f"{field} {quote(as_sent)} cannot be followed: {exc}", field=field) from None
     if not full.is_relative_to(base):
         raise Forbidden(f"{field} {quote(as_sent)} leads outside your own files", field=field)
     if any(part.startswith(".") for part in full.relative_to(base).parts):

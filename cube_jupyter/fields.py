@@ -31,6 +31,11 @@ QUANTITY = re.compile(
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 TOLERATION_KEYS = ("key", "operator", "value", "effect", "tolerationSeconds")
+# Environment sizes a process can start with: Linux refuses one string over 128 KiB and an argv plus
+# environment over a few MiB ("Argument list too long"), so far less is taken, and said where it is given.
+MAX_ENV_NAME = 256
+MAX_ENV_VALUE = 32 * 1024
+MAX_ENV_TOTAL = 256 * 1024
 TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
@@ -187,6 +192,10 @@ def env(value: object, field: str, reserved: Iterable[str] = ()) -> dict[str, st
     reserved_set = set(reserved)
     result: dict[str, str] = {}
     for key, item in raw.items():
+        if len(key) > MAX_ENV_NAME:
+            raise InvalidInput(
+                f"{field} has a name {len(key)} characters long; the limit is {MAX_ENV_NAME}", field=field
+            )
         where = join(field, key)
         if not ENV_NAME.match(key):
             raise InvalidInput(f"{where}: {quote(key)} is not a valid environment variable name", field=where)
@@ -194,7 +203,15 @@ def env(value: object, field: str, reserved: Iterable[str] = ()) -> dict[str, st
             raise InvalidInput(f"{where}: {key} is set by the workbench or the operator", field=where)
         if isinstance(item, bool) or not isinstance(item, (str, int, float)):
             raise InvalidInput(f"{where} must be a string, got {quote(item)}", field=where)
-        result[key] = check_text(str(item), where)
+        text = check_text(str(item), where)
+        if len(text) > MAX_ENV_VALUE:
+            raise InvalidInput(
+                f"{where} is {len(text)} characters long; the limit is {MAX_ENV_VALUE}", field=where
+            )
+        result[key] = text
+    total = sum(len(k) + len(v) + 2 for k, v in result.items())
+    if total > MAX_ENV_TOTAL:
+        raise InvalidInput(f"{field} is {total} characters in all; the limit is {MAX_ENV_TOTAL}", field=field)
     return result
 
 
@@ -262,6 +279,9 @@ def argv(value: object, field: str) -> tuple[str, ...]:
         words = [str(w) for w in value]
     else:
         raise InvalidInput(f"{field} must be a list of strings, got {quote(value)}", field=field)
+    total = sum(len(word) + 1 for word in words)
+    if total > MAX_ENV_TOTAL:  # the same bound as an environment: the kernel takes both together
+        raise InvalidInput(f"{field} is {total} characters in all; the limit is {MAX_ENV_TOTAL}", field=field)
     return tuple(check_text(word, f"{field}[{index}]") for index, word in enumerate(words))
 
 

@@ -8,6 +8,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from cube_jupyter.local import files
+
+
+def create(path: Path) -> None:
+    """Make the database file private (0600, in a 0700 folder) before anything is written to it: it
+    holds tokens and every user's runs (SQLite gives its WAL files the database file's mode)."""
+    files.private_dir(path.parent)
+    files.private_file(path)
+
 
 def connect(path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(path, timeout=10.0, isolation_level=None)

@@ -4,8 +4,9 @@ This runs inside users' kernels (the inline monitor) and the Jupyter server (`/g
 raises for a metric a device cannot report: that metric is `None`. A machine without the driver, or
 with no GPU, is the `NoGpuVisible` state with a message that says which.
 
-The NVML module is looked up at call time (the `pynvml` global below unless one is passed in), so a
-recorded replay of NVML readings can stand in for the driver: see `tests/gpu/nvml_replay.py`.
+The NVML module is looked up at call time (`local.gpus.NVML`, this machine's one, unless one is
+passed in), so a recorded replay of NVML readings can stand in for the driver: see
+`tests/gpu/nvml_replay.py`.
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ import threading
 from types import ModuleType
 from typing import Any
 
-import pynvml
-
 from cube_jupyter.gpu.model import GpuDevice, GpuProcess, MigInstance
 from cube_jupyter.gpu.sources import NoGpuVisible
+from cube_jupyter.local import gpus
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class NvmlSource:
 
     @property
     def _nvml(self) -> Any:
-        return self._nvml_override if self._nvml_override is not None else pynvml
+        return self._nvml_override if self._nvml_override is not None else gpus.NVML
 
     def read(self) -> list[GpuDevice]:
         """Every visible GPU now; raises NoGpuVisible when NVML cannot start or sees none."""

@@ -34,9 +34,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from cube_jupyter.gpu import nvml as nvml_module
 from cube_jupyter.gpu.nvml import NvmlSource
 from cube_jupyter.gpu.sources import NoGpuVisible
+from cube_jupyter.local import gpus
 
 FORMAT = "cube-jupyter/nvml-recording@1"
 
@@ -142,7 +142,7 @@ class RecordingNvml(ModuleType):
 
 def record(samples: int, interval: float, nvml: Any = None) -> dict[str, Any]:
     """Read all GPUs `samples` times, `interval` seconds apart; raises NoGpuVisible on a GPU-less machine."""
-    real = nvml if nvml is not None else nvml_module.pynvml
+    real = nvml if nvml is not None else gpus.NVML
     recorder = RecordingNvml(real)
     source = NvmlSource(nvml=recorder)
     try:

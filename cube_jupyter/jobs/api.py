@@ -367,8 +367,11 @@ def model_format_of(model: Any) -> str:
     )
 
 
-def save_model(model: Any, name: str, store: ArtifactStore) -> tuple[str, str]:
-    """Save an in-memory sklearn or xgboost model to the store; (storage URI, model format)."""
+def save_model(model: Any, name: str, store: ArtifactStore, user: str) -> tuple[str, str]:
+    """Save an in-memory sklearn or xgboost model to the store, among `user`'s models; (storage URI,
+    model format)."""
+    from cube_jupyter.jobs.model import saved_models_prefix
+
     model_format = model_format_of(model)
     file_name = MODEL_SAVERS[model_format]
     with tempfile.TemporaryDirectory(prefix="cube-model-") as tmp:
@@ -380,7 +383,7 @@ def save_model(model: Any, name: str, store: ArtifactStore) -> tuple[str, str]:
         else:
             booster = model.get_booster() if hasattr(model, "get_booster") else model
             booster.save_model(str(path))
-        key = f"models/{name}/{secrets.token_hex(6)}"
+        key = f"{saved_models_prefix(user)}/{name}/{secrets.token_hex(6)}"
         store.put_file(f"{key}/{file_name}", path)
     url = store.url(key)
     if url.startswith("file://"):
@@ -408,7 +411,8 @@ def deploy(
         job_name = _job_name(Path(storage_uri).stem or "model", name)
     else:
         job_name = _job_name(type(model_or_uri).__name__, name)
-        storage_uri, detected = save_model(model_or_uri, job_name, _store(store))
+        user = str(call("GET", "info")["user"])  # whose models the store keeps it among
+        storage_uri, detected = save_model(model_or_uri, job_name, _store(store), user)
         model_format = model_format or detected
     body = {"name": job_name, "model_format": model_format, "storage_uri": storage_uri, **spec}
     job = submit("serving", body)

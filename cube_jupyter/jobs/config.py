@@ -27,6 +27,7 @@ from cube_jupyter.configurable import (
     non_negative,
     not_empty,
     optional,
+    positive,
     prometheus_base_url,
     user_namespace_template,
     username_template,
@@ -177,11 +178,25 @@ class CubeJobs(CubeWorkload, CubeNamespaces):
         "in (double any other braces). Use exported_namespace/exported_pod if Prometheus renames labels.",
     )
 
+    max_replicas_per_role = Int(
+        8, help="Most replicas one role of a training job (or of a tuning trial) may ask for."
+    )
+    max_replicas_per_job = Int(
+        16,
+        help="Most replicas one training job may ask for, all roles together; for a tuning job, the most "
+        "replicas its parallel trials run at once. Locally each replica is a process.",
+    )
+    max_trials = Int(100, help="Most trials one tuning job may ask for (max_trials).")
+    max_parallel_trials = Int(4, help="Most trials one tuning job may run at once (parallel_trials).")
+
     @default("namespace_template")
     def _default_namespace_template(self) -> str:
         return ""  # the user's notebook servers' namespace
 
     _namespace_template_ok = checked(optional(user_namespace_template), "namespace_template")  # '' allowed
+    _bounds_ok = checked(
+        positive, "max_replicas_per_role", "max_replicas_per_job", "max_trials", "max_parallel_trials"
+    )
     _training_images_ok = checked(_framework_images, "training_images")
     _serving_runtimes_ok = checked(_runtime_per_format, "serving_runtimes")
     _entry_command_ok = checked(not_empty, "entry_command")

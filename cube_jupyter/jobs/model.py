@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from cube_jupyter.names import user_slug
+
 JobKind = Literal["training", "tuning", "serving"]
 # The last true condition, as the Training Operator reports it; serving adds Ready.
 JobPhase = Literal["Created", "Running", "Restarting", "Succeeded", "Failed", "Ready", "Deleting"]
@@ -140,3 +142,9 @@ def describe_progress(job: Job) -> str:
     else:
         parts.append(", ".join(f"{r.name} {r.state}" for r in job.replicas))
     return "  ".join(p for p in parts if p)
+
+
+def saved_models_prefix(user: str) -> str:
+    """Where `deploy()` saves `user`'s in-memory models in the artifact store: the one key prefix of a
+    shared local store that the job service lets that user, and only that user, serve from."""
+    return f"models/{user_slug(user)}"

@@ -25,9 +25,10 @@ from cube_jupyter.errors import (
 )
 from cube_jupyter.fields import choice, mapping
 from cube_jupyter.jobs.backend import JobBackend, gpu_holders
+from cube_jupyter.jobs.bounds import check_bounds
 from cube_jupyter.jobs.config import JobSettings
 from cube_jupyter.jobs.fields import job_name
-from cube_jupyter.jobs.model import Job, JobKind
+from cube_jupyter.jobs.model import Job, JobKind, saved_models_prefix
 from cube_jupyter.jobs.render import render_job
 from cube_jupyter.jobs.serving_spec import ServingSpec
 from cube_jupyter.jobs.specs import Spec, parse_kind, parse_spec, spec_gpus
@@ -138,9 +139,7 @@ class JobService:
         """`body` is {kind, spec}: validate, check the name and the GPU quota, then start it."""
         owner = self.owner(caller, user)
         if self.settings.workbench.backend == "local":
-            access.require_local_execution(
-                self.settings, caller, self.multi_user, "run jobs on this machine", "kind"
-            )
+            access.require_local_execution(self.settings, caller, self.multi_user, "run jobs", "kind")
         kind, spec = self.parse_request(body, owner, caller)
         async with self.ledger.locked(owner):
             # Checked before the quota so a duplicate is a 409 even at the limit; the backend's own
@@ -195,6 +194,7 @@ class JobService:
         reader = caller or owner
         raw = self._readable_model(reader, request["spec"]) if kind == "serving" else request["spec"]
         spec = parse_spec(kind, raw, owner, self.root_dir)
+        check_bounds(spec, self.settings.jobs)
         return kind, self._readable_code(reader, spec)
 
     def _readable(self, caller: str, path: str, field: str) -> str:
@@ -235,7 +235,7 @@ class JobService:
     def _readable_model(self, caller: str, raw: object) -> object:
         """A serving spec whose local model path (a path or file:// URL) is resolved among the files
         `caller` may read, before the parser looks at the disk (which would tell whether any path
-        exists)."""
+        exists): their own files, or the models `deploy()` saved for them in a local artifact store."""
         if not isinstance(raw, dict) or not isinstance(raw.get("storage_uri"), str):
             return raw
         uri = raw["storage_uri"].strip()
@@ -243,20 +243,31 @@ class JobService:
         if parts.scheme not in ("", "file") or parts.query or parts.fragment:
             return raw
         local = parts.path if parts.scheme == "file" else uri
-        if self._in_local_store(local):
+        if self._own_saved_model(caller, local):
             return raw  # a model `deploy()` saved to the artifact store, as an s3:// one would be
         return {**raw, "storage_uri": self._readable(caller, local, "storage_uri")}
 
-    def _in_local_store(self, path: str) -> bool:
-        """Whether `path` is inside the configured artifact store, when that is a local directory."""
+    def _own_saved_model(self, caller: str, path: str) -> bool:
+        """Whether `path` is a model `deploy()` saved for `caller` in the local artifact store
+        (`models/<user>/...`; on a workbench many users share, another's is refused without saying
+        whether it exists)."""
         store = open_store(None, self.settings.storage, check=False)
         root = getattr(store, "root", None)
         if not isinstance(root, Path):
             return False
         try:
-            return Path(os.path.abspath(path)).resolve().is_relative_to(root)
-        except (ValueError, OSError):  # NUL, a lone surrogate: `_readable` says what is wrong
+            full = Path(os.path.abspath(path)).resolve()
+        except (ValueError, OSError, RuntimeError):  # NUL, a lone surrogate, a loop: `_readable` says
             return False
+        if not full.is_relative_to(root):
+            return False
+        if not self.multi_user or full.is_relative_to(root / saved_models_prefix(caller)):
+            return True
+        raise Forbidden(
+            f"storage_uri {path!r} is in the shared artifact store, outside the models saved for you "
+            f"({saved_models_prefix(caller)}/)",
+            field="storage_uri",
+        )
 
     def render(self, kind: str, raw: object, user: str) -> list[dict[str, Any]]:
         return render_job(self.settings, kind, raw, user)

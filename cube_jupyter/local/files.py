@@ -54,3 +54,9 @@ def workspace_path(state_dir: Path, slug: str, name: str) -> Path:
 def child_config_dir(state_dir: Path, slug: str, name: str) -> Path:
     """Where a server's config from the workbench lives (private: it may hold store credentials)."""
     return state_dir / "config" / slug / name
+
+
+def child_runtime_dir(state_dir: Path, slug: str, name: str) -> Path:
+    """A server's Jupyter runtime dir (private: its `jpserver-*` files and its kernels' connection
+    files hold tokens and keys), never the one every process of the machine shares."""
+    return state_dir / "runtime" / slug / name

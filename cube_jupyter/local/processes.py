@@ -35,6 +35,17 @@ LOOPBACK = "127.0.0.1"
 CHILD_MARKER_ENV = "CUBE_JUPYTER_CHILD"
 # The workbench's own Jupyter token: never a child's.
 TOKEN_VARIABLES = ("JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE")
+# What never reaches the code users run (replicas, trials, step kernels): the workbench's secrets, and
+# the marker of the processes it supervises itself.
+NOT_FOR_USER_CODE = (*TOKEN_VARIABLES, CHILD_MARKER_ENV)
+
+
+def user_code_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment user code starts from: this process's (or `environ`), less NOT_FOR_USER_CODE."""
+    source = os.environ if environ is None else environ
+    return {key: value for key, value in source.items() if key not in NOT_FOR_USER_CODE}
+
+
 LOG_SEPARATOR = "==== cube-jupyter: starting "
 # A process group's leader: our child, or a process found again (one a previous supervisor started).
 Leader: TypeAlias = subprocess.Popen[bytes] | psutil.Process

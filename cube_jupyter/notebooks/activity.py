@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
+
+from cube_jupyter.fields import parse_timestamp
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ async def fetch_activity(
     busy = any(k.get("execution_state") == "busy" for k in kernels)
     stamps = [started]
     for item in [*kernels, *terminals]:
-        stamp = parse_time(item.get("last_activity"))
+        stamp = parse_timestamp(item.get("last_activity"))
         if stamp is not None:
             stamps.append(stamp)
     return Activity(busy=busy, last_activity=max(stamps))
@@ -54,25 +56,6 @@ def should_cull(activity: Activity, now: datetime, limit_seconds: int) -> bool:
 
 def cull_reason(limit_seconds: int) -> str:
     return f"culled after {limit_seconds} s idle"
-
-
-def parse_time(value: object) -> datetime | None:
-    """An ISO 8601 timestamp as Jupyter or Kubernetes writes it ('2024-05-01T10:00:00.123456Z'), in UTC."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
-
-
-def format_time(stamp: datetime) -> str:
-    """RFC 3339 in UTC, whole seconds, 'Z' suffix: what records, REST responses and Kubeflow's
-    annotations use. A naive time is taken to be UTC already."""
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=UTC)
-    return stamp.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 async def _get_list(

@@ -159,6 +159,12 @@ class CubeSpawner(CubePods):
         help="Command started in the server container; base_url and port flags are appended.",
     )
     max_servers_per_user = Int(10, help="Most servers (running or stopped) one user may have; 0: no limit.")
+    max_starting_servers = Int(
+        8,
+        help="Most servers starting at once, all users together: a create or start past it is refused "
+        "(503, try again) until one is up, so a burst of creates cannot start more than the machine "
+        "or cluster takes. 0: no limit.",
+    )
     cull_idle_seconds = Int(
         0, help="Stop servers with no kernel or terminal activity for this long; 0: never."
     )
@@ -174,7 +180,7 @@ class CubeSpawner(CubePods):
     )
 
     _profiles_ok = checked(_profile_list, "profiles")
-    _limits_ok = checked(non_negative, "max_servers_per_user", "cull_idle_seconds")
+    _limits_ok = checked(non_negative, "max_servers_per_user", "max_starting_servers", "cull_idle_seconds")
     _path_prefix_ok = checked(optional(_route_prefix), "path_prefix")
     _istio_gateway_ok = checked(_gateway, "istio_gateway")
     _principals_ok = checked(_principal, "istio_ingress_principal", "workbench_principal")

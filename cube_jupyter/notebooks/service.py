@@ -6,14 +6,21 @@ one backend method. The same rules hold on both backends.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from cube_jupyter import access
-from cube_jupyter.errors import InvalidInput, NotFound, QuotaExceeded, quote
+from cube_jupyter.errors import BackendUnavailable, InvalidInput, NotFound, QuotaExceeded, quote
 from cube_jupyter.ledger import GpuLedger
 from cube_jupyter.notebooks.backend import NotebookBackend, RoutableBackend, gpu_holders
 from cube_jupyter.notebooks.config import NotebookSettings
-from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec, server_exists, validate_server_name
+from cube_jupyter.notebooks.spec import (
+    NotebookServer,
+    NotebookSpec,
+    ServerStatus,
+    server_exists,
+    validate_server_name,
+)
 
 CREATE_FIELDS = {"name", "profile"}
 
@@ -27,6 +34,7 @@ class NotebookService:
         # Quota checks and the create/start they guard run under the user's ledger lock, so two
         # concurrent requests (for servers or jobs) cannot both squeeze under a limit.
         self.ledger = ledger if ledger is not None else GpuLedger(settings.gpu_quota, [gpu_holders(backend)])
+        self._starting = asyncio.Lock()  # the count of starting servers and the start it admits, at once
 
     def profiles(self) -> list[dict[str, Any]]:
         """The admin's profiles, each with what this backend really gives a server of it."""
@@ -79,7 +87,9 @@ class NotebookService:
                     field="name",
                 )
             self.ledger.check(owner, spec.profile.gpu, field="profile")
-            return await self.backend.create_server(spec)
+            async with self._starting:
+                self._require_room_to_start("name")
+                return await self.backend.create_server(spec)
 
     async def set_stopped(
         self, caller: str, name: str, stopped: object, user: str | None = None
@@ -92,7 +102,22 @@ class NotebookService:
                 self.ledger.check(
                     server.user, server.resources.gpu, field="stopped", replacing=("notebook", server.name)
                 )
-            return await self.backend.set_stopped(server.user, server.name, stopped)
+            if stopped:
+                return await self.backend.set_stopped(server.user, server.name, stopped)
+            async with self._starting:
+                self._require_room_to_start("stopped")
+                return await self.backend.set_stopped(server.user, server.name, stopped)
+
+    def _require_room_to_start(self, field: str) -> None:
+        """Refuse (503) a start while `max_starting_servers` are starting already, whoever's."""
+        limit = self.settings.spawner.max_starting_servers
+        starting = [s for s in self.backend.list_servers(None) if s.status == ServerStatus.PENDING]
+        if limit and len(starting) >= limit:
+            raise BackendUnavailable(
+                f"{len(starting)} servers are starting at once, the most CubeSpawner.max_starting_servers "
+                "allows; try again when one is up",
+                field=field,
+            )
 
     async def delete(self, caller: str, name: str, user: str | None = None) -> None:
         server = self.get(caller, name, user)

@@ -51,7 +51,7 @@ def load_notebook(path: str | Path) -> NotebookNode:
         raise PipelineError(
             f"{where!r} is not a Jupyter notebook: {_first_line(exc)}", field="path"
         ) from None
-    return _validated(notebook, where)
+    return _validated(notebook, where, "path")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -59,14 +59,14 @@ def _first_line(exc: BaseException) -> str:
     return text[0][:200] if text else type(exc).__name__
 
 
-def _validated(notebook: Any, where: str) -> NotebookNode:
+def _validated(notebook: Any, where: str, field: str) -> NotebookNode:
     if not isinstance(notebook, Mapping) or not isinstance(notebook.get("cells"), list):
-        raise PipelineError(f"{where!r} is not a Jupyter notebook (no cells list)", field="path")
+        raise PipelineError(f"{where!r} is not a Jupyter notebook (no cells list)", field=field)
     node = nbformat.from_dict(notebook)
     try:
         nbformat.validate(node)
     except nbformat.ValidationError as exc:
-        raise PipelineError(f"{where!r} is not a valid notebook: {_first_line(exc)}", field="path") from None
+        raise PipelineError(f"{where!r} is not a valid notebook: {_first_line(exc)}", field=field) from None
     return node
 
 
@@ -206,9 +206,13 @@ def _check_after(layout: Layout) -> None:
                 )
 
 
-def build_pipeline(nb: NotebookNode | Mapping[str, Any], path: str) -> Pipeline:
-    """The pipeline a notebook describes (see the module docstrings of tags, dataflow and this one)."""
-    notebook = nb if isinstance(nb, NotebookNode) else _validated(nb, path)
+def build_pipeline(
+    nb: NotebookNode | Mapping[str, Any], path: str, *, content_field: str = "path"
+) -> Pipeline:
+    """The pipeline a notebook describes (see the module docstrings of tags, dataflow and this one).
+    `content_field` names what a notebook that is no notebook came from: the file at `path`, or the
+    content a request sent (`notebook`)."""
+    notebook = nb if isinstance(nb, NotebookNode) else _validated(nb, path, content_field)
     kernel = _python_kernel(notebook.get("metadata") or {})
     layout = split_cells(list(notebook.get("cells", [])))
     _check_after(layout)

@@ -196,7 +196,7 @@ class RunHistory:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        sqlite.create(path)
         db = self._connect()
         try:
             db.execute("PRAGMA journal_mode=WAL")

@@ -247,4 +247,4 @@ def _pipeline_of_content(path: str, notebook: object) -> Pipeline:
     """The pipeline of notebook content sent in a request, named by `path`."""
     if not isinstance(notebook, Mapping):
         raise InvalidInput("notebook must be nbformat JSON (an object)", field="notebook")
-    return build_pipeline(notebook, path)
+    return build_pipeline(notebook, path, content_field="notebook")

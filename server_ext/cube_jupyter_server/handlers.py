@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
-from tornado import web
+from tornado import httputil, web
+from tornado.http1connection import HTTP1Connection
 
 from cube_jupyter.errors import (
     QUOTE_LIMIT,
@@ -31,7 +32,7 @@ from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import NotebookServer
 from cube_jupyter.safe_text import check_text
 from cube_jupyter_server.authorizer import CUBE_RESOURCE
-from cube_jupyter_server.json_body import parse_json_body
+from cube_jupyter_server.json_body import MAX_BODY_BYTES, parse_json_body
 from cube_jupyter_server.lifecycle import STARTER_SETTING, BackendStarter
 
 AUTH_RESOURCE = CUBE_RESOURCE
@@ -41,6 +42,39 @@ REASONS = {
     for error in (InvalidInput, Forbidden, NotFound, Conflict, PayloadTooLarge, BackendUnavailable)
 }
 Method = TypeVar("Method", bound=Callable[..., Awaitable[None]])
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# What the bodies read at once may hold together: a few at the limit, so a burst of uploads (even
+# unauthenticated ones, refused before a byte is read) cannot take the server's memory.
+MAX_READING_BYTES = 4 * MAX_BODY_BYTES
+
+
+def declared_size(headers: httputil.HTTPHeaders) -> int:
+    """The most bytes a request's body can have, from its headers: its Content-Length; a chunked
+    body's is unknown, so the limit (tornado cuts it off there); without either there is none."""
+    length = headers.get("Content-Length", "")
+    if length.isdigit():
+        return int(length)
+    return MAX_BODY_BYTES if "chunked" in headers.get("Transfer-Encoding", "").lower() else 0
+
+
+class ReadingBudget:
+    """Bytes reserved by the bodies being read now, all handlers together (one event loop: no lock)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.reserved = 0
+
+    def reserve(self, size: int) -> bool:
+        if self.reserved + size > self.limit:
+            return False
+        self.reserved += size
+        return True
+
+    def release(self, size: int) -> None:
+        self.reserved -= size
+
+
+READING = ReadingBudget(MAX_READING_BYTES)
 
 
 def cube_endpoint(method: Method) -> Method:
@@ -59,8 +93,49 @@ def cube_endpoint(method: Method) -> Method:
     return wrapper  # type: ignore[return-value]
 
 
+@web.stream_request_body
 class CubeAPIHandler(APIHandler):
+    """The API's base handler. Bodies are streamed in, never buffered by tornado: a request is refused
+    before its body is read when its caller is unknown, it declares more than MAX_BODY_BYTES, or the
+    bodies being read at once already hold MAX_READING_BYTES; no connection can make the server hold
+    more than its own limit."""
+
     auth_resource = AUTH_RESOURCE
+    _body: bytearray
+    _reserved = 0
+
+    async def prepare(self) -> None:  # type: ignore[override]
+        await super().prepare()  # the caller (identity provider), XSRF, the origin
+        self._body = bytearray()
+        if self.request.method not in BODY_METHODS:
+            return
+        if self.current_user is None:
+            raise web.HTTPError(403, "not authenticated")
+        size = declared_size(self.request.headers)
+        if size > MAX_BODY_BYTES:
+            message = f"request body is {size} bytes; the limit is {MAX_BODY_BYTES} bytes"
+            raise FieldError("body", message, 413)
+        if not READING.reserve(size):
+            raise FieldError("body", "too many request bodies are being read at once; try again shortly", 503)
+        self._reserved = size
+        connection = self.request.connection
+        if isinstance(connection, HTTP1Connection):  # a chunked body is cut off at the limit
+            connection.set_max_body_size(MAX_BODY_BYTES)
+
+    def data_received(self, chunk: bytes) -> None:
+        # tornado reads no more than Content-Length, and cuts a chunked body at max_body_size.
+        self._body += chunk
+
+    def on_finish(self) -> None:
+        self._release()
+
+    def on_connection_close(self) -> None:
+        super().on_connection_close()
+        self._release()  # a client gone mid-body never finishes its request
+
+    def _release(self) -> None:
+        READING.release(self._reserved)
+        self._reserved = 0
 
     @property
     def notebooks(self) -> NotebookService:
@@ -79,7 +154,7 @@ class CubeAPIHandler(APIHandler):
         return str(name)
 
     def json_body(self) -> Any:
-        return parse_json_body(self.request.body)
+        return parse_json_body(bytes(self._body))
 
     def decode_argument(self, value: bytes, name: str | None = None) -> str:
         """Path and query parameters as text the API takes: not UTF-8 (tornado's own 400 names no
@@ -88,9 +163,9 @@ class CubeAPIHandler(APIHandler):
         try:
             return check_text(value.decode("utf-8"), field)
         except UnicodeDecodeError:
-            raise ParameterError(field, f"{field} is not UTF-8 text") from None
+            raise FieldError(field, f"{field} is not UTF-8 text") from None
         except InvalidInput as exc:
-            raise ParameterError(field, exc.message) from None
+            raise FieldError(field, exc.message) from None
 
     def write_json(self, body: Any, status: int = 200) -> None:
         self.set_status(status)
@@ -107,11 +182,12 @@ class CubeAPIHandler(APIHandler):
         self.finish(json.dumps(error_body(status_code, kwargs.get("exc_info"))))
 
 
-class ParameterError(web.HTTPError):
-    """A path or query parameter refused while tornado decodes it, before the handler runs."""
+class FieldError(web.HTTPError):
+    """A request refused before its handler runs, naming the field: a path or query parameter
+    tornado could not decode, a body refused before it is read."""
 
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(400, "%s", message)
+    def __init__(self, field: str, message: str, status: int = 400) -> None:
+        super().__init__(status, "%s", message)
         self.field = field
 
 
@@ -124,7 +200,7 @@ def error_body(status_code: int, exc_info: Any = None) -> dict[str, str]:
         message = exc.log_message % exc.args if exc.args else exc.log_message
     reason = REASONS.get(status_code) or responses.get(status_code, "Error").replace(" ", "")
     body = {"message": message, "reason": reason}
-    if isinstance(exc, ParameterError):
+    if isinstance(exc, FieldError):
         body["field"] = exc.field
     return body
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
-from cube_jupyter.gpu import nvml as nvml_module
 from cube_jupyter.gpu.record import ARGUMENT_NAMES, FORMAT, call_key
+from cube_jupyter.local import gpus
 
 
 class NVMLError(Exception):
@@ -199,12 +199,12 @@ def install(path: str | Path, pid_map: dict[int, int] | None = None) -> NvmlRepl
     """Make every NvmlSource in this process read the recording at `path`; returns the replay."""
     replay = NvmlReplay.from_file(path, pid_map)
     if not _installed:
-        _installed.append(nvml_module.pynvml)
-    nvml_module.pynvml = replay
+        _installed.append(gpus.NVML)
+    gpus.NVML = replay
     return replay
 
 
 def uninstall() -> None:
     """Put the real pynvml back."""
     if _installed:
-        nvml_module.pynvml = _installed.pop()
+        gpus.NVML = _installed.pop()

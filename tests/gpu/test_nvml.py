@@ -17,10 +17,10 @@ from typing import Any
 import pynvml
 import pytest
 
-from cube_jupyter.gpu import nvml as nvml_module
 from cube_jupyter.gpu.nvml import NvmlSource
 from cube_jupyter.gpu.record import record
 from cube_jupyter.gpu.sources import NoGpuVisible
+from cube_jupyter.local import gpus
 from tests.gpu import nvml_replay
 from tests.gpu.nvml_replay import NvmlReplay
 
@@ -111,7 +111,7 @@ def test_install_swaps_the_module_an_existing_source_reads() -> None:
         assert [device.name for device in source.read()] == ["GRID T4-16Q"]
     finally:
         nvml_replay.uninstall()
-    assert nvml_module.pynvml is pynvml
+    assert gpus.NVML is pynvml
     if not DRIVER:
         with pytest.raises(NoGpuVisible):
             source.read()

@@ -74,9 +74,17 @@ def test_two_lines_are_drawn_and_labels_are_escaped() -> None:
     assert root.find(f"{SVG}title").text == "utilization <%> · memory & more"  # type: ignore[union-attr]
 
 
-def test_same_input_gives_the_same_string_and_no_history_draws_no_line() -> None:
+def test_the_whole_drawing_and_no_history_draws_no_line() -> None:
+    """The exact SVG the widget shows: a frame, the label as its title, and two readings in the last
+    two of ten slots at 3/10 and 4/10 of the height (pixel centres)."""
     line = SparkLine([3.0, 4.0], maximum=10.0, color="red", label="u")
-    assert sparkline_svg([line], capacity=10) == sparkline_svg([line], capacity=10)
+    assert sparkline_svg([line], capacity=10, width=91, height=11) == (
+        '<svg xmlns="http://www.w3.org/2000/svg" width="91" height="11" viewBox="0 0 91 11" role="img">'
+        "<title>u</title>"
+        '<rect x="0" y="0" width="91" height="11" fill="none" stroke="#ccc" stroke-width="1"/>'
+        '<polyline points="80.5,7.5 90.5,6.5" fill="none" stroke="red" stroke-width="1.5" '
+        'stroke-linejoin="round"/></svg>'
+    )
     empty = ET.fromstring(sparkline_svg([SparkLine([], maximum=1.0, color="red", label="u")], capacity=10))
     assert list(empty.iter(f"{SVG}polyline")) == [] and list(empty.iter(f"{SVG}circle")) == []
 

@@ -162,7 +162,7 @@ def test_trials_get_the_runtime_and_no_sidecar(trial: dict[str, Any]) -> None:
 
 
 def test_argo_steps_get_the_runtime_where_their_image_lacks_it_and_no_sidecar() -> None:
-    workflow = compile_workflow(fan_out_fan_in(), make_settings().pipelines, run_id="r", user="alice")
+    workflow = compile_workflow(fan_out_fan_in(), make_settings(), run_id="r", user="alice")
     validate_object(workflow)  # strict, against Argo's own schema
     steps = templates(workflow)
     for name in ("prepare", "train-a", "train-b", "evaluate", "report"):

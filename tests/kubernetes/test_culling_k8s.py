@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from cube_jupyter.fields import parse_timestamp
 from cube_jupyter.kube.client import KubeClient
 from cube_jupyter.local.processes import LOOPBACK, free_port
-from cube_jupyter.notebooks.activity import parse_time
 from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 from cube_jupyter.notebooks.kubernetes.culler import IdleCuller, RunningServer
 from cube_jupyter.notebooks.render import LAST_ACTIVITY_ANNOTATION, STOP_REASON_ANNOTATION, STOPPED_ANNOTATION
@@ -134,7 +134,10 @@ async def test_idle_server_is_culled_and_says_why(
     stored = stored_annotations(kmock)
     assert stored[STOP_REASON_ANNOTATION] == "culled after 2 s idle"
     # Stopped no sooner than the limit after the last activity it recorded (both in whole seconds).
-    last, stopped = parse_time(stored[LAST_ACTIVITY_ANNOTATION]), parse_time(stored[STOPPED_ANNOTATION])
+    last, stopped = (
+        parse_timestamp(stored[LAST_ACTIVITY_ANNOTATION]),
+        parse_timestamp(stored[STOPPED_ANNOTATION]),
+    )
     assert last is not None and stopped is not None and stopped - last >= timedelta(seconds=LIMIT)
 
     # The controller scales the server to 0: its pod goes. The reason shows while it is stopped.
@@ -168,7 +171,7 @@ async def test_busy_kernel_keeps_the_server_and_its_activity_is_recorded(
         assert status(backend) == ServerStatus.RUNNING
         stored = stored_annotations(kmock)
         assert STOPPED_ANNOTATION not in stored and STOP_REASON_ANNOTATION not in stored
-        last = parse_time(stored[LAST_ACTIVITY_ANNOTATION])
+        last = parse_timestamp(stored[LAST_ACTIVITY_ANNOTATION])
         # Busy means active "now" when checked, not when the cell began (before the pod was Ready).
         assert last is not None and last >= checks[0].began.replace(microsecond=0)
         server = backend.get_server("alice", "nb1")

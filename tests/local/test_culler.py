@@ -12,7 +12,8 @@ import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.websocket import websocket_connect
 
-from cube_jupyter.notebooks.activity import Activity, parse_time, should_cull
+from cube_jupyter.fields import parse_timestamp
+from cube_jupyter.notebooks.activity import Activity, should_cull
 from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
 from cube_jupyter.notebooks.spec import NotebookSpec, ServerStatus
 from tests.local.support import KERNEL_V1, execute_request, make_settings, send_shell
@@ -90,7 +91,7 @@ def test_idle_server_is_culled_and_busy_one_is_not(
         busy = backend.get_server("alice", "busy")
         assert busy is not None and busy.last_activity is not None
         # Busy is active when checked, not when the cell began (activity is kept in whole seconds).
-        seen = parse_time(busy.last_activity)
+        seen = parse_timestamp(busy.last_activity)
         assert seen is not None and seen >= checked[0].replace(microsecond=0)
         ws.close()
 
@@ -106,4 +107,4 @@ def test_cull_decision() -> None:
     assert should_cull(old, now, 2)
     assert not should_cull(busy_old, now, 2)
     assert not should_cull(old, now, 0)  # 0: culling is off
-    assert parse_time("2025-01-01T11:59:57.123456Z") == now - timedelta(seconds=2, microseconds=876544)
+    assert parse_timestamp("2025-01-01T11:59:57.123456Z") == now - timedelta(seconds=2, microseconds=876544)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,18 +17,23 @@ from cube_jupyter.jobs.serving_spec import MODEL_FORMATS, PERCENT_METRICS, PROTO
 from cube_jupyter.jobs.training_spec import CODE_KINDS, FRAMEWORK_ROLES, RESTART_POLICIES, TrainingSpec
 from cube_jupyter.jobs.tuning_spec import ALGORITHMS, OBJECTIVE_TYPES, PARAMETER_TYPES
 from tests.server.openapi import assert_response_matches
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(180)
 
 # Each replica prints the env the operator would set, then a line per step.
 TRAIN_SCRIPT = """
-import os, sys, time
+import os, pathlib, sys, time
 env = os.environ
 print(f"rank {env['RANK']} of {env['WORLD_SIZE']} master {env['MASTER_ADDR']}", flush=True)
+gate = env.get("GATE")  # the test opens it: until then the job runs, whatever the machine's speed
+for _ in range(1200):
+    if not gate or pathlib.Path(gate).exists():
+        break
+    time.sleep(0.05)
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 1
 for step in range(steps):
     print(f"step {step}", flush=True)
-    time.sleep(0.3)
 """
 BOOM_SCRIPT = """
 import os, sys, time
@@ -79,25 +83,22 @@ async def submit(api: Any, kind: str, spec: dict[str, Any], as_user: str = "alic
 async def wait_for(
     api: Any, name: str, phases: set[str], timeout: float = 120.0, **kwargs: Any
 ) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status, job = await call(api, "GET", f"jobs/{name}", "/jobs/{name}", **kwargs)
-        assert status == 200, job
-        if job["phase"] in phases:
-            return dict(job)
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"job {name} did not reach {phases} within {timeout}s: {job}")
+    async def job() -> dict[str, Any]:
+        status, body = await call(api, "GET", f"jobs/{name}", "/jobs/{name}", **kwargs)
+        assert status == 200, body
+        return dict(body)
+
+    return await wait_until_async(
+        job, timeout, f"job {name} to reach {phases}", until=lambda j: j["phase"] in phases
+    )
 
 
 async def _running_pid(api: Any, name: str, replica: str) -> int:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    async def pid() -> int:
         _, job = await api("GET", f"jobs/{name}")
-        found = next(r for r in job["replicas"] if r["name"] == replica)
-        if found["pid"]:
-            return int(found["pid"])
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{replica} of {name} never started")
+        return int(next(r for r in job["replicas"] if r["name"] == replica)["pid"] or 0)
+
+    return await wait_until_async(pid, 30, f"{replica} of {name} to start")
 
 
 def logs_url(server: Any, name: str, **query: str) -> str:
@@ -108,7 +109,8 @@ def logs_url(server: Any, name: str, **query: str) -> str:
 async def test_a_two_replica_pytorch_job_runs_streams_its_logs_and_is_deleted(
     api: Any, root: Path, cube_app: Any
 ) -> None:
-    status, job = await submit(api, "training", {**DDP, "args": ["4"]})
+    gate = root / "gate"
+    status, job = await submit(api, "training", {**DDP, "args": ["4"], "env": {"GATE": str(gate)}})
     assert status == 201, job
     assert (job["kind"], job["framework"], job["backend"]) == ("training", "pytorch", "local")
     assert [r["name"] for r in job["replicas"]] == ["master-0", "worker-0"]
@@ -126,9 +128,10 @@ async def test_a_two_replica_pytorch_job_runs_streams_its_logs_and_is_deleted(
         request_timeout=120,
     )
     fetch = asyncio.ensure_future(AsyncHTTPClient().fetch(request, raise_error=False))
-    while not chunks and not fetch.done():
-        await asyncio.sleep(0.05)
+    await wait_until_async(lambda: chunks or fetch.done(), 60, "the first chunk of worker-0's log")
     _, first_seen = await call(api, "GET", "jobs/ddp", "/jobs/{name}")
+    assert chunks and not first_seen["finished"]  # the first lines came while the job still ran
+    gate.touch()
     response = await fetch
     assert response.code == 200 and response.headers["Content-Type"].startswith("text/plain")
     text = "".join(chunk for chunk, _ in chunks)
@@ -137,8 +140,6 @@ async def test_a_two_replica_pytorch_job_runs_streams_its_logs_and_is_deleted(
     done = await wait_for(api, "ddp", {"Succeeded", "Failed"})
     assert done["phase"] == "Succeeded", done
     assert [(r["state"], r["exit_code"]) for r in done["replicas"]] == [("Succeeded", 0), ("Succeeded", 0)]
-    if len(chunks) > 1:
-        assert not first_seen["finished"]  # the first lines came while the job still ran
 
     raw = await AsyncHTTPClient().fetch(
         logs_url(cube_app, "ddp", replica="master-0", tail="1"), headers={"kubeflow-userid": "alice"}
@@ -171,10 +172,14 @@ async def test_a_failing_replica_fails_the_job_with_its_cause_first(api: Any, ro
     ]
     assert "entry.py" in error["traceback"] and job["conditions"][-1]["message"].endswith(error["cause"])
     # The other replica is stopped and cleaned up (cleanPodPolicy Running).
-    deadline = time.monotonic() + 30
-    while psutil.pid_exists(master_pid) and psutil.Process(master_pid).status() != psutil.STATUS_ZOMBIE:
-        assert time.monotonic() < deadline, "the master replica was not stopped"
-        await asyncio.sleep(0.1)
+    await wait_until_async(
+        lambda: (
+            not psutil.pid_exists(master_pid) or psutil.Process(master_pid).status() == psutil.STATUS_ZOMBIE
+        ),
+        30,
+        "the master replica to be stopped",
+        ignoring=(psutil.NoSuchProcess,),
+    )
 
 
 async def test_a_served_model_answers_predictions_through_the_api(api: Any, root: Path) -> None:

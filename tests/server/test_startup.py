@@ -42,6 +42,8 @@ def test_server_and_lab_extensions_are_enabled_and_ok(tmp_path: Path) -> None:
         ('c.CubeSpawner.profiles = [{"name": "p", "image": "i", "cpu": "x"}]', "CubeSpawner.profiles[0].cpu"),
         ("c.CubeSpawner.max_servers_per_user = -1", "CubeSpawner.max_servers_per_user"),
         ('c.CubeWorkbench.backend = "docker"', "CubeWorkbench.backend"),
+        # A workbench-wide trait by its old name: still read, and refused naming both names.
+        ("c.CubeSpawner.gpu_quota_per_user = -1", "(given as CubeSpawner.gpu_quota_per_user)"),
         # One bad value in each Configurable (jobs, GPU, pipelines, storage too), each at startup.
         *(
             (f"c.{section}.{trait} = {value!r}", field)

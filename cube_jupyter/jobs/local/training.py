@@ -168,7 +168,7 @@ class LocalTrainingRunner:
 
     @staticmethod
     def _env(replica: ReplicaRecord) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in plan.DROPPED_ENV}
+        env = processes.user_code_environ()
         env.update(replica.env)
         return env
 

@@ -27,15 +27,12 @@ from cube_jupyter.jobs.local import rendezvous
 from cube_jupyter.jobs.local.training_state import JobRecord, ReplicaRecord
 from cube_jupyter.jobs.model import Condition, Job, JobError, Replica
 from cube_jupyter.jobs.training_spec import RoleSpec, TrainingSpec
-from cube_jupyter.local import processes
 
 ENTRY_MODULE = "cube_jupyter.jobs.entry"
 MPI_MODULE = "cube_jupyter.jobs.local.mpi"
 PYTHON_NAMES = ("python", "python3", f"python3.{sys.version_info.minor}")
 STOPPED_MESSAGE = "the process supervising it stopped while it ran"
 UNKNOWN_EXIT_MESSAGE = "its exit status is unknown: its monitor was killed while no workbench supervised it"
-# The workbench's own secrets never reach a replica or a trial.
-DROPPED_ENV = (*processes.TOKEN_VARIABLES, processes.CHILD_MARKER_ENV)
 
 
 # -- planning --------------------------------------------------------------------------------------

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import os
 import signal
 import sys
 import time
@@ -31,7 +30,7 @@ import optuna
 
 from cube_jupyter import tracebacks
 from cube_jupyter.jobs.local import optuna_search
-from cube_jupyter.jobs.local.training_plan import DROPPED_ENV, ENTRY_MODULE
+from cube_jupyter.jobs.local.training_plan import ENTRY_MODULE
 from cube_jupyter.jobs.local.trial_metrics import TrialMetrics
 from cube_jupyter.jobs.local.tuning_state import (
     TRIALS_DIR,
@@ -43,6 +42,7 @@ from cube_jupyter.jobs.local.tuning_state import (
 )
 from cube_jupyter.jobs.tuning_spec import TuningSpec
 from cube_jupyter.local import files, processes
+from cube_jupyter.local.processes import user_code_environ
 
 LOG = logging.getLogger("cube_jupyter.tuning")
 POLL_SECONDS = 0.2
@@ -91,7 +91,7 @@ class NotebookRun:
         argv += ["--kind", "notebook", "--target", state.package_target, "--"]
         for name, value in trial.parameters.items():
             argv += ["-p", name, str(value)]
-        env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
+        env = user_code_environ()
         env.update(spec.trial_env)
         env.update({"CUBE_JOB_NAME": spec.name, "CUBE_REPLICA": trial.replica, "CUBE_TRIAL_NAME": trial.name})
         env["PYTHONUNBUFFERED"] = "1"

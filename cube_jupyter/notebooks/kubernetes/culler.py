@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cube_jupyter.errors import Conflict, CubeError
+from cube_jupyter.fields import format_timestamp, parse_timestamp
 from cube_jupyter.kube.client import KubeClient
 from cube_jupyter.kube.objects import Obj
 from cube_jupyter.notebooks import activity
@@ -99,7 +100,7 @@ class IdleCuller:
             log.debug("activity of %s/%s unavailable, not culling: %s", server.namespace, server.name, exc)
             return
         now = datetime.now(UTC)
-        stamp = activity.format_time(seen.stamp(now))
+        stamp = format_timestamp(seen.stamp(now))
         if activity.should_cull(seen, now, self.limit):
             log.info("culling %s/%s: idle for %.0f s", server.namespace, server.name, seen.idle_seconds(now))
             patch = stop_annotation_patch(True, now, self.kind, reason=activity.cull_reason(self.limit))
@@ -126,5 +127,5 @@ class IdleCuller:
 
 
 def _moved(recorded: str | None, stamp: datetime) -> bool:
-    before = activity.parse_time(recorded)
+    before = parse_timestamp(recorded)
     return before is None or abs((stamp - before).total_seconds()) >= ACTIVITY_RESOLUTION_SECONDS

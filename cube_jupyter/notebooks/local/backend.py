@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound
+from cube_jupyter.fields import format_timestamp, parse_timestamp
 from cube_jupyter.local import files, gpus, limits, processes
 from cube_jupyter.local.forks import Forks, module_command
 from cube_jupyter.local.kernel_sockets import socket_dir
@@ -278,7 +279,7 @@ class LocalNotebookBackend:
                 continue
             if not (record.port and record.token):
                 continue
-            started = culler.parse_time(record.started) or datetime.now(UTC)
+            started = parse_timestamp(record.started) or datetime.now(UTC)
             try:
                 activity = await culler.fetch_activity(
                     f"http://{processes.LOOPBACK}:{record.port}{record.base_url}", started, token=record.token
@@ -291,7 +292,7 @@ class LocalNotebookBackend:
                 record.user,
                 record.name,
                 expect={"pid": record.pid},
-                last_activity=culler.format_time(activity.stamp(now)),
+                last_activity=format_timestamp(activity.stamp(now)),
             )
             if culler.should_cull(activity, now, limit):
                 log.info(
@@ -309,7 +310,7 @@ class LocalNotebookBackend:
         workspace = files.workspace_path(self.settings.state_dir, record.slug, record.name)
         log_path = files.log_path(self.settings.state_dir, record.slug, record.name)
         try:
-            workspace.mkdir(parents=True, exist_ok=True)
+            files.private_dir(workspace)
             port, token = processes.free_port(), secrets.token_hex(24)
             argv = children.lab_argv(
                 self.lab_command,
@@ -328,6 +329,9 @@ class LocalNotebookBackend:
                 profile_env=record.env,
                 gpu_ids=record.gpu_ids,
                 config_dir=config_dir,
+                runtime_dir=files.private_dir(
+                    files.child_runtime_dir(self.settings.state_dir, record.slug, record.name)
+                ),
             )
             limit = limits.Limits.of(record.resources.cpu, record.resources.memory)
             header = f"{record.user}/{record.name} at {_now()}"
@@ -499,4 +503,4 @@ class LocalNotebookBackend:
 
 
 def _now() -> str:
-    return culler.format_time(datetime.now(UTC))
+    return format_timestamp(datetime.now(UTC))

@@ -28,7 +28,7 @@ LAB_COMMAND: tuple[str, ...] = (sys.executable, "-m", "jupyterlab")
 CONFIG_FILE = "jupyter_server_config.json"
 # What a child's environment sets that Jupyter reads as the server starts, not as it imports: a
 # child forked from a server that imported Jupyter without them still gets them right.
-READ_LATER = frozenset({"JUPYTER_TOKEN", "JUPYTER_CONFIG_PATH"})
+READ_LATER = frozenset({"JUPYTER_TOKEN", "JUPYTER_CONFIG_PATH", "JUPYTER_RUNTIME_DIR"})
 # What `python -m jupyterlab` imports as a user server starts: what its fork server preloads.
 LAB_MODULES = (
     "jupyterlab.labapp",
@@ -100,9 +100,10 @@ def child_env(
     profile_env: Mapping[str, str],
     gpu_ids: Sequence[str],
     config_dir: Path,
+    runtime_dir: Path,
 ) -> dict[str, str]:
-    """The child's environment: ours, the profile's env, its token, only the GPUs it was given, and
-    its config directory first on `JUPYTER_CONFIG_PATH`.
+    """The child's environment: ours, the profile's env, its token, only the GPUs it was given, its
+    config directory first on `JUPYTER_CONFIG_PATH` and a private runtime directory of its own.
 
     `CUDA_VISIBLE_DEVICES` is always set (empty when the profile asks for no GPU) so a CPU server
     cannot use GPUs that count against other users' quotas.
@@ -112,6 +113,7 @@ def child_env(
     env["JUPYTER_TOKEN"] = token
     env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids)
     env[CHILD_MARKER_ENV] = "1"
+    env["JUPYTER_RUNTIME_DIR"] = str(runtime_dir)
     env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(
         p for p in (str(config_dir), base.get("JUPYTER_CONFIG_PATH")) if p
     )

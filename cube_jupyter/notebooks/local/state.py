@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cube_jupyter import sqlite
-from cube_jupyter.local.files import PRIVATE_FILE, private_dir, private_file
+from cube_jupyter.local.files import PRIVATE_FILE
 from cube_jupyter.notebooks.spec import NotebookServer, Resources, ServerStatus, server_exists
 
 SCHEMA = """
@@ -113,10 +113,7 @@ class StateStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        # Rows hold every child's token: the state dir is 0700 and the database 0600 before the first
-        # row is written (sqlite gives its -wal and -shm files the database's mode).
-        private_dir(path.parent)
-        private_file(path)
+        sqlite.create(path)  # rows hold every child's token
         db = self._connect()
         try:
             db.execute("PRAGMA journal_mode=WAL")  # readers never block the writer, across processes

@@ -223,7 +223,7 @@ class WorkerPool:
 
     async def _spawn(self) -> _Worker:
         package_root = str(IMPORT_ROOT)
-        env = dict(os.environ)
+        env = processes.user_code_environ()  # the worker's kernels run user code
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
         env["PYTHONUNBUFFERED"] = "1"
         process = await asyncio.create_subprocess_exec(

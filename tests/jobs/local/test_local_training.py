@@ -28,7 +28,7 @@ from cube_jupyter.jobs.package import package_function
 from cube_jupyter.local.locks import try_file_lock
 from cube_jupyter.storage.local import LocalStore
 from tests.jobs.local.conftest import REPLICAS_DIR, USER, training
-from tests.waiting import wait_until
+from tests.waiting import wait_until, wait_until_async
 
 TIMEOUT = 180.0
 RANKS_SCRIPT = (
@@ -615,11 +615,12 @@ def test_async_facade_supervises_in_the_background_and_streams_logs(runner: Loca
         try:
             await facade.submit(spec)
             chunks = [chunk async for chunk in facade.logs(USER, "bg", "master-0", follow=True)]
-            for _ in range(200):  # the supervisor, not this coroutine, finishes the job
-                job = facade.get(USER, "bg")
-                if job is not None and job.finished:
-                    break
-                await asyncio.sleep(0.05)
+            job = await wait_until_async(  # the supervisor, not this coroutine, finishes the job
+                lambda: facade.get(USER, "bg"),
+                10,
+                "the supervisor to finish job bg",
+                until=lambda j: j and j.finished,
+            )
             return chunks, job.phase if job else "missing"
         finally:
             await facade.close()
