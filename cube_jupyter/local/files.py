@@ -16,8 +16,10 @@ PRIVATE_FILE = 0o600
 
 
 def private_dir(path: Path) -> Path:
-    """Create `path` (and parents) if needed and make it 0700."""
-    path.mkdir(parents=True, exist_ok=True)
+    """Create `path` if needed and make it 0700; each missing parent it creates is 0700 too."""
+    for missing in reversed([p for p in (path, *path.parents) if not p.exists()]):
+        missing.mkdir(mode=PRIVATE_DIR, exist_ok=True)
+        os.chmod(missing, PRIVATE_DIR)
     os.chmod(path, PRIVATE_DIR)
     return path
 

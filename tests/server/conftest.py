@@ -56,8 +56,7 @@ def user_files(cube_config: dict[str, Any]) -> Callable[[str], Path]:
 
     def area(user: str) -> Path:
         path = files.user_workspaces(Path(cube_config["CubeWorkbench"]["state_dir"]), user_slug(user))
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        return files.private_dir(path)  # as the workbench makes them
 
     return area
 
