@@ -25,6 +25,7 @@ from typing import BinaryIO, TypeAlias
 
 import psutil
 
+from cube_jupyter.installation import IMPORT_ROOT
 from cube_jupyter.local import files
 from cube_jupyter.local.fork_server import EXIT_NOTE
 from cube_jupyter.local.forks import ForkRequest, Forks, module_command
@@ -44,6 +45,20 @@ def user_code_environ(environ: Mapping[str, str] | None = None) -> dict[str, str
     """The environment user code starts from: this process's (or `environ`), less NOT_FOR_USER_CODE."""
     source = os.environ if environ is None else environ
     return {key: value for key, value in source.items() if key not in NOT_FOR_USER_CODE}
+
+
+def python_child_environ(extra: Mapping[str, str] = {}, *, supervised: bool = False) -> dict[str, str]:
+    """The environment of a Python process the workbench starts from its own modules (pipeline workers,
+    trial drivers, model servers): user_code_environ() plus `extra`, this installation first on
+    PYTHONPATH (a source checkout imports the same cube_jupyter), unbuffered output; `supervised` marks
+    it as one of the workbench's own children (CHILD_MARKER_ENV)."""
+    env = user_code_environ()
+    env.update(extra)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(IMPORT_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    if supervised:
+        env[CHILD_MARKER_ENV] = "1"
+    return env
 
 
 LOG_SEPARATOR = "==== cube-jupyter: starting "

@@ -16,6 +16,7 @@ from typing import cast
 
 import psutil
 import pytest
+from jupyter_core.paths import jupyter_runtime_dir
 from tornado.httpclient import AsyncHTTPClient
 
 from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound, QuotaExceeded
@@ -403,6 +404,11 @@ def test_a_supervising_backend_forks_its_servers_and_they_outlive_it(
         env = await kernel_environment(upstream, record.pid)
         assert env["CUBE_TEST_PROFILE"] == "small" and env["CUDA_VISIBLE_DEVICES"] == ""
         assert env["JUPYTER_TOKEN"] == record.token  # its own, not the workbench's
+        runtime = state_dir / "runtime" / "alice" / "nb1"  # its token's files: private to the workbench
+        assert env["JUPYTER_RUNTIME_DIR"] == str(runtime.resolve())
+        assert runtime.stat().st_mode & 0o777 == 0o700  # (Jupyter adds its sticky bit)
+        assert list(runtime.glob(f"jpserver-{record.pid}*")), "the child wrote no server file there"
+        assert not list(Path(jupyter_runtime_dir()).glob(f"jpserver-{record.pid}*"))
         info = await child_get(first, "alice", "nb1", "cube/api/v1/info")
         assert info["role"] == "user" and info["user"] == "alice"  # a user server, from its own config
         if first.limiter.memory is None:  # else its cgroup holds it (test_limits)

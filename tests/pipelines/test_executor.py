@@ -26,6 +26,7 @@ from tests.pipelines.notebooks import code, notebook, write
 from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(240)
+WORKBENCH_TOKEN = "the-workbench-token"
 
 
 @dataclass
@@ -74,7 +75,9 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     folder = tmp_path_factory.mktemp("executor")
     loop = asyncio.new_event_loop()
     pool = WorkerPool(2, warm=KernelSpec("python3", str(folder)))
-    loop.run_until_complete(pool.start())
+    with pytest.MonkeyPatch.context() as patch:  # the pool starts in a workbench holding its token
+        patch.setenv("JUPYTER_TOKEN", WORKBENCH_TOKEN)
+        loop.run_until_complete(pool.start())
     store = open_store(str(folder / "store"))
     yield Env(loop, pool, folder, RunHistory.in_state_dir(folder / "state"), store)
     loop.run_until_complete(pool.close())
@@ -259,7 +262,8 @@ def test_each_step_runs_in_a_fresh_forked_kernel_in_the_notebook_folder(env: Env
         code(
             "first_pid = os.getpid()\nsecret = 1\njson.patched_by_first = True\n"
             "print('cwd', os.getcwd())\nprint('parent', psutil.Process().parent().cmdline()[1:3])\n"
-            "print('history', get_ipython().history_manager.hist_file)",
+            "print('history', get_ipython().history_manager.hist_file)\n"
+            "print('token', os.environ.get('JUPYTER_TOKEN'))",
             "step:first",
         ),
         code("os._exit(3)", "step:crash"),
@@ -276,4 +280,5 @@ def test_each_step_runs_in_a_fresh_forked_kernel_in_the_notebook_folder(env: Env
     assert f"cwd {env.folder}" in first
     assert "parent ['-m', 'cube_jupyter.local.fork_server']" in first  # python -m …
     assert "history :memory:" in first
+    assert WORKBENCH_TOKEN not in first, "the workbench's token reached a step kernel"
     assert "fresh" in notebook_text(env.store, run.step("second").notebook)

@@ -1,6 +1,8 @@
 """Fuzz every operation of `server_ext/openapi.yaml` against a real server: bodies drawn from the
-contract's schemas (valid-ish), wrong types, hostile strings (NUL, lone surrogates, traversal, huge)
-and hostile raw bodies (deep nesting, bad UTF-8, huge numbers). No answer may be a 5xx, carry a
+contract's schemas (valid-ish), wrong types, hostile strings (NUL, lone surrogates, traversal, huge,
+a symlink loop, a folder named like a notebook, paths into the shared artifact store) and hostile raw
+bodies (deep nesting, bad UTF-8, huge numbers, 1 MiB keys), each raw body also sent to every
+operation that takes one. No answer may be a 5xx, carry a
 traceback, or echo a large part of the input; a 400 from the API names the field at fault.
 
 Hypothesis runs in a worker thread and sends each request to the server on the test's event loop,
@@ -14,6 +16,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -32,6 +35,9 @@ EXAMPLES_PER_OPERATION = 25
 # Error bodies repeat at most a short prefix of the input: far below the huge values sent here.
 MAX_ERROR_BYTES = 8192
 HUGE = "x" * 100_000
+MIB_KEY = "k" * (1 << 20)
+# Stands for the shared artifact store's directory in what is sent (it is known only once a test runs).
+STORE = "@STORE@"
 # Parameters travel in the request line, which the HTTP server caps well below HUGE.
 HOSTILE_PARAMETERS = st.sampled_from(
     [
@@ -49,6 +55,13 @@ HOSTILE_PARAMETERS = st.sampled_from(
         "",
         " ",
         "x" * 4000,
+        # made on disk by `hostile_files`, in each fuzzing user's own area
+        "loop",
+        "loop/x.ipynb",
+        "folder.ipynb",
+        f"{STORE}/models/alice/model.joblib",
+        f"file://{STORE}/models/alice",
+        f"{STORE}/runs",
     ]
 )
 PARAMETER_TEXT = st.one_of(HOSTILE_PARAMETERS, st.text(max_size=12))
@@ -58,20 +71,34 @@ ANY_JSON = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
     max_leaves=8,
 )
-HOSTILE_BODIES = st.sampled_from(
-    [
-        b"[" * 200_000,
-        b'{"a":' * 100_000,
-        b"[" * 65 + b"]" * 65,
-        b'{"path": "' + b"[" * 100_000 + b'"}',
-        b"\xff\xfe\x00",
-        b"not json",
-        b"1" * 5000,
-        b'{"path": "\\u0000", "store": "\\ud800"}',
-        b'{"\\u0000": 1}',
-        b"null",
-    ]
+# Each sent to every operation with a body, beside the bodies the fuzz draws from them.
+HOSTILE_BODY_LIST = (
+    b"[" * 200_000,
+    b'{"a":' * 100_000,
+    b"[" * 65 + b"]" * 65,
+    b'{"path": "' + b"[" * 100_000 + b'"}',
+    b"\xff\xfe\x00",
+    b"not json",
+    b"1" * 5000,
+    b'{"path": "\\u0000", "store": "\\ud800"}',
+    b'{"\\u0000": 1}',
+    b"null",
+    json.dumps({MIB_KEY: 1}).encode(),
+    json.dumps({"path": "x.ipynb", "parameters": {MIB_KEY: 1}}).encode(),
+    json.dumps(
+        {
+            "kind": "training",
+            "spec": {
+                "name": "k",
+                "framework": "pytorch",
+                "replicas": {"master": 1},
+                "command": ["true"],
+                "env": {MIB_KEY: "v"},
+            },
+        }
+    ).encode(),
 )
+HOSTILE_BODIES = st.sampled_from(HOSTILE_BODY_LIST)
 
 
 def operations() -> list[tuple[str, str]]:
@@ -146,6 +173,10 @@ def request_strategy(path: str, method: str) -> st.SearchStrategy[dict[str, Any]
     )
 
 
+def path_parameters(path: str) -> list[str]:
+    return [part[1:-1] for part in path.split("/") if part.startswith("{") and part.endswith("}")]
+
+
 def encoded(text: Any) -> str:
     """Percent-encoded as a hostile client would send it: lone surrogates as their raw bytes."""
     return quote(str(text).encode("utf-8", "surrogatepass"), safe="")
@@ -163,23 +194,51 @@ def check_answer(where: str, status: int, content_type: str, body: bytes) -> Non
 
 
 @pytest.fixture
-def cube_config(cube_config: dict[str, Any]) -> dict[str, Any]:
+def shared_store(tmp_path: Path) -> Path:
+    """The workbench's artifact store, holding a model alice saved and a run's folder."""
+    store = tmp_path / "shared-store"
+    (store / "models" / "alice").mkdir(parents=True)
+    (store / "models" / "alice" / "model.joblib").write_bytes(b"alice's model")
+    (store / "runs" / "r1").mkdir(parents=True)
+    return store
+
+
+@pytest.fixture
+def cube_config(cube_config: dict[str, Any], shared_store: Path) -> dict[str, Any]:
     """A notebook server the fuzz manages to create exits at once instead of starting JupyterLab."""
     cube_config["CubeSpawner"]["cmd"] = [sys.executable, "-c", "raise SystemExit(3)"]
+    cube_config["CubeStorage"] = {"url": str(shared_store)}
     return cube_config
 
 
+@pytest.fixture
+def hostile_files(user_files: Callable[[str], Path], jp_root_dir: Path) -> None:
+    """In each fuzzing user's own area (the admin's is the server root): a symlink loop and a folder
+    named like a notebook."""
+    for area in (user_files("mallory"), jp_root_dir):
+        (area / "loop").symlink_to("loop")
+        (area / "folder.ipynb").mkdir()
+
+
 async def test_no_request_in_the_contract_gets_a_5xx(
-    cube_app: Any, http_server_client: Any, jp_base_url: str, api: Callable[..., Any]
+    cube_app: Any,
+    http_server_client: Any,
+    jp_base_url: str,
+    api: Callable[..., Any],
+    shared_store: Path,
+    hostile_files: None,
 ) -> None:
     loop = asyncio.get_running_loop()
     api_root = url_path_join(jp_base_url, "cube", "api", "v1")
 
+    def placed(text: Any) -> str:
+        return str(text).replace(STORE, str(shared_store))
+
     async def send(path: str, method: str, request: dict[str, Any]) -> None:
         url_path = path
         for name, value in request["path"].items():
-            url_path = url_path.replace("{" + name + "}", encoded(value))
-        query = "&".join(f"{encoded(k)}={encoded(v)}" for k, v in request["query"].items())
+            url_path = url_path.replace("{" + name + "}", encoded(placed(value)))
+        query = "&".join(f"{encoded(k)}={encoded(placed(v))}" for k, v in request["query"].items())
         headers = {
             "kubeflow-userid": request["user"],
             "Cookie": "_xsrf=fuzz",
@@ -187,6 +246,8 @@ async def test_no_request_in_the_contract_gets_a_5xx(
             "Content-Type": "application/json",
         }
         body = request["body"]
+        if body is not None:
+            body = body.replace(STORE.encode(), str(shared_store).encode())
         if body is None and method.upper() in ("POST", "PATCH", "PUT"):
             body = b""
         url = url_path_join(api_root, url_path) + (f"?{query}" if query else "")
@@ -216,8 +277,13 @@ async def test_no_request_in_the_contract_gets_a_5xx(
 
     for path, method in operations():
         await asyncio.to_thread(fuzzer(path, method))
+        if "requestBody" in _resolve(_spec()["paths"][path])[method]:
+            for body in HOSTILE_BODY_LIST:
+                names = {name: "x" for name in path_parameters(path)}
+                await send(path, method, {"path": names, "query": {}, "body": body, "user": "mallory"})
 
     # Whatever the fuzz created is removed, so no process outlives the test.
+    assert (shared_store / "models" / "alice" / "model.joblib").read_bytes() == b"alice's model"
     for user in ("mallory", "root-admin"):
         status, listing = await api("GET", "jobs", as_user=user)
         for job in listing["jobs"] if status == 200 else []:

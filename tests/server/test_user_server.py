@@ -19,6 +19,7 @@ from cube_jupyter.jobs.training_spec import TrainingSpec
 from cube_jupyter.local import gpus
 from cube_jupyter.pipelines.history import RunHistory, RunRecord, now
 from cube_jupyter.services import Workbench
+from tests.pipelines.notebooks import code, notebook, write
 from tests.server.openapi import assert_response_matches
 
 pytestmark = pytest.mark.timeout(180)
@@ -151,3 +152,20 @@ async def test_what_a_user_server_starts_counts_in_the_workbenchs_ledger(
         assert code == 200 and report["quota"]["holders"] == [GPU_HOLDER]
     finally:
         assert (await api("DELETE", "jobs/gpu-hold", as_user=""))[0] == 204
+
+
+async def test_a_run_store_may_name_no_other_users_workspace(
+    api: Any, jp_root_dir: Path, state_dir: Path
+) -> None:
+    """The owner of a user server writes only among their own files: a run's `store` naming bob's
+    workspace (by its absolute path, or by '..' from hers) is refused, and nothing is written there."""
+    write(notebook(code("x = 1", "step:one")), jp_root_dir / "one.ipynb")
+    bobs = state_dir / "workspaces" / "bob" / "nb1"
+    bobs.mkdir(parents=True)
+    for store in (str(bobs / "artifacts"), f"file://{bobs}/artifacts", "../bob/nb1/artifacts"):
+        body = {"path": "one.ipynb", "store": store}
+        status, error = await api("POST", "pipelines/runs", as_user="", body=body)
+        assert (status, error["field"]) == (400 if ".." in store else 403, "store"), (store, error)
+        assert "bob" not in error["message"].replace(store, ""), error  # nothing beyond what was sent
+    assert list(bobs.iterdir()) == []
+    assert RunHistory.in_state_dir(state_dir).list("alice") == []

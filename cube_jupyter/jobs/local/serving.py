@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -31,7 +30,6 @@ from urllib.parse import urlsplit
 
 from cube_jupyter import tracebacks
 from cube_jupyter.errors import InvalidInput, NotFound
-from cube_jupyter.installation import IMPORT_ROOT
 from cube_jupyter.jobs.local.model_formats import LOCAL_FORMATS, find_model_file
 from cube_jupyter.jobs.model import Condition, Job, Replica
 from cube_jupyter.jobs.serving_spec import ServingSpec
@@ -393,14 +391,9 @@ def _failed(record: ServingRecord, reason: str, why: str, log_tail: str = "") ->
 
 
 def _server_env(spec: ServingSpec) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE")}
-    env.update(spec.env)
-    root = str(IMPORT_ROOT)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-    env["PYTHONUNBUFFERED"] = "1"
+    env = processes.python_child_environ(spec.env, supervised=True)
     if not spec.resources.gpu:
         env["CUDA_VISIBLE_DEVICES"] = ""
-    env[processes.CHILD_MARKER_ENV] = "1"
     return env
 
 

@@ -28,7 +28,6 @@ import psutil
 
 from cube_jupyter import tracebacks
 from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound
-from cube_jupyter.installation import IMPORT_ROOT
 from cube_jupyter.jobs import package as packaging
 from cube_jupyter.jobs.local.tuning_state import (
     DRIVER,
@@ -105,12 +104,8 @@ class LocalTuner:
         return shipped.uri, shipped.target
 
     def _spawn_driver(self, spec: TuningSpec, directory: Path) -> subprocess.Popen[bytes]:
-        env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE")}
-        env.update(self.store.kernel_env())  # trials fetch the shipped notebook with these
-        root = str(IMPORT_ROOT)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-        env["PYTHONUNBUFFERED"] = "1"
-        env[processes.CHILD_MARKER_ENV] = "1"
+        # trials fetch the shipped notebook with the store's settings
+        env = processes.python_child_environ(self.store.kernel_env(), supervised=True)
         argv = [sys.executable, "-m", DRIVER_MODULE, "--dir", str(directory)]
         try:
             return processes.spawn(argv, env, directory, directory / DRIVER_LOG, f"experiment {spec.name}")

@@ -45,7 +45,6 @@ from typing import IO, Any
 
 import psutil
 
-from cube_jupyter.installation import IMPORT_ROOT
 from cube_jupyter.local import processes
 from cube_jupyter.local.forks import KERNEL_MODULES, Forks
 from cube_jupyter.local.kernel_sockets import kernel_transport, socket_dir
@@ -222,10 +221,7 @@ class WorkerPool:
         await worker.process.wait()
 
     async def _spawn(self) -> _Worker:
-        package_root = str(IMPORT_ROOT)
-        env = processes.user_code_environ()  # the worker's kernels run user code
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
-        env["PYTHONUNBUFFERED"] = "1"
+        env = processes.python_child_environ()  # the worker's kernels run user code
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
