@@ -5,7 +5,10 @@
    `/api/status` of the same server (the baseline): latency, errors, throughput, the server's RSS;
 2. kill -9 while notebook servers run, then start again: time until the API answers (vs. the first
    start), and whether every server is re-attached (running, same pid, reachable through the router);
-3. kill -9 in the middle of a pipeline run: what the restarted server says of the run, and its resume
+3. 3 concurrent unauthenticated uploads of 300 MiB each to a workbench endpoint, vs. the same to
+   Jupyter's own contents API of the same server (the baseline): the server's peak RSS growth, and
+   how much of each body it took before answering;
+4. kill -9 in the middle of a pipeline run: what the restarted server says of the run, and its resume
    (`POST .../runs/{id}/resume`, where the server offers it): time to success, steps reused vs. rerun.
 
 Each client sends its requests one after another on a new connection (tornado's simple client); the
@@ -15,6 +18,7 @@ clients run in this process, so on a small machine they share its cores with the
 from __future__ import annotations
 
 import asyncio
+import statistics
 import tempfile
 import time
 from collections import Counter
@@ -44,6 +48,13 @@ ENDPOINTS = (
     ("GET /cube/api/v1/pipelines/runs", f"{API}/pipelines/runs"),
     ("GET /cube/api/v1/jobs", f"{API}/jobs"),
     ("GET /cube/api/v1/profiles", f"{API}/profiles"),
+)
+UPLOADS, UPLOAD_BYTES, UPLOAD_ROUNDS = 3, 300 * 1024 * 1024, 3
+UPLOAD_CHUNK = b"x" * (1024 * 1024)
+UPLOAD_BASELINE = "POST /api/contents/big.txt (Jupyter's own; baseline)"
+UPLOAD_TARGETS = (
+    (UPLOAD_BASELINE, "/api/contents/big.txt"),
+    ("POST /cube/api/v1/pipelines/graph", f"{API}/pipelines/graph"),
 )
 STEP_SECONDS = {"prepare": 1, "train": 4, "report": 1}  # the interrupted pipeline: killed during `train`
 PIPELINE = "pipelines/three_steps.ipynb"
@@ -123,6 +134,68 @@ async def concurrent_reads(workbench: Workbench) -> None:
         f"  workbench RSS: {rss_before / mib:.1f} MiB before, {rss_after / mib:.1f} MiB after "
         f"({(rss_after - rss_before) / mib:+.1f} MiB)"
     )
+
+
+async def unauthenticated_upload(port: int, path: str) -> tuple[int, str]:
+    """One client sending UPLOAD_BYTES with no credentials, as fast as the server takes them: the
+    bytes it got through before the server answered or closed, and the answer's status line."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {UPLOAD_BYTES}\r\n\r\n".encode()
+    )
+    answer = asyncio.ensure_future(reader.readline())  # the status line, whenever the server sends it
+    sent = 0
+    try:
+        while sent < UPLOAD_BYTES and not answer.done():
+            writer.write(UPLOAD_CHUNK)
+            await writer.drain()
+            sent += len(UPLOAD_CHUNK)
+        line = await asyncio.wait_for(answer, 120)
+        status = line.decode(errors="replace").strip() or "closed"
+    except ConnectionError:
+        status = "reset"
+        if answer.done() and not answer.exception():
+            status = answer.result().decode(errors="replace").strip() or status
+    finally:
+        writer.close()
+        answer.cancel()
+    return sent, status
+
+
+async def peak_rss_during(workbench: Workbench, work: Any) -> tuple[int, Any]:
+    """The server's highest RSS, sampled every 10 ms while `work` runs, and what `work` returned."""
+    peak = workbench.rss()
+    task = asyncio.ensure_future(work)
+    while not task.done():
+        peak = max(peak, workbench.rss())
+        await asyncio.sleep(0.01)
+    return peak, task.result()
+
+
+async def large_unauthenticated_uploads(workbench: Workbench) -> None:
+    growth: dict[str, list[float]] = {name: [] for name, _ in UPLOAD_TARGETS}
+    taken: dict[str, list[int]] = {name: [] for name, _ in UPLOAD_TARGETS}
+    answers: dict[str, Counter[str]] = {name: Counter() for name, _ in UPLOAD_TARGETS}
+    for _ in range(UPLOAD_ROUNDS):  # interleaved, as the read endpoints are
+        for name, path in UPLOAD_TARGETS:
+            before = workbench.rss()
+            uploads = asyncio.gather(*(unauthenticated_upload(workbench.port, path) for _ in range(UPLOADS)))
+            peak, results = await peak_rss_during(workbench, uploads)
+            growth[name].append((peak - before) / (1024 * 1024))
+            for sent, status in results:
+                taken[name].append(sent)
+                answers[name][status] += 1
+    print_table(
+        f"Reliability: {UPLOADS} concurrent unauthenticated uploads of {UPLOAD_BYTES >> 20} MiB each "
+        f"(the server's peak RSS growth; {UPLOAD_ROUNDS} rounds)",
+        [(name, values) for name, values in growth.items()],
+        unit="MiB",
+        baseline=UPLOAD_BASELINE,
+    )
+    for name, sent in taken.items():
+        kinds = ", ".join(f"{status} x{count}" for status, count in answers[name].most_common())
+        print(f"  {name:52} took {statistics.median(sent) / (1 << 20):.0f} MiB of each (median)  {kinds}")
 
 
 # -- seeded state ------------------------------------------------------------------------------------
@@ -413,6 +486,7 @@ async def main() -> None:
             first_start = await workbench.start()
             uninterrupted = await seed(workbench)
             await concurrent_reads(workbench)
+            await large_unauthenticated_uploads(workbench)
             orphans += await restart_with_servers(workbench, first_start)
             orphans += await restart_mid_run(workbench, uninterrupted)
             for user, name in SERVERS:
