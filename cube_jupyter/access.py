@@ -99,17 +99,18 @@ def readable_file(
     *,
     multi_user: bool,
     absolute: bool = False,
+    folder: bool = False,
 ) -> Path:
     """The file `path` names for `caller`: relative to `readable_root` (or, with `absolute`, also an
     absolute path inside it, as job specs may give), never outside it (not by '..', '~' or a
     symlink), never in a hidden file or directory (dot-names hold credentials and config: `.ssh`,
-    `.jupyter`, `.aws`), existing, and a file (a folder is no notebook or script). Each refusal names
-    `field`."""
+    `.jupyter`, `.aws`), existing, and a file (a folder is no notebook or script) unless `folder`
+    allows one (a model directory). Each refusal names `field`."""
     given = file_path(path, field, absolute=absolute)
     full = _among_own_files(readable_root(settings, caller, root, multi_user, field), given, path, field)
     if not os.path.exists(full):  # False, not an error, for a name too long
         raise NotFound(f"{field} {quote(path)} does not exist", field=field)
-    if not full.is_file():
+    if not full.is_file() and not (folder and full.is_dir()):
         raise InvalidInput(f"{field} {quote(path)} is a folder, not a file", field=field)
     return full
 

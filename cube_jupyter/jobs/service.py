@@ -197,10 +197,10 @@ class JobService:
         check_bounds(spec, self.settings.jobs)
         return kind, self._readable_code(reader, spec)
 
-    def _readable(self, caller: str, path: str, field: str) -> str:
+    def _readable(self, caller: str, path: str, field: str, *, folder: bool = False) -> str:
         root = Path(self.root_dir or os.getcwd())
         full = access.readable_file(
-            self.settings, caller, root, path, field, multi_user=self.multi_user, absolute=True
+            self.settings, caller, root, path, field, multi_user=self.multi_user, absolute=True, folder=folder
         )
         return str(full)
 
@@ -245,7 +245,8 @@ class JobService:
         local = parts.path if parts.scheme == "file" else uri
         if self._own_saved_model(caller, local):
             return raw  # a model `deploy()` saved to the artifact store, as an s3:// one would be
-        return {**raw, "storage_uri": self._readable(caller, local, "storage_uri")}
+        # a model is a file or, as KServe's storage initializer fetches it, a folder
+        return {**raw, "storage_uri": self._readable(caller, local, "storage_uri", folder=True)}
 
     def _own_saved_model(self, caller: str, path: str) -> bool:
         """Whether `path` is a model `deploy()` saved for `caller` in the local artifact store
