@@ -65,7 +65,7 @@ def graph(args: argparse.Namespace, settings: Settings) -> int:
     except CubeError as exc:  # a bad, hidden or missing path
         return _invalid(exc)
     for warning in pipeline.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        print(f"warning: {warning.message}", file=sys.stderr)
     print(json.dumps(pipeline.to_dict(), indent=2))
     return 0
 
@@ -120,7 +120,7 @@ async def _run_async(args: argparse.Namespace, settings: Settings) -> int:
         except CubeError as exc:  # a bad, hidden or missing path; a cluster without Argo
             return _invalid(exc)
         for warning in pipeline.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
+            print(f"warning: {warning.message}", file=sys.stderr)
         display = StepDisplay(pipeline, sys.stderr)
         started = time.perf_counter()
         request = RunRequest(

@@ -22,8 +22,9 @@ from nbformat import NotebookNode
 from nbformat.reader import NotJSONError
 
 from cube_jupyter.names import DNS1123_LABEL_MAX
-from cube_jupyter.pipelines.dataflow import StepCode, metric_names, parse_cell, resolve
-from cube_jupyter.pipelines.model import Edge, Parameter, Pipeline, PipelineError, Step
+from cube_jupyter.pipelines.dataflow import metric_names, parse_cell
+from cube_jupyter.pipelines.linking import StepCode, resolve
+from cube_jupyter.pipelines.model import Edge, GraphWarning, Parameter, Pipeline, PipelineError, Step
 from cube_jupyter.pipelines.tags import Layout, split_cells
 
 DEFAULT_KERNEL = "python3"
@@ -214,12 +215,14 @@ def build_pipeline(
     content a request sent (`notebook`)."""
     notebook = nb if isinstance(nb, NotebookNode) else _validated(nb, path, content_field)
     kernel = _python_kernel(notebook.get("metadata") or {})
-    layout = split_cells(list(notebook.get("cells", [])))
+    layout = split_cells(list(notebook.get("cells", [])), notebook.get("metadata") or {})
     _check_after(layout)
     metrics: list[tuple[str, int]] = []
     for index, source in layout.metrics:
         metrics += [(name, index) for name in metric_names(source, index)]
-    steps_code = [StepCode(s.name, tuple(zip(s.cells, s.source, strict=True))) for s in layout.steps]
+    steps_code = [
+        StepCode(s.name, tuple(zip(s.cells, s.source, strict=True)), tuple(s.after)) for s in layout.steps
+    ]
     shared = [*layout.imports, *layout.functions, *layout.parameters]
     shared.sort()
     flow = resolve(steps_code, shared, metrics)
@@ -269,5 +272,11 @@ def build_pipeline(
         parameters_source="\n\n".join(source for _, source in layout.parameters),
         metrics=tuple(dict.fromkeys(name for name, _ in metrics)),
         kernel_name=kernel,
-        warnings=tuple(dict.fromkeys(layout.warnings + flow.warnings)),
+        warnings=_warnings(layout.warnings + flow.warnings),
     )
+
+
+def _warnings(found: list[GraphWarning]) -> tuple[GraphWarning, ...]:
+    """Each warning once, by the cell it is about (notebook-wide ones first), then as found."""
+    unique = list(dict.fromkeys(found))
+    return tuple(sorted(unique, key=lambda w: -1 if w.cell is None else w.cell))

@@ -11,22 +11,20 @@ steps separately gives what running the notebook top to bottom gives:
 - **defined**: bound by assignment (also tuple unpacking, augmented and annotated assignment, `:=`),
   `for`/`with` targets, `import`, `def`, `class`, match captures — on any path — and not deleted
   by `del` afterwards. `except E as e` binds `e` only inside the handler, as Python does.
-- **modified**: `df["a"] = 1`, `df.a = 1`, `del df["a"]`, a call with `inplace=True`, or a call of a
-  known mutating method on it (`append`, `update`, `fit`, `sort`, torch's `x.add_()`, ...). A modified
-  name counts as defined by the step, so downstream steps take the modified value. Mutation through
-  other calls (`helper(df)`) is not seen.
+- **modified**: changed in place, directly or through an alias, by the step (`effects`: item and
+  attribute assignment, mutating methods and functions, `inplace=True`, the notebook's own functions
+  that change what they are given). A modified name counts as defined by the step, so downstream
+  steps take the modified value. **touched**: may be changed by a call the notebook does not define
+  (`effects`); the linker hands such a value on from the step where a reader's ancestors last
+  touched it.
 - **scopes**: comprehensions have their own scope (their free names are read at once); the free
   names of a `def`, `lambda` or `class` body are read by the step unless the step binds them itself
   somewhere (they are looked up when the function is called). Names declared `global` and assigned
   in a function count as defined by the step.
 - Changing in place a name the step did not bind nor take from upstream (a module: `np.random.seed(0)`,
   a shared parameter) hands nothing on: every step runs the shared cells afresh.
-- **linking** (`resolve`): a name a step reads comes from the nearest earlier step in notebook order
-  that defines it; that step outputs it and an edge carries it. Names from `imports`, `functions`
-  and `parameters` cells and builtins are never passed (every step runs those cells); a function from
-  a `functions` cell brings its own free names in as reads of the step that uses it. A name read
-  but defined nowhere before is a warning naming the cell, not an error: it may come from outside
-  the notebook's static view (`%run`, `exec`, a star import).
+
+How steps are linked by these flows is `linking`'s.
 """
 
 from __future__ import annotations
@@ -34,11 +32,19 @@ from __future__ import annotations
 import ast
 import builtins
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from IPython.core.inputtransformer2 import TransformerManager
 
+from cube_jupyter.pipelines.effects import (
+    FunctionEffects,
+    alias_roots,
+    body_effects,
+    call_effect,
+    function_effects,
+    root_name,
+)
 from cube_jupyter.pipelines.model import PipelineError
 
 # Names a Jupyter kernel provides without any cell defining them.
@@ -48,21 +54,6 @@ KERNEL_NAME = re.compile(r"^(_+|_i+|_i?\d+|_ih|_oh|_dh|_ii+)$")
 CODE_LINE_MAGICS = {"time", "timeit", "prun"}
 CODE_CELL_MAGICS = {"time", "timeit", "prun", "capture"}
 _MAGIC_OPTIONS = re.compile(r"^\s*(?:-[nrpsTDl]\s*\S+\s+|-[a-zA-Z]+\s+)*")
-MUTATING_METHODS = {
-    # list, dict, set, deque
-    "append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse", "update", "setdefault",
-    "popitem", "add", "discard", "difference_update", "intersection_update",
-    "symmetric_difference_update", "appendleft", "extendleft", "popleft", "rotate",
-    # numpy arrays and random generators
-    "fill", "resize", "put", "itemset", "setflags", "shuffle", "seed",
-    # scikit-learn, xgboost, keras, torch models and optimizers
-    "fit", "partial_fit", "fit_transform", "fit_predict", "fit_resample", "set_params", "compile",
-    "train", "eval", "load_state_dict", "zero_grad", "step", "backward", "to", "cuda", "cpu",
-    "load_model", "load_weights", "set_weights",
-}  # fmt: skip
-# Functions that mutate their first argument in place: random.shuffle(x), np.random.shuffle(x).
-MUTATING_FUNCTIONS = {"shuffle"}
-
 _transformer = TransformerManager()
 
 
@@ -101,10 +92,12 @@ class CodeFlow:
     defines: dict[str, int] = field(default_factory=dict)
     modified: set[str] = field(default_factory=set)
     modified_only: set[str] = field(default_factory=set)  # changed in place but never bound here
+    touched: set[str] = field(default_factory=set)  # may be changed in place (effects.py)
     deleted: set[str] = field(default_factory=set)
     imported: set[str] = field(default_factory=set)
     star_imports: list[int] = field(default_factory=list)
     function_free: dict[str, set[str]] = field(default_factory=dict)  # top-level def/class → free names
+    function_effects: dict[str, FunctionEffects] = field(default_factory=dict)  # top-level def → effects
 
 
 # --- scopes of functions, lambdas, classes and comprehensions ----------------------------------------
@@ -227,13 +220,6 @@ def _import_names(node: ast.Import | ast.ImportFrom) -> list[str]:
     return names
 
 
-def _root_name(node: ast.AST) -> str | None:
-    """`df` for `df`, `df.a`, `df["a"].b`, `df.loc[0]`: the variable a chain of attributes hangs off."""
-    while isinstance(node, (ast.Attribute, ast.Subscript)):
-        node = node.value
-    return node.id if isinstance(node, ast.Name) else None
-
-
 def _magic_code(call: ast.Call) -> tuple[str, str | None] | None:
     """(code, captured name) for `get_ipython().run_line_magic('time', CODE)` and cell-magic forms."""
     func = call.func
@@ -272,15 +258,29 @@ class _Forget(ast.stmt):
         self.name = name
 
 
+class _Alias(ast.stmt):
+    """Marks where a loop's target takes the objects of its iterable (`for d in [train, test]`)."""
+
+    _fields = ("target", "value")
+
+    def __init__(self, target: ast.AST, value: ast.AST) -> None:
+        super().__init__()
+        self.target = target
+        self.value = value
+
+
 class _Analyzer:
     """Walks module-level statements in execution order, tracking definitely/possibly bound names."""
 
-    def __init__(self) -> None:
+    def __init__(self, functions: Mapping[str, FunctionEffects]) -> None:
         self.flow = CodeFlow()
+        self.functions = dict(functions)  # what calling each known function changes
+        self.aliases: dict[str, set[str]] = {}  # name → the names whose objects it may be or hold
         self.bound: set[str] = set()  # bound on every path so far
         self.maybe: set[str] = set()  # bound on some path so far (bound ⊆ maybe)
         self.ever: set[str] = set()  # bound at any point
         self.deferred: dict[str, int] = {}
+        self.global_stores: set[str] = set()  # rebound by a function defined here, when it runs
         self.cell = 0
 
     # names
@@ -301,15 +301,32 @@ class _Analyzer:
         self.flow.imported.discard(name)
 
     def modify(self, node: ast.AST) -> None:
-        """A change in place: the variable counts as defined here (not a module: `np.random.seed()`)."""
-        name = _root_name(node)
-        if name is None or name in self.flow.imported:
+        """A change in place, of the variable and of all it may alias: each counts as defined here."""
+        name = root_name(node)
+        if name is not None:
+            for changed in sorted({name, *self.aliases.get(name, ())}):
+                self.modify_name(changed)
+
+    def modify_name(self, name: str) -> None:
+        """`name` changed in place counts as defined here (not a module: `np.random.seed()`)."""
+        if name in self.flow.imported:
             return
+        self.read(name)  # changing it in place needs it first (a no-op when the step bound it)
         fresh = name not in self.maybe
         self.flow.modified.add(name)
         self.bind(name)
         if fresh:
             self.flow.modified_only.add(name)
+
+    def alias(self, target: ast.AST, value: ast.AST | None) -> None:
+        """After `target = value` (or a loop, `with`, `:=`): which names each bound name may alias."""
+        roots = alias_roots(value, self.aliases)
+        for sub in ast.walk(target):
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                if roots - {sub.id}:
+                    self.aliases[sub.id] = roots - {sub.id}
+                else:
+                    self.aliases.pop(sub.id, None)
 
     def unbind(self, name: str) -> None:
         self.read(name)
@@ -346,15 +363,21 @@ class _Analyzer:
         self.maybe.discard(node.name)
         self.flow.defines.pop(node.name, None)
 
+    def visit__Alias(self, node: _Alias) -> None:
+        self.alias(node.target, node.value)
+
     def visit_Assign(self, node: ast.Assign) -> None:
         self.expr(node.value)
         for target in node.targets:
             self.target(target)
+            self.alias(target, node.value)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self.expr(node.value)
         if isinstance(node.target, ast.Name):
             self.read(node.target.id)
+            for aliased in sorted(self.aliases.get(node.target.id, ())):  # `d += 1` on a loop's array
+                self.modify_name(aliased)
         self.target(node.target)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
@@ -366,7 +389,8 @@ class _Analyzer:
 
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         self.expr(node.iter)
-        loop = [ast.Assign(targets=[node.target], value=ast.Constant(None)), *node.body]
+        bind = ast.Assign(targets=[node.target], value=ast.Constant(None))
+        loop = [bind, _Alias(node.target, node.iter), *node.body]  # the target aliases what it yields
         self.branches(loop, [])
         self.branches(node.orelse, [])
 
@@ -386,6 +410,7 @@ class _Analyzer:
             self.expr(item.context_expr)
             if item.optional_vars is not None:
                 self.target(item.optional_vars)
+                self.alias(item.optional_vars, item.context_expr)
         self.block(node.body)
 
     visit_AsyncWith = visit_With
@@ -480,15 +505,25 @@ class _Analyzer:
                 self.read(name)
             for name in sorted(walrus):
                 self.bind(name)
+            changed, touched = body_effects(node, self.functions)  # it runs now
+            own: set[str] = set()
+            for generator in node.generators:
+                _collect_targets(generator.target, own)
+            for name in sorted(changed - own):
+                self.modify(ast.Name(name, ast.Load()))
+            self.flow.touched |= touched - own
             return
         for name in sorted(free):
             self.deferred.setdefault(name, self.cell)
         for name in sorted(global_stores):  # rebound when the function runs: maybe defined here
             self.flow.modified.add(name)
-            self.maybe.add(name)
+            self.global_stores.add(name)
             self.flow.defines[name] = self.cell
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             self.flow.function_free[node.name] = free
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            effects = function_effects(node, free, self.functions)
+            self.functions[node.name] = self.flow.function_effects[node.name] = effects
 
     def magic(self, call: ast.Call) -> bool:
         """Analyse code run by `%time`-like magics in place; True when `call` was one."""
@@ -525,18 +560,11 @@ class _Analyzer:
             self.mutation(node)
 
     def mutation(self, call: ast.Call) -> None:
-        """Mark what a call changes in place: its receiver, or the first argument of shuffle/init_."""
-        inplace = any(
-            k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value is True
-            for k in call.keywords
-        )
-        func = call.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-        in_place_op = name.endswith("_") and not name.startswith("_")  # torch: x.add_(1), init.zeros_(w)
-        if isinstance(func, ast.Attribute) and (inplace or in_place_op or name in MUTATING_METHODS):
-            self.modify(func.value)
-        if (in_place_op or name in MUTATING_FUNCTIONS) and call.args:
-            self.modify(call.args[0])
+        """What a call changes in place (and what it may change): `effects.call_effect`."""
+        effect = call_effect(call, self.functions, self.aliases)
+        for changed in effect.changed:
+            self.modify(changed)
+        self.flow.touched |= effect.touched
 
     def finish(self) -> CodeFlow:
         for name, cell in self.deferred.items():
@@ -544,14 +572,17 @@ class _Analyzer:
                 self.flow.reads[name] = cell
         self.flow.deleted -= self.maybe
         for name in list(self.flow.defines):
-            if name not in self.maybe:
+            if name not in self.maybe and name not in self.global_stores:
                 del self.flow.defines[name]
         return self.flow
 
 
-def analyze(cells: Sequence[tuple[int, str]]) -> CodeFlow:
-    """The flow of cells run in order in one namespace: [(cell index, source), ...]."""
-    analyzer = _Analyzer()
+def analyze(
+    cells: Sequence[tuple[int, str]], functions: Mapping[str, FunctionEffects] | None = None
+) -> CodeFlow:
+    """The flow of cells run in order in one namespace: [(cell index, source), ...]; `functions` are
+    the notebook's functions defined elsewhere (shared cells, earlier steps) and what they change."""
+    analyzer = _Analyzer(functions or {})
     for index, source in cells:
         analyzer.cell = index
         module = parse_cell(source, f"cells[{index}]")
@@ -563,135 +594,22 @@ def analyze(cells: Sequence[tuple[int, str]]) -> CodeFlow:
     return analyzer.finish()
 
 
-# --- linking steps -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StepCode:
-    """A step as the linker sees it: its name and the (cell index, source) of its cells."""
-
-    name: str
-    cells: tuple[tuple[int, str], ...]
-
-
-@dataclass
-class FlowGraph:
-    """The result of linking: per-step inputs/outputs and the variables on each (upstream, downstream)."""
-
-    inputs: dict[str, set[str]]
-    outputs: dict[str, set[str]]
-    edges: dict[tuple[str, str], set[str]]
-    metric_steps: dict[str, str]  # metric name → the step that outputs it
-    warnings: list[str]
-
-
-def _function_closure(functions: dict[str, set[str]], name: str) -> Iterator[str]:
-    """Free names of a shared function, following the shared functions it calls in turn."""
-    seen, stack = {name}, [name]
-    while stack:
-        for free in sorted(functions.get(stack.pop(), set())):
-            if free in functions and free not in seen:
-                seen.add(free)
-                stack.append(free)
-            elif free not in functions:
-                yield free
-
-
-class _Linker:
-    """Walks steps in notebook order, remembering which step last defined (or deleted) each name."""
-
-    def __init__(self, shared: CodeFlow) -> None:
-        self.shared = shared
-        self.graph = FlowGraph({}, {}, {}, {}, [])
-        self.latest: dict[str, str] = {}  # name → the step that last defined it
-        self.deleted_by: dict[str, str] = {}
-        self.imported_by: dict[str, str] = {}
-
-    def step(self, name: str, flow: CodeFlow) -> None:
-        self.graph.inputs[name] = set()
-        self.graph.outputs.setdefault(name, set())
-        star = bool(self.shared.star_imports or flow.star_imports)
-        for read, cell, strong in self.reads(flow):
-            self.link(name, read, cell, strong, star)
-        for defined in flow.defines:
-            if defined in flow.modified_only and defined not in self.graph.inputs[name]:
-                continue  # a shared name (module, parameter) changed in place: every step re-creates it
-            self.latest[defined] = name
-            self.deleted_by.pop(defined, None)
-            if defined in flow.imported:
-                self.imported_by[defined] = name
-            else:
-                self.imported_by.pop(defined, None)
-        for deleted in flow.deleted:
-            self.latest.pop(deleted, None)
-            self.deleted_by[deleted] = name
-
-    def reads(self, flow: CodeFlow) -> list[tuple[str, int, bool]]:
-        """(name, cell, strong) for the step's reads, plus the free names of shared functions it calls."""
-        reads = [(name, cell, True) for name, cell in flow.reads.items()]
-        reads += [(name, cell, False) for name, cell in flow.weak_reads.items()]
-        functions = self.shared.function_free
-        for name, cell, strong in list(reads):
-            if name in functions and name not in self.latest:
-                for free in _function_closure(functions, name):
-                    if free not in flow.defines and free not in flow.reads:
-                        reads.append((free, cell, strong))
-        return reads
-
-    def link(self, step: str, name: str, cell: int, strong: bool, star: bool) -> None:
-        source = self.latest.get(name)
-        where = f"cell {cell} (step {step!r})"
-        if source is not None:
-            self.graph.inputs[step].add(name)
-            self.graph.outputs[source].add(name)
-            self.graph.edges.setdefault((source, step), set()).add(name)
-            if name in self.imported_by:
-                self.graph.warnings.append(
-                    f"{where} uses module {name!r} imported in step {self.imported_by[name]!r}; "
-                    "move the import to a cell tagged 'imports' so every step has it"
-                )
-        elif not strong or name in self.shared.defines or is_kernel_name(name):
-            return
-        elif name in self.deleted_by:
-            self.graph.warnings.append(f"{where} uses {name!r}, deleted by step {self.deleted_by[name]!r}")
-        elif not star:
-            self.graph.warnings.append(f"{where} uses {name!r}, defined in no upstream step")
-
-    def metric(self, name: str, cell: int) -> None:
-        if name in self.latest:
-            self.graph.outputs[self.latest[name]].add(name)
-            self.graph.metric_steps[name] = self.latest[name]
-        else:
-            self.graph.warnings.append(f"cell {cell} (metrics) lists {name!r}, which no step defines")
-
-
-def resolve(
-    steps: Sequence[StepCode],
-    shared: Sequence[tuple[int, str]],
-    metrics: Sequence[tuple[str, int]] = (),
-) -> FlowGraph:
-    """Link steps by the nearest-earlier-definer rule (module docstring); `shared` are the imports,
-    functions and parameters cells every step runs; `metrics` are (name, metrics cell index)."""
-    linker = _Linker(analyze(shared))
-    for step in steps:
-        linker.step(step.name, analyze(step.cells))
-    for name, cell in metrics:
-        linker.metric(name, cell)
-    return linker.graph
-
-
 def metric_names(source: str, index: int) -> list[str]:
-    """Names listed in a `metrics` cell: one variable per line (Kale), or a tuple of names."""
+    """Names listed in a `metrics` cell: Kale's `print(name)` lines, bare names one per line, or a
+    tuple of names."""
     module = parse_cell(source, f"cells[{index}]")
     names: list[str] = []
     for statement in module.body:
         value = statement.value if isinstance(statement, ast.Expr) else None
-        parts = value.elts if isinstance(value, ast.Tuple) else [value]
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "print":
+            parts: list[ast.expr | None] = [*value.args] if value.args and not value.keywords else [None]
+        else:
+            parts = [*value.elts] if isinstance(value, ast.Tuple) else [value]
         for part in parts:
             if not isinstance(part, ast.Name):
                 raise PipelineError(
-                    f"cells[{index}] is tagged metrics, so it must list variable names, one per line "
-                    f"(line {statement.lineno} is not a name)",
+                    f"cells[{index}] is tagged metrics, so it must list variable names: one per line, "
+                    f"as `print(name)` (Kale) or `name` (line {statement.lineno} is neither)",
                     field=f"cells[{index}]",
                 )
             if part.id not in names:

@@ -25,7 +25,8 @@ class PipelineError(InvalidInput):
 @dataclass(frozen=True)
 class StepOptions:
     """Per-step resources and behaviour from `image:`, `cpu:`, `memory:`, `gpu:N`, `retries:N`,
-    `timeout:SECONDS` tags. None means the pipeline's default."""
+    `timeout:SECONDS`, `cache:enabled|disabled` tags, and the step pod's `annotation:` and `label:`
+    tags (Kale's). None means the pipeline's default."""
 
     image: str | None = None
     cpu: str | None = None
@@ -33,6 +34,27 @@ class StepOptions:
     gpu: int = 0
     retries: int = 0
     timeout: float | None = None
+    cache: bool = True
+    annotations: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GraphWarning:
+    """Something about the notebook the user should see before a run: a name no step defines, a tag
+    that is ignored, a value two branches may both change. `cell` is the notebook cell it is about
+    (its index over all cells, as in `Step.cells`), where there is one."""
+
+    message: str
+    cell: int | None = None
+
+    @classmethod
+    def from_dict(cls, raw: Any) -> GraphWarning:
+        """A warning as `to_dict` wrote it, or a bare message (pipeline documents before cells)."""
+        if isinstance(raw, str):
+            return cls(raw)
+        cell = raw.get("cell")
+        return cls(str(raw["message"]), int(cell) if cell is not None else None)
 
 
 @dataclass(frozen=True)
@@ -76,7 +98,7 @@ class Pipeline:
     parameters_source: str  # the parameters cell(s) code, for the step notebooks' parameters cell
     metrics: tuple[str, ...]  # names listed in `metrics` cells, recorded after the run
     kernel_name: str  # the notebook's kernelspec name (e.g. "python3")
-    warnings: tuple[str, ...] = ()  # e.g. "cell 7 (step 'train') uses 'df', defined in no upstream step"
+    warnings: tuple[GraphWarning, ...] = ()
 
     def step(self, name: str) -> Step:
         for step in self.steps:
@@ -121,9 +143,9 @@ def pipeline_from_dict(raw: Any) -> Pipeline:
             parameters_source=raw["parameters_source"],
             metrics=tuple(raw["metrics"]),
             kernel_name=raw["kernel_name"],
-            warnings=tuple(raw.get("warnings", ())),
+            warnings=tuple(GraphWarning.from_dict(w) for w in raw.get("warnings", ())),
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise PipelineError(
             f"not a pipeline document ({type(exc).__name__}: {exc}); use the JSON of `pipeline graph`",
             field="pipeline",

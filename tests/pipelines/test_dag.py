@@ -18,7 +18,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from cube_jupyter.pipelines.dag import build_pipeline, load_notebook, pipeline_name
-from cube_jupyter.pipelines.model import Pipeline, PipelineError
+from cube_jupyter.pipelines.model import GraphWarning, Pipeline, PipelineError, pipeline_from_dict
 from tests.pipelines.notebooks import (
     FANOUT_ML,
     KALE_TAGGED,
@@ -186,7 +186,9 @@ def test_a_syntax_error_in_a_shared_cell_is_reported_too() -> None:
 
 def test_warnings_name_the_cell_and_step() -> None:
     pipeline = build(code("a = 1", "step:one"), markdown("m"), code("b = a + missing", "step:two"))
-    assert pipeline.warnings == ("cell 2 (step 'two') uses 'missing', defined in no upstream step",)
+    assert pipeline.warnings == (
+        GraphWarning("cell 2 (step 'two') uses 'missing', defined in no upstream step", 2),
+    )
 
 
 def test_parameters_literals_expressions_and_json() -> None:
@@ -239,7 +241,9 @@ def test_to_dict_is_json_and_round_trips() -> None:
     assert generate["name"] == "generate"
     assert generate["options"] == {
         "image": None, "cpu": "500m", "memory": "512Mi", "gpu": 0, "retries": 1, "timeout": 60.0,
+        "cache": True, "annotations": {}, "labels": {},
     }  # fmt: skip
+    assert pipeline_from_dict(data) == pipeline
     assert {"upstream": "stats", "downstream": "checkpoint", "variables": []} in data["edges"]
     assert data["metrics"] == ["total"]
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cube_jupyter.pipelines.dataflow import CodeFlow, StepCode, analyze, metric_names, resolve
+from cube_jupyter.pipelines.dataflow import CodeFlow, analyze, metric_names
+from cube_jupyter.pipelines.linking import StepCode, resolve
 from cube_jupyter.pipelines.model import PipelineError
 
 
@@ -255,13 +256,17 @@ def test_changing_a_shared_name_in_place_hands_nothing_on() -> None:
 
 def test_a_name_defined_nowhere_upstream_warns_naming_the_cell() -> None:
     graph = resolve([step("a", "x = 1", first=0), step("b", "y = x", "z = missing", first=4)], shared=[])
-    assert graph.warnings == ["cell 5 (step 'b') uses 'missing', defined in no upstream step"]
+    assert [w.message for w in graph.warnings] == [
+        "cell 5 (step 'b') uses 'missing', defined in no upstream step"
+    ]
 
 
 def test_a_name_defined_only_downstream_is_not_taken_from_there() -> None:
     graph = resolve([step("a", "print(later)", first=0), step("b", "later = 1", first=1)], shared=[])
     assert not graph.edges
-    assert graph.warnings == ["cell 0 (step 'a') uses 'later', defined in no upstream step"]
+    assert [w.message for w in graph.warnings] == [
+        "cell 0 (step 'a') uses 'later', defined in no upstream step"
+    ]
 
 
 def test_weak_reads_take_upstream_values_but_never_warn() -> None:
@@ -276,7 +281,7 @@ def test_a_deleted_name_is_not_passed_and_the_reader_is_warned() -> None:
         [step("a", "x = 1", first=0), step("b", "del x", first=1), step("c", "print(x)", first=2)], shared=[]
     )
     assert graph.edges == {("a", "b"): {"x"}}
-    assert graph.warnings == ["cell 2 (step 'c') uses 'x', deleted by step 'b'"]
+    assert [w.message for w in graph.warnings] == ["cell 2 (step 'c') uses 'x', deleted by step 'b'"]
 
 
 def test_shared_functions_bring_their_free_names_into_the_calling_step() -> None:
@@ -294,7 +299,9 @@ def test_shared_functions_bring_their_free_names_into_the_calling_step() -> None
         shared=[(0, functions)],
     )
     assert graph.inputs["score"] == {"X_test", "y_test", "weight"}
-    assert graph.warnings == ["cell 3 (step 'score') uses 'model', defined in no upstream step"]
+    assert [w.message for w in graph.warnings] == [
+        "cell 3 (step 'score') uses 'model', defined in no upstream step"
+    ]
 
 
 def test_a_step_that_binds_a_shared_functions_free_name_itself_needs_no_input() -> None:
@@ -308,7 +315,8 @@ def test_a_step_that_binds_a_shared_functions_free_name_itself_needs_no_input() 
 def test_modules_imported_in_a_step_are_passed_with_a_warning() -> None:
     graph = resolve([step("a", "import json", first=0), step("b", "json.dumps(1)", first=1)], shared=[])
     assert graph.edges == {("a", "b"): {"json"}}
-    assert "move the import to a cell tagged 'imports'" in graph.warnings[0]
+    assert "move the import to a cell tagged 'imports'" in graph.warnings[0].message
+    assert graph.warnings[0].cell == 1
 
 
 def test_star_imports_silence_undefined_name_warnings() -> None:
@@ -321,24 +329,23 @@ def test_kernel_names_are_not_warned_about() -> None:
     assert not graph.warnings
 
 
-def test_metrics_come_from_the_last_step_that_defines_them() -> None:
+def test_metrics_come_from_the_last_step_that_defines_them_and_parameters_are_metrics_too() -> None:
     graph = resolve(
         [step("a", "acc = 0.5\nloss = 1", first=0), step("b", "acc = 0.9", first=1)],
-        shared=[],
-        metrics=[("acc", 5), ("loss", 5), ("f1", 5)],
+        shared=[(4, "lr = 0.1")],
+        metrics=[("acc", 5), ("loss", 5), ("f1", 5), ("lr", 5)],
     )
-    assert graph.metric_steps == {"acc": "b", "loss": "a"}
     assert graph.outputs == {"a": {"loss"}, "b": {"acc"}}
-    assert graph.warnings == ["cell 5 (metrics) lists 'f1', which no step defines"]
+    assert [w.message for w in graph.warnings] == ["cell 5 (metrics) lists 'f1', which no step defines"]
 
 
-def test_metric_names_accept_one_name_per_line_or_a_tuple() -> None:
-    assert metric_names("accuracy\nf1\n# comment\nrecall, precision\naccuracy", 7) == [
+def test_metric_names_accept_kales_prints_one_name_per_line_or_a_tuple() -> None:
+    assert metric_names("accuracy\nprint(f1)\n# comment\nrecall, precision\nprint(accuracy)", 7) == [
         "accuracy",
         "f1",
         "recall",
         "precision",
     ]
-    with pytest.raises(PipelineError, match="line 2 is not a name") as err:
-        metric_names("accuracy\nprint(f1)", 7)
+    with pytest.raises(PipelineError, match="line 2 is neither") as err:
+        metric_names("accuracy\nprint(f1 * 100)", 7)
     assert err.value.field == "cells[7]"

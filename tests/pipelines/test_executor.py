@@ -7,87 +7,27 @@ notebook lives in one folder, so each step finds a kernel already started in the
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
-import nbformat
 import psutil
 import pytest
 
-from cube_jupyter.pipelines.dag import build_pipeline, load_notebook
-from cube_jupyter.pipelines.history import RunHistory, RunRecord, now
-from cube_jupyter.pipelines.local.executor import LocalExecutor, RunOptions
-from cube_jupyter.pipelines.local.workers import KernelSpec, WorkerPool
-from cube_jupyter.pipelines.model import Pipeline
-from cube_jupyter.storage import ArtifactStore, open_store
-from tests.pipelines.notebooks import code, notebook, write
+from cube_jupyter.pipelines.history import RunRecord
+from tests.pipelines.executing import Env, executor_env
+from tests.pipelines.notebooks import code
 from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(240)
 WORKBENCH_TOKEN = "the-workbench-token"
 
 
-@dataclass
-class Env:
-    loop: asyncio.AbstractEventLoop
-    pool: WorkerPool
-    folder: Path
-    history: RunHistory
-    store: ArtifactStore
-    runs: int = 0
-
-    def pipeline(self, name: str, *cells: nbformat.NotebookNode) -> Pipeline:
-        path = write(notebook(*cells), self.folder / f"{name}.ipynb")
-        return build_pipeline(load_notebook(path), str(path))
-
-    def start(self, pipeline: Pipeline, parameters: dict[str, object] | None = None, **options: object):  # type: ignore[no-untyped-def]
-        self.runs += 1
-        run = self.history.create(
-            RunRecord(
-                id=f"{pipeline.name}-{self.runs}",
-                user="alice",
-                path=pipeline.path,
-                pipeline=pipeline.name,
-                status="queued",
-                target="local",
-                parameters=parameters or {},
-                store=self.store.url(),
-                created=now(),
-            ),
-            [s.name for s in pipeline.steps],
-        )
-        opts = RunOptions(**{"parallel": 2, "cwd": str(self.folder), **options})  # type: ignore[arg-type]
-        return LocalExecutor(self.pool, self.history).start(run, pipeline, self.store, opts)
-
-    def run(
-        self, pipeline: Pipeline, parameters: dict[str, object] | None = None, **options: object
-    ) -> RunRecord:
-        async def go() -> RunRecord:
-            return await self.start(pipeline, parameters, **options).wait()
-
-        return self.loop.run_until_complete(go())
-
-
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    folder = tmp_path_factory.mktemp("executor")
-    loop = asyncio.new_event_loop()
-    pool = WorkerPool(2, warm=KernelSpec("python3", str(folder)))
     with pytest.MonkeyPatch.context() as patch:  # the pool starts in a workbench holding its token
         patch.setenv("JUPYTER_TOKEN", WORKBENCH_TOKEN)
-        loop.run_until_complete(pool.start())
-    store = open_store(str(folder / "store"))
-    yield Env(loop, pool, folder, RunHistory.in_state_dir(folder / "state"), store)
-    loop.run_until_complete(pool.close())
-    loop.close()
-
-
-def notebook_text(store: ArtifactStore, key: str | None) -> str:
-    assert key is not None
-    nb = nbformat.reads(store.get(key).decode(), as_version=4)
-    return "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []) if "text" in o)
+        with executor_env(tmp_path_factory.mktemp("executor")) as env:
+            patch.delenv("JUPYTER_TOKEN")
+            yield env
 
 
 DIAMOND = (
@@ -112,8 +52,8 @@ def test_branches_run_in_parallel_and_an_unchanged_run_is_all_cached(env: Env) -
     assert run.status == "succeeded", run.error
     steps = {s.name: s for s in run.steps}
     assert all(s.status == "succeeded" and s.attempts == 1 and not s.cache_hit for s in run.steps)
-    assert "total 14" in notebook_text(env.store, steps["join"].notebook)  # 0+1+2+3+4 and 4
-    assert "transport ipc" in notebook_text(env.store, steps["load"].notebook)
+    assert "total 14" in env.step_text(steps["join"].notebook)  # 0+1+2+3+4 and 4
+    assert "transport ipc" in env.step_text(steps["load"].notebook)
     left, right = steps["left"], steps["right"]
     assert left.started and right.started and left.finished and right.finished
     assert max(left.started, right.started) < min(left.finished, right.finished), "branches overlapped"
@@ -128,7 +68,7 @@ def test_branches_run_in_parallel_and_an_unchanged_run_is_all_cached(env: Env) -
 
     other = env.run(pipeline, {"n": 3})  # a new parameter value changes every step's key
     assert [s.status for s in other.steps] == ["succeeded"] * 4
-    assert "total 5" in notebook_text(env.store, other.step("join").notebook)
+    assert "total 5" in env.step_text(other.step("join").notebook)
 
 
 def test_a_changed_step_reruns_with_what_depends_on_it(env: Env) -> None:
@@ -143,7 +83,7 @@ def test_a_changed_step_reruns_with_what_depends_on_it(env: Env) -> None:
         "right": "succeeded",
         "join": "succeeded",
     }
-    assert "total 6" in notebook_text(env.store, edited.step("join").notebook)
+    assert "total 6" in env.step_text(edited.step("join").notebook)
 
 
 def test_a_failed_step_is_named_its_branch_skipped_the_rest_finishes_and_a_rerun_resumes(env: Env) -> None:
@@ -169,7 +109,7 @@ def test_a_failed_step_is_named_its_branch_skipped_the_rest_finishes_and_a_rerun
     resumed = env.run(env.pipeline("resume", *cells))
     status = {s.name: s.status for s in resumed.steps}
     assert status == {"load": "cached", "bad": "succeeded", "report": "succeeded", "good": "cached"}
-    assert "report 3.0" in notebook_text(env.store, resumed.step("report").notebook)
+    assert "report 3.0" in env.step_text(resumed.step("report").notebook)
 
 
 def test_a_flaky_step_is_retried(env: Env) -> None:
@@ -276,9 +216,9 @@ def test_each_step_runs_in_a_fresh_forked_kernel_in_the_notebook_folder(env: Env
     run = env.run(env.pipeline("fresh", *cells), parallel=1)
     assert run.step("first").status == "succeeded" and run.step("second").status == "succeeded", run.error
     assert run.step("crash").status == "failed"
-    first = notebook_text(env.store, run.step("first").notebook)
+    first = env.step_text(run.step("first").notebook)
     assert f"cwd {env.folder}" in first
     assert "parent ['-m', 'cube_jupyter.local.fork_server']" in first  # python -m …
     assert "history :memory:" in first
     assert WORKBENCH_TOKEN not in first, "the workbench's token reached a step kernel"
-    assert "fresh" in notebook_text(env.store, run.step("second").notebook)
+    assert "fresh" in env.step_text(run.step("second").notebook)

@@ -54,24 +54,42 @@ def test_tagging_the_current_step_again_continues_it_even_across_shared_cells() 
     assert layout.functions == [(2, "def f(): pass")]
 
 
-def test_skip_drops_the_cell_and_the_untagged_cells_after_it() -> None:
+def test_skip_drops_its_own_cell_and_the_untagged_cells_after_it_continue_the_step_before() -> None:
+    """Kale's rule: a skip cell is transparent; Titanic's NaN-filling cells after a skipped plot stay
+    in their step."""
     layout = layout_of(
         code("a = 1", "step:one"),
         code("plot(a)", "skip"),
-        code("plot(a * 2)"),
+        code("a = a * 2"),
         code("b = a", "step:two"),
+        code("plot(b)", "skip", "prev:one"),
     )
-    assert layout.skipped == [1, 2]
-    assert [(s.name, s.cells) for s in layout.steps] == [("one", [0]), ("two", [3])]
+    assert [(s.name, s.cells) for s in layout.steps] == [("one", [0, 2]), ("two", [3])]
+    assert layout.steps[1].after == []  # prev: on a skip cell is ignored, as in Kale
+    assert [(w.cell, w.message) for w in layout.warnings] == [
+        (4, "cell 4 is a skip cell, so its tags 'prev:one' are ignored")
+    ]
 
 
-def test_code_before_the_first_tag_asks_for_a_tag_but_empty_cells_are_fine() -> None:
-    layout = layout_of(code("   \n"), code("a = 1", "step:one"))
-    assert layout.steps[0].cells == [1]
-    with pytest.raises(PipelineError) as err:
-        layout_of(code("x = 1"), code("a = 1", "step:one"))
-    assert err.value.field == "cells[0].tags"
-    assert "step:NAME" in err.value.message
+def test_code_before_the_first_tag_runs_in_no_step_and_says_so() -> None:
+    layout = layout_of(code("   \n"), code("x = 1"), code("a = 1", "step:one"))
+    assert layout.steps[0].cells == [2]
+    assert [w.cell for w in layout.warnings] == [1]
+    assert "before the first tagged cell" in layout.warnings[0].message
+    assert "step:NAME" in layout.warnings[0].message
+
+
+def test_an_empty_block_or_step_tag_continues_the_step_above() -> None:
+    """What Kale's editor writes on the cells after a step's first."""
+    layout = layout_of(
+        code("a = 1", "block:load_data"),
+        code("b = 2", "block:"),
+        code("c = 3", "step:", "gpu:1"),
+        code("d = 4", "block:train", "prev:load_data"),
+    )
+    assert [(s.name, s.cells) for s in layout.steps] == [("load-data", [0, 1, 2]), ("train", [3])]
+    assert layout.steps[0].options == {"gpu": 1}
+    assert layout.warnings == []
 
 
 def test_a_notebook_without_steps_is_an_error() -> None:
@@ -123,8 +141,10 @@ def test_kale_limit_tags_set_gpu_cpu_and_memory_and_unknown_limits_warn() -> Non
     )
     options = layout.steps[0].step_options()
     assert (options.gpu, options.memory, options.cpu) == (2, "1Gi", "500m")
-    assert any("limit:ephemeral-storage:1Gi" in w for w in layout.warnings)
-    assert any("annotation:team:ml" in w for w in layout.warnings)
+    assert options.annotations == {"team": "ml"}
+    assert [(w.cell, w.message) for w in layout.warnings] == [
+        (0, "cell 0: tag 'limit:ephemeral-storage:1Gi' is ignored (only GPU, cpu and memory limits are read)")
+    ]
 
 
 @pytest.mark.parametrize(
@@ -142,8 +162,12 @@ def test_kale_limit_tags_set_gpu_cpu_and_memory_and_unknown_limits_warn() -> Non
         ("memory:4 GB", "Kubernetes quantity"),
         ("image:my image", "image reference"),
         ("image:$(rm -rf /)", "image reference"),
-        ("step:", "empty value"),
+        ("after:", "empty value"),
         ("after", "needs a value"),
+        ("cache:sometimes", "cache:enabled"),
+        ("annotation:team", "needs a value"),
+        ("label:team:not a label value", "label value"),
+        ("label:bad key!:x", "label key"),
     ],
 )
 def test_bad_tag_values_name_the_cell(tag: str, message: str) -> None:
@@ -161,19 +185,78 @@ def test_conflicting_options_in_one_step_are_an_error() -> None:
     assert layout_of(code("x = 1", "step:t", "gpu:1"), code("y = 2", "gpu:1")).steps[0].options["gpu"] == 1
 
 
+def test_a_cell_belongs_to_one_step() -> None:
+    with pytest.raises(PipelineError, match="tagged a, b") as err:
+        layout_of(code("a = 1", "step:a"), code("x = 1", "step:a", "step:b"))
+    assert err.value.field == "cells[1].tags"
+
+
 @pytest.mark.parametrize(
-    "tags, message",
+    "tags, role, ignored",
     [
-        (["step:a", "step:b"], "tagged a, b"),
-        (["step:a", "imports"], "one role"),
-        (["parameters", "skip"], "one role"),
-        (["imports", "after:a"], "belong on a step's cell"),
-        (["functions", "gpu:1"], "belong on a step's cell"),
+        (["step:b", "imports"], "imports", "'step:b'"),
+        (["parameters", "skip"], "parameters", "'skip'"),
+        (["imports", "after:a"], "imports", "'after:a'"),
+        (["gpu:1", "functions"], "functions", "'gpu:1'"),
     ],
 )
-def test_conflicting_roles_and_misplaced_step_tags(tags: list[str], message: str) -> None:
-    with pytest.raises(PipelineError, match=message):
-        layout_of(code("a = 1", "step:a"), code("x = 1", *tags))
+def test_a_role_tag_decides_the_cell_and_its_other_tags_are_ignored_with_a_warning(
+    tags: list[str], role: str, ignored: str
+) -> None:
+    """As in Kale, whose parser returns at the first role tag of a cell."""
+    layout = layout_of(code("a = 1", "step:a"), code("x = 1", *tags))
+    assert [s.name for s in layout.steps] == ["a"]
+    assert getattr(layout, role) == [(1, "x = 1")]
+    assert [(w.cell, w.message) for w in layout.warnings] == [
+        (1, f"cell 1 is a {role} cell, so its tags {ignored} are ignored")
+    ]
+
+
+@pytest.mark.parametrize("tag", ["after:a", "gpu:1"])
+def test_step_tags_on_a_cell_continuing_a_shared_cell_are_an_error(tag: str) -> None:
+    with pytest.raises(PipelineError, match="belong on a step's cell") as err:
+        layout_of(code("a = 1", "step:a"), code("import os", "imports"), code("x = 1", tag))
+    assert err.value.field == "cells[2].tags"
+
+
+def test_pod_labels_annotations_and_cache_tags_set_the_step_options() -> None:
+    layout = layout_of(
+        code("x = 1", "step:train", "label:team:ml", "annotation:example.com/owner:alice:smith"),
+        code("y = 2", "cache:disabled", "label:tier:gold"),
+    )
+    options = layout.steps[0].step_options()
+    assert options.labels == {"team": "ml", "tier": "gold"}
+    assert options.annotations == {"example.com/owner": "alice:smith"}  # the rest of the tag, as Kale
+    assert options.cache is False
+
+
+def test_kales_unsupported_tags_warn_naming_the_cell() -> None:
+    layout = layout_of(code("x = 1", "step:a", "secret:creds:token:TOKEN", "report:enabled"))
+    assert [w.cell for w in layout.warnings] == [0, 0]
+    assert "secret:creds:token:TOKEN" in layout.warnings[0].message
+    assert "report:enabled" in layout.warnings[1].message
+
+
+def test_kales_notebook_defaults_apply_to_steps_without_their_own() -> None:
+    metadata = {
+        "kubeflow_notebook": {
+            "docker_image": "registry.example.com/ml/base:1",
+            "steps_defaults": ["label:team:ml", "limit:memory:2Gi", "annotation:a:b"],
+            "volumes": [{"name": "data", "mount_point": "/data"}],
+        }
+    }
+    cells = [code("x = 1", "step:one", "memory:8Gi", "label:team:vision"), code("y = x", "step:two")]
+    layout = split_cells(notebook(*cells).cells, metadata)
+    one, two = (s.step_options() for s in layout.steps)
+    assert (one.memory, one.labels, one.image) == (
+        "8Gi",
+        {"team": "vision"},
+        "registry.example.com/ml/base:1",
+    )
+    assert (two.memory, two.labels, two.annotations) == ("2Gi", {"team": "ml"}, {"a": "b"})
+    assert [w.message for w in layout.warnings] == [
+        "metadata.kubeflow_notebook.volumes is ignored: steps read and write the run's artifact store"
+    ]
 
 
 def test_tags_must_be_a_list_of_strings() -> None:
