@@ -2,12 +2,12 @@
 
 A step's key hashes everything that decides its outputs: its cells, the pipeline's imports and
 functions, the parameter values, the content hashes of the variables it loads (and, for an
-ordering-only `after:`, the upstream step's own key), the kernel and the artifact format, and the
-user who runs it: a hit is only ever one of their own earlier runs, so one user is never handed
-another's outputs or executed notebooks (which show their data), even in a store they share. An entry
-lives in the run's artifact store (`cache/{key}.json`) next to the artifacts it points at, so a hit
-is only taken while those artifacts still exist, and a failed run resumes from the failure by
-running again: every step that succeeded before is a hit.
+ordering-only `after:`, the upstream step's own key), the data files its code names (`datafiles`),
+the kernel and the artifact format, and the user who runs it: a hit is only ever one of their own
+earlier runs, so one user is never handed another's outputs or executed notebooks (which show their
+data), even in a store they share. An entry lives in the run's artifact store (`cache/{key}.json`)
+next to the artifacts it points at, so a hit is only taken while those artifacts still exist, and a
+failed run resumes from the failure by running again: every step that succeeded before is a hit.
 """
 
 from __future__ import annotations
@@ -68,9 +68,11 @@ def step_cache_key(
     marshal_format: object = None,
     *,
     user: str,
+    files: Mapping[str, str] | None = None,
 ) -> str:
     """The step's content hash. `upstream_outputs[step][var]["sha256"]` are the hashes of the values an
-    upstream step saved; `upstream_keys[step]` its own key, used for ordering-only edges."""
+    upstream step saved; `upstream_keys[step]` its own key, used for ordering-only edges; `files` the
+    fingerprints of the data files the step reads (`datafiles.fingerprints`)."""
     step = pipeline.step(step_name)
     inputs: dict[str, Any] = {}
     for edge in pipeline.edges:
@@ -95,6 +97,7 @@ def step_cache_key(
         "parameters_source": pipeline.parameters_source,
         "parameters": effective_parameters(pipeline, parameters),
         "upstream": inputs,
+        "files": dict(files or {}),
     }
     encoded = json.dumps(material, sort_keys=True, separators=(",", ":"), default=repr)
     return hashlib.sha256(encoded.encode()).hexdigest()

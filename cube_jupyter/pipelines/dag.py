@@ -22,6 +22,7 @@ from nbformat import NotebookNode
 from nbformat.reader import NotJSONError
 
 from cube_jupyter.names import DNS1123_LABEL_MAX
+from cube_jupyter.pipelines.datafiles import file_literals
 from cube_jupyter.pipelines.dataflow import metric_names, parse_cell
 from cube_jupyter.pipelines.linking import StepCode, resolve
 from cube_jupyter.pipelines.model import Edge, GraphWarning, Parameter, Pipeline, PipelineError, Step
@@ -256,6 +257,7 @@ def build_pipeline(
             inputs=tuple(sorted(flow.inputs[name])),
             outputs=tuple(sorted(flow.outputs[name])),
             options=by_name[name].step_options(),
+            files=file_literals(tuple(zip(by_name[name].cells, by_name[name].source, strict=True))),
         )
         for name in order
     )

@@ -86,12 +86,13 @@ STEP_FIELDS = (
     "notebook",
     "outputs",
     "metrics",
+    "files",
 )
 RUN_FIELDS = ("status", "started", "finished", "error", "external")
 COMPLETED_STEP = ("succeeded", "cached")
 RESUMABLE_RUN = ("failed", "cancelled")
 # Columns added after the first release, created on open in an older file.
-LATER_COLUMNS = {"runs": {"spec": "TEXT"}}
+LATER_COLUMNS = {"runs": {"spec": "TEXT"}, "steps": {"files": "TEXT NOT NULL DEFAULT '[]'"}}
 # A run as read: every column but the (large) spec, of which only whether it is there.
 SELECT_RUNS = (
     "SELECT id, user, path, pipeline, status, target, parameters, store, created, started, finished,"
@@ -103,7 +104,7 @@ SELECT_RUNS = (
 class StepRecord:
     """One step of one run. `error` is {message, cell, ename, evalue, traceback} from the runner;
     `outputs` maps each saved variable to {key, sha256, kind, size}; `metrics` are the values of the
-    notebook's `metrics` names this step defined."""
+    notebook's `metrics` names this step defined; `files` the data files its cache key saw."""
 
     name: str
     status: str = "pending"
@@ -117,6 +118,7 @@ class StepRecord:
     notebook: str | None = None
     outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The REST/CLI view: no store internals (cache key, output keys); the traceback as lines,
@@ -286,7 +288,7 @@ class RunHistory:
                 db.execute(
                     "UPDATE steps SET status = 'pending', started = NULL, finished = NULL, duration = NULL,"
                     " attempts = 0, cache_hit = 0, cache_key = NULL, error = NULL, notebook = NULL,"
-                    " outputs = '{}', metrics = '{}'"
+                    " outputs = '{}', metrics = '{}', files = '[]'"
                     f" WHERE run_id = ? AND status NOT IN {COMPLETED_STEP}",
                     (run_id,),
                 )
@@ -399,7 +401,7 @@ def _alive(pid: int | None, started: float | None) -> bool:
 
 
 def _step_value(key: str, value: Any) -> Any:
-    if key in ("error", "outputs", "metrics") and value is not None:
+    if key in ("error", "outputs", "metrics", "files") and value is not None:
         return json.dumps(value)
     if key == "cache_hit":
         return int(bool(value))
@@ -437,5 +439,6 @@ def _step_from_row(row: sqlite3.Row) -> StepRecord:
             "error": json.loads(row["error"]) if row["error"] else None,
             "outputs": json.loads(row["outputs"] or "{}"),
             "metrics": json.loads(row["metrics"] or "{}"),
+            "files": json.loads(row["files"] or "[]"),
         }
     )

@@ -68,6 +68,7 @@ class Step:
     inputs: tuple[str, ...]  # variables loaded from upstream steps before the cells run, sorted
     outputs: tuple[str, ...]  # variables saved after the cells run, for downstream steps, sorted
     options: StepOptions = field(default_factory=StepOptions)
+    files: tuple[str, ...] = ()  # string literals its code passes to calls: data files it may read
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,7 @@ def pipeline_from_dict(raw: Any) -> Pipeline:
                 inputs=tuple(s["inputs"]),
                 outputs=tuple(s["outputs"]),
                 options=StepOptions(**s.get("options", {})),
+                files=tuple(s.get("files", ())),
             )
             for s in raw["steps"]
         )

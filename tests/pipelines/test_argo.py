@@ -20,6 +20,7 @@ from cube_jupyter.pipelines.config import PipelineSettings
 from cube_jupyter.pipelines.kubernetes.argo import (
     PIPELINE_PATH,
     RUN_ID_LABEL,
+    STEP_LABEL,
     compile_workflow,
     step_template_name,
 )
@@ -211,6 +212,26 @@ def test_retries_and_timeouts_become_retry_strategy_and_deadline() -> None:
     with pytest.raises(PipelineError) as info:
         compile_workflow(bad, make_settings(), run_id="r")
     assert info.value.field == "steps.prepare.timeout"
+
+
+def test_kale_label_and_annotation_tags_are_the_step_pods_own_beside_the_workbenchs() -> None:
+    pipeline = replace(
+        fan_out_fan_in(),
+        steps=(step("prepare", labels={"team": "ml"}, annotations={"example.com/owner": "alice:smith"}),),
+    )
+    metadata = templates(compile_workflow(pipeline, make_settings(), run_id="r"))[
+        step_template_name("prepare")
+    ]["metadata"]
+    assert metadata["labels"] == {"team": "ml", STEP_LABEL: "prepare"}
+    assert metadata["annotations"] == {"example.com/owner": "alice:smith", "sidecar.istio.io/inject": "false"}
+    for options in (
+        {"labels": {"cube-jupyter/user": "bob"}},
+        {"annotations": {"sidecar.istio.io/inject": "true"}},
+    ):
+        sneaky = replace(fan_out_fan_in(), steps=(step("prepare", **options),))
+        with pytest.raises(PipelineError) as info:
+            compile_workflow(sneaky, make_settings(), run_id="r")
+        assert info.value.field in ("steps.prepare.labels", "steps.prepare.annotations")
 
 
 def test_store_credentials_reach_pods_only_as_secret_references() -> None:

@@ -7,11 +7,13 @@ notebook lives in one folder, so each step finds a kernel already started in the
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import psutil
 import pytest
 
+from cube_jupyter.pipelines import datafiles
 from cube_jupyter.pipelines.history import RunRecord
 from tests.pipelines.executing import Env, executor_env
 from tests.pipelines.notebooks import code
@@ -84,6 +86,46 @@ def test_a_changed_step_reruns_with_what_depends_on_it(env: Env) -> None:
         "join": "succeeded",
     }
     assert "total 6" in env.step_text(edited.step("join").notebook)
+
+
+def test_editing_a_data_file_reruns_the_steps_that_read_it(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file a step names by a string literal is in its cache key: by content, or by size and
+    modification time past the hash limit. A name outside the notebook's folder is not looked at."""
+    data = env.folder / "data"
+    data.mkdir()
+    (data / "train.csv").write_text("x\n1\n2\n")
+    (data / "big.bin").write_bytes(b"0" * 64)
+    (env.folder.parent / "outside.txt").write_text("not ours")
+    cells = (
+        code(
+            "rows = open('data/train.csv').read().split()[1:]\nsize = len(open('data/big.bin', 'rb').read())"
+            "\nimport os\nprint(os.path.exists('../outside.txt'))",
+            "step:read",
+        ),
+        code("print('rows', rows, 'size', size)", "step:show"),
+        code("print('unrelated')", "step:other"),
+    )
+    pipeline = env.pipeline("data-files", *cells)
+    assert pipeline.step("read").files == ("../outside.txt", "data/big.bin", "data/train.csv", "rb")
+    monkeypatch.setattr(datafiles, "HASH_LIMIT", 32)  # big.bin goes by size and modification time
+    first = env.run(pipeline)
+    assert first.status == "succeeded", first.error
+    assert first.step("read").files == ["data/big.bin", "data/train.csv"]
+    assert [s.status for s in env.run(pipeline).steps] == ["cached"] * 3
+
+    (data / "train.csv").write_text("x\n1\n2\n3\n")
+    edited = env.run(pipeline)
+    assert {s.name: s.status for s in edited.steps} == {
+        "read": "succeeded",
+        "show": "succeeded",
+        "other": "cached",
+    }
+    assert "rows ['1', '2', '3']" in env.step_text(edited.step("show").notebook)
+
+    os.utime(data / "big.bin", ns=(1, 1))  # same bytes, another modification time
+    assert env.run(pipeline).step("read").status == "succeeded"
+    (env.folder.parent / "outside.txt").write_text("changed")
+    assert env.run(pipeline).step("read").status == "cached"
 
 
 def test_a_failed_step_is_named_its_branch_skipped_the_rest_finishes_and_a_rerun_resumes(env: Env) -> None:

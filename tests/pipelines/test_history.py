@@ -74,6 +74,7 @@ def test_a_run_and_its_steps_survive_reopening(tmp_path: Path) -> None:
         "cache_hit",
         "error",
         "notebook",
+        "files",
     }
     assert body["steps"][0]["notebook"] == "runs/r1/x.ipynb"
 

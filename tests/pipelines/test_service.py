@@ -16,6 +16,7 @@ from traitlets.config import Config
 from cube_jupyter.access import isolation_statement
 from cube_jupyter.config import load_settings
 from cube_jupyter.errors import Conflict, Forbidden, InvalidInput, NotFound
+from cube_jupyter.local import gpus
 from cube_jupyter.pipelines.service import PipelineService
 from cube_jupyter.pipelines.targets import RunRequest
 from cube_jupyter.storage import open_store
@@ -41,7 +42,7 @@ class Env:
 
     def run(self, caller: str, path: str, parameters: dict[str, object] | None = None, **kwargs: object):  # type: ignore[no-untyped-def]
         async def go():  # type: ignore[no-untyped-def]
-            run = await self.service.start_run(caller, RunRequest(path, parameters, **kwargs))  # type: ignore[arg-type]
+            run = await self.service.start_run(caller, RunRequest(path, parameters or {}, **kwargs))  # type: ignore[arg-type]
             assert run.status == "queued" and run.user == caller
             return await self.service.wait(caller, run.id)
 
@@ -131,6 +132,27 @@ def test_bad_run_requests_name_the_field_and_leave_no_run(
     assert len(env.service.list_runs("alice")) == before
 
 
+def test_a_step_asking_for_more_gpus_than_this_machine_has_is_refused_not_run_on_the_cpu(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kale's `limit:nvidia.com/gpu:2` on a laptop: a 400 naming the step, no run recorded."""
+    nb = notebook(code("x = 1", "step:prep"), code("y = x", "block:train", "limit:nvidia.com/gpu:2"))
+    write(nb, env.root / "work" / "gpu.ipynb")
+    before = len(env.service.list_runs("alice"))
+    for visible, refused in ((0, True), (1, True), (2, False)):
+        monkeypatch.setattr(gpus, "visible_gpu_ids", lambda n=visible: [str(i) for i in range(n)])
+        if not refused:
+            assert env.run("alice", "work/gpu.ipynb").status == "succeeded"
+            continue
+        with pytest.raises(InvalidInput) as caught:
+            env.loop.run_until_complete(env.service.start_run("alice", RunRequest("work/gpu.ipynb")))
+        assert caught.value.field == "steps.train.gpu"
+        assert f"asks for 2 GPU(s) (a gpu: or limit: tag on its cells 1), but this machine has {visible}" in (
+            caught.value.message
+        )
+        assert len(env.service.list_runs("alice")) == before
+
+
 def test_a_run_request_names_each_bad_field_at_the_edge() -> None:
     for body, field in (
         ([], "body"),
@@ -216,12 +238,12 @@ def test_a_run_of_unsaved_content_leaves_the_notebook_file_alone(env: Env) -> No
     assert f"edited in {path.parent}\n" in texts, texts
     assert path.read_bytes() == saved and path.stat().st_mtime_ns == mtime
 
-    for bad, field in ((["cells"], "notebook"), ({"cells": "none"}, "path")):
+    for bad in (["cells"], {"cells": "none"}):  # content that is no notebook is named as sent
         with pytest.raises(InvalidInput) as caught:
             env.loop.run_until_complete(
                 env.service.start_run("alice", RunRequest("work/calc.ipynb", notebook=bad))
             )
-        assert caught.value.field == field
+        assert caught.value.field == "notebook"
     with pytest.raises(NotFound) as missing:  # content names a notebook of the caller's; it must exist
         env.loop.run_until_complete(
             env.service.start_run("alice", RunRequest("work/unsaved.ipynb", notebook=edited))

@@ -43,6 +43,13 @@ PIPELINE_LABEL = "cube-jupyter/pipeline"
 RUN_ID_LABEL = "cube-jupyter/run-id"
 STEP_LABEL = "cube-jupyter/step"
 NOTEBOOK_ANNOTATION = "cube-jupyter/notebook"
+# Keys a step's `label:`/`annotation:` tags may not set.
+RESERVED_METADATA_PREFIXES = (
+    "cube-jupyter/",
+    "app.kubernetes.io/",
+    "sidecar.istio.io/",
+    "workflows.argoproj.io/",
+)
 ENTRYPOINT = "pipeline"
 STEP_TEMPLATE_PREFIX = "step-"
 PIPELINE_ARTIFACT = "pipeline"
@@ -260,7 +267,13 @@ def _step_template(
         args += ["-p", name, f"{{{{workflow.parameters.{name}}}}}"]
     template: dict[str, Any] = {
         "name": step_template_name(step.name),
-        "metadata": {"labels": {STEP_LABEL: step.name}, "annotations": dict(pods.NO_ISTIO_SIDECAR)},
+        "metadata": {
+            "labels": {**_users_metadata(options.labels, f"{field}.labels"), STEP_LABEL: step.name},
+            "annotations": {
+                **_users_metadata(options.annotations, f"{field}.annotations"),
+                **pods.NO_ISTIO_SIDECAR,
+            },
+        },
         "inputs": {"artifacts": [{"name": PIPELINE_ARTIFACT, "path": PIPELINE_PATH}]},
         "container": {
             "name": "main",
@@ -288,6 +301,17 @@ def _step_template(
             )
         template["activeDeadlineSeconds"] = max(1, math.ceil(options.timeout))  # per attempt, as locally
     return template
+
+
+def _users_metadata(given: dict[str, str], field: str) -> dict[str, str]:
+    """A step's own pod labels or annotations (Kale's `label:`/`annotation:` tags), none of them one
+    the workbench or Argo sets: those say whose pod it is and how it is run."""
+    for key in given:
+        if key.startswith(RESERVED_METADATA_PREFIXES):
+            raise PipelineError(
+                f"{field}: {key!r} is set by the workbench itself; pick another key", field=field
+            )
+    return dict(given)
 
 
 def _store_env(config: PipelineSettings) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ from typing import Any
 from cube_jupyter.errors import CubeError
 from cube_jupyter.pipelines import marshal
 from cube_jupyter.pipelines.cache import CacheEntry, StepCache, step_cache_key
+from cube_jupyter.pipelines.datafiles import fingerprints
 from cube_jupyter.pipelines.history import COMPLETED_STEP, RunHistory, RunRecord, StepRecord, now
 from cube_jupyter.pipelines.local.workers import KernelSpec, StepTask, WorkerDied, WorkerPool
 from cube_jupyter.pipelines.model import Pipeline
@@ -177,6 +178,7 @@ class RunHandle:
     async def _step(self, name: str) -> str:
         step = self.pipeline.step(name)
         upstream_outputs = {up: self._done[up].outputs for up in step.after}
+        files = await asyncio.to_thread(fingerprints, step.files, self.options.cwd)
         key = step_cache_key(
             self.pipeline,
             name,
@@ -185,8 +187,11 @@ class RunHandle:
             {up: self._done[up].cache_key for up in step.after},
             marshal.FORMAT_VERSION,
             user=self.run.user,
+            files=files,
         )
-        if not self.options.no_cache:
+        if files:
+            self._set(name, files=sorted(files))
+        if step.options.cache and not self.options.no_cache:  # `cache:disabled` runs every time
             entry = await asyncio.to_thread(self.cache.lookup, key)
             if entry is not None:
                 stamp = now()

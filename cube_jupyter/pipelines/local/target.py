@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from cube_jupyter import access
 from cube_jupyter.errors import Conflict, CubeError, InvalidInput
+from cube_jupyter.local import gpus
 from cube_jupyter.pipelines.config import PipelineSettings
 from cube_jupyter.pipelines.history import RunHistory, RunRecord
 from cube_jupyter.pipelines.model import Pipeline, pipeline_from_dict
@@ -26,6 +27,23 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger(__name__)
 CANCEL_WAIT = 30.0  # seconds `cancel` waits for a local run to settle
+
+
+def _require_gpus(pipeline: Pipeline) -> None:
+    """A step that asks for GPUs (`gpu:N`, Kale's `limit:nvidia.com/gpu:N`) runs here only where this
+    machine has that many: never silently on the CPU."""
+    asking = [step for step in pipeline.steps if step.options.gpu]
+    if not asking:
+        return
+    step = max(asking, key=lambda s: s.options.gpu)
+    have = len(gpus.visible_gpu_ids())
+    if step.options.gpu > have:
+        raise InvalidInput(
+            f"step {step.name!r} asks for {step.options.gpu} GPU(s) (a gpu: or limit: tag on its cells "
+            f"{', '.join(map(str, step.cells))}), but this machine has {have}: run it on the cluster, or "
+            "remove the tag to run the step on the CPU",
+            field=f"steps.{step.name}.gpu",
+        )
 
 
 class LocalRunTarget:
@@ -66,6 +84,7 @@ class LocalRunTarget:
             )
 
     async def launch(self, run: NewRun, observer: Observer | None = None) -> RunRecord:
+        await asyncio.to_thread(_require_gpus, run.pipeline)
         request = run.request
         store = request.store
         if store:
