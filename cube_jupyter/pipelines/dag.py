@@ -26,7 +26,7 @@ from cube_jupyter.pipelines.datafiles import file_literals
 from cube_jupyter.pipelines.dataflow import metric_names, parse_cell
 from cube_jupyter.pipelines.linking import StepCode, resolve
 from cube_jupyter.pipelines.model import Edge, GraphWarning, Parameter, Pipeline, PipelineError, Step
-from cube_jupyter.pipelines.tags import Layout, split_cells
+from cube_jupyter.pipelines.tags import KALE_METADATA, Layout, split_cells
 
 DEFAULT_KERNEL = "python3"
 
@@ -72,12 +72,21 @@ def _validated(notebook: Any, where: str, field: str) -> NotebookNode:
     return node
 
 
-def pipeline_name(path: str) -> str:
-    """A DNS-1123 label from the notebook's file name: "Train Model v2.ipynb" → "train-model-v2"."""
+def pipeline_name(path: str, metadata: Mapping[str, Any] | None = None) -> str:
+    """A DNS-1123 label: the name Kale's settings give the pipeline (`kubeflow_notebook.pipeline_name`),
+    else the notebook's file name: "Train Model v2.ipynb" → "train-model-v2"."""
+    kale = (metadata or {}).get(KALE_METADATA)
+    given = kale.get("pipeline_name") if isinstance(kale, Mapping) else None
+    if isinstance(given, str) and _label(given):
+        return _label(given)
     stem = Path(path).name
     stem = stem[: -len(".ipynb")] if stem.lower().endswith(".ipynb") else stem
-    label = re.sub(r"[^a-z0-9]+", "-", stem.lower()).strip("-")
-    return label[:DNS1123_LABEL_MAX].rstrip("-") or "pipeline"
+    return _label(stem) or "pipeline"
+
+
+def _label(text: str) -> str:
+    label = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return label[:DNS1123_LABEL_MAX].rstrip("-")
 
 
 def parse_parameters(cells: Sequence[tuple[int, str]]) -> tuple[Parameter, ...]:
@@ -264,7 +273,7 @@ def build_pipeline(
     ordered = sorted(variables.items(), key=lambda item: (rank[item[0][1]], rank[item[0][0]]))
     edges = tuple(Edge(source, target, tuple(sorted(passed))) for (source, target), passed in ordered)
     return Pipeline(
-        name=pipeline_name(path),
+        name=pipeline_name(path, notebook.get("metadata")),
         path=path,
         steps=steps,
         edges=edges,

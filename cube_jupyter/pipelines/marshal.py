@@ -1,7 +1,8 @@
 """Serialize the variables passed between steps, by type, into self-describing bytes.
 
 numpy arrays as .npy, pandas objects as parquet (pickle protocol 5 without pyarrow), torch objects
-with torch.save, scikit-learn/xgboost models with joblib, anything else with cloudpickle. `pack`
+with torch.save, scikit-learn/xgboost models with joblib, xgboost's DMatrix in its own binary format
+(it holds a C pointer no pickle can save), anything else with cloudpickle. `pack`
 prefixes a one-line header naming the format, so a stored artifact can be loaded by key alone and
 its sha256 covers the format too.
 """
@@ -11,6 +12,9 @@ from __future__ import annotations
 import importlib.util
 import io
 import pickle
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import cloudpickle
@@ -19,7 +23,7 @@ from cube_jupyter.pipelines.model import PipelineError
 
 FORMAT_VERSION = 1  # part of every step's cache key: bump when a format below changes
 MAGIC = b"CUBEART"
-KINDS = ("npy", "parquet", "pandas-pickle", "torch", "joblib", "cloudpickle")
+KINDS = ("npy", "parquet", "pandas-pickle", "torch", "joblib", "xgboost-dmatrix", "cloudpickle")
 
 
 def _module_root(value: Any) -> str:
@@ -49,6 +53,8 @@ def kind_of(value: Any) -> str:
         return "pandas-pickle"
     if root == "torch":
         return "torch"
+    if root == "xgboost" and type(value).__name__ == "DMatrix":
+        return "xgboost-dmatrix"
     if _is_model(value):
         return "joblib"
     return "cloudpickle"
@@ -79,6 +85,8 @@ def save(value: Any, name: str) -> tuple[bytes, str]:
             import joblib
 
             joblib.dump(value, buffer)
+        elif kind == "xgboost-dmatrix":
+            buffer = io.BytesIO(_through_file(value.save_binary, lambda path: Path(path).read_bytes()))
         else:
             cloudpickle.dump(value, buffer, protocol=5)
     except Exception as exc:
@@ -111,7 +119,19 @@ def load(data: bytes, kind: str) -> Any:
         import joblib
 
         return joblib.load(buffer)
+    if kind == "xgboost-dmatrix":
+        import xgboost
+
+        return _through_file(lambda path: Path(path).write_bytes(data), xgboost.DMatrix)
     raise PipelineError(f"unknown artifact format {kind!r}; known: {', '.join(KINDS)}", field="kind")
+
+
+def _through_file(write: Callable[[str], object], read: Callable[[str], Any]) -> Any:
+    """What `read` makes of the file `write` wrote: for formats that only go to and from a path."""
+    with tempfile.TemporaryDirectory(prefix="cube-artifact-") as folder:
+        path = str(Path(folder) / "artifact.buffer")
+        write(path)
+        return read(path)
 
 
 def pack(value: Any, name: str) -> tuple[bytes, str]:

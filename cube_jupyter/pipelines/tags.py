@@ -7,8 +7,9 @@ unchanged; our own spellings are aliases of them:
   names are Python identifiers), anything else invalid is an error. Tagging a cell with the name of
   the most recent step continues that step (Kale tags every cell of a block); an empty `block:` or
   `step:` (what Kale's editor writes) continues it too. Naming an earlier step again after another
-  one is an error (Kale appends the cell to that step, out of notebook order).
-- `after:NAME` (`prev:NAME`, several allowed) orders the step after NAME even when no data flows.
+  one adds the cell to that step, out of notebook order, as Kale does, with a warning.
+- `after:NAME` (`prev:NAME`, several allowed; `prev:a:b` is both, as early Kale read it) orders the
+  step after NAME even when no data flows.
 - `parameters` (`pipeline-parameters`), `metrics` (`pipeline-metrics`), `imports`, `functions`,
   `skip` give a cell a shared role. As in Kale, a role tag decides the cell: other tags beside it
   (`prev:`, `step:`, options) are ignored, with a warning; of two role tags the first wins.
@@ -255,9 +256,10 @@ class _TagReader:
             return
         if key in valued and not value.strip():
             raise PipelineError(f"{self.where}: tag {raw!r} has an empty value", field=self.where)
-        if key in AFTER_KEYS:
+        if key in AFTER_KEYS:  # `prev:a:b` is two (Kale before 0.6)
             self.step_tags.append(raw)
-            _add_once(self.after, normalize_step_name(value, self.where))
+            for name in value.split(":"):
+                _add_once(self.after, normalize_step_name(name, self.where))
         elif key in OPTION_KEYS:
             self.step_tags.append(raw)
             self._option(raw, key, value)
@@ -374,16 +376,20 @@ def split_cells(cells: list[Any], metadata: Mapping[str, Any] | None = None) -> 
             )
         if role == "step":
             if tags.step is not None and (current is None or tags.step != current.name):
-                if tags.step in by_name:
-                    raise PipelineError(
-                        f"duplicate step name {tags.step!r}: cell {index} opens it again after cell "
-                        f"{by_name[tags.step].cells[0]}; give each step one name, or leave the "
-                        "continuing cells untagged",
-                        field=where,
+                current = by_name.get(tags.step)
+                if current is None:
+                    current = by_name[tags.step] = StepCells(tags.step)
+                    layout.steps.append(current)
+                else:
+                    layout.warnings.append(
+                        GraphWarning(
+                            f"cell {index} names step {tags.step!r} (opened at cell {current.cells[0]}) "
+                            "again after other steps: its code joins that step and runs with it, before "
+                            "the steps in between (as in Kale); leave it untagged under its step, or "
+                            "give it a step of its own",
+                            index,
+                        )
                     )
-                current = StepCells(tags.step)
-                by_name[tags.step] = current
-                layout.steps.append(current)
             assert current is not None  # role "step" is only ever set together with a step
             current.cells.append(index)
             current.source.append(source)
@@ -424,6 +430,10 @@ def _apply_notebook_defaults(layout: Layout, metadata: Mapping[str, Any]) -> Non
     if kale.get("volumes"):
         layout.warnings.append(
             GraphWarning(f"{where}.volumes is ignored: steps read and write the run's artifact store")
+        )
+    if isinstance(kale.get("experiment_name"), str) and kale["experiment_name"].strip():
+        layout.warnings.append(
+            GraphWarning(f"{where}.experiment_name is ignored: runs are kept in the notebook's run history")
         )
     if kale.get("katib_run"):
         layout.warnings.append(

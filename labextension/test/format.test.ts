@@ -25,7 +25,11 @@ import {
 import { formatValue, jobKey, replicaCount } from '../src/jobs/format';
 import type { IJob } from '../src/jobs/types';
 import { resourceParts } from '../src/notebooks/format';
-import { describeError, formatDuration } from '../src/pipeline/format';
+import {
+  describeError,
+  formatDuration,
+  formatFiles
+} from '../src/pipeline/format';
 
 describe('common', () => {
   it('writes a span in its two largest units', () => {
@@ -169,5 +173,17 @@ describe('pipeline', () => {
     );
     expect(describeError({ message: 'timed out' })).toBe('timed out');
     expect(describeError({ code: 1 })).toBe('{"code":1}');
+  });
+
+  it('lists the data files a step read, the first three and how many more', () => {
+    expect(formatFiles([])).toBe('');
+    expect(formatFiles(['data/train.csv'])).toBe('data/train.csv');
+    expect(formatFiles(['a.csv', 'b.csv', 'c.csv'])).toBe(
+      'a.csv, b.csv, c.csv'
+    );
+    expect(formatFiles(['a.csv', 'b.csv', 'c.csv', 'd.csv', 'e.csv'])).toBe(
+      'a.csv, b.csv, c.csv and 2 more'
+    );
+    expect(formatFiles(['a.csv', 'b.csv'], 1)).toBe('a.csv and 1 more');
   });
 });

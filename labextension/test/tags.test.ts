@@ -50,15 +50,59 @@ describe('readRole', () => {
     );
   });
 
-  it('is "same as above" without a role tag, and the first role tag wins', () => {
+  it('is "same as above" without a role tag or step name', () => {
     expect(readRole([], VOCABULARY)).toEqual({ role: 'continue', step: '' });
     expect(readRole(['hide-input', 'after:x', 'gpu:1'], VOCABULARY).role).toBe(
       'continue'
     );
     // A bare `step` or a role word with a value is no role tag.
     expect(readRole(['step', 'imports:x'], VOCABULARY).role).toBe('continue');
+  });
+
+  it("continues the step above on an empty `block:` (Kale's editor)", () => {
+    expect(readRole(['block:'], VOCABULARY)).toEqual({
+      role: 'continue',
+      step: ''
+    });
+    expect(readRole(['step: ', 'prev:a', 'gpu:1'], VOCABULARY)).toEqual({
+      role: 'continue',
+      step: ''
+    });
+    // Beside a named one, the empty tag adds nothing.
+    expect(readRole(['block:', 'block:train'], VOCABULARY)).toEqual({
+      role: 'step',
+      step: 'train'
+    });
+  });
+
+  it('lets a role tag decide the cell wherever it stands (Kale)', () => {
     expect(readRole(['skip', 'step:b'], VOCABULARY).role).toBe('skip');
     expect(readRole(['step:a', 'skip'], VOCABULARY)).toEqual({
+      role: 'skip',
+      step: ''
+    });
+    expect(readRole(['prev:a', 'skip'], VOCABULARY)).toEqual({
+      role: 'skip',
+      step: ''
+    });
+    expect(readRole(['step:x', 'imports'], VOCABULARY)).toEqual({
+      role: 'imports',
+      step: ''
+    });
+    expect(readRole(['block:', 'pipeline-metrics'], VOCABULARY).role).toBe(
+      'metrics'
+    );
+    // Of two role tags, the first.
+    expect(readRole(['functions', 'imports'], VOCABULARY).role).toBe(
+      'functions'
+    );
+    expect(
+      readRole(['step:a', 'pipeline-parameters', 'skip'], VOCABULARY).role
+    ).toBe('parameters');
+  });
+
+  it('takes the first step name of several', () => {
+    expect(readRole(['step:a', 'block:b'], VOCABULARY)).toEqual({
       role: 'step',
       step: 'a'
     });
@@ -105,6 +149,35 @@ describe('withRole', () => {
     expect(
       withRole(['skip', 'after:a', 'hide-input'], 'continue', '', VOCABULARY)
     ).toEqual(['after:a', 'hide-input']);
+    // An empty `block:` says the same as no tag: it goes.
+    expect(withRole(['block:', 'gpu:1'], 'continue', '', VOCABULARY)).toEqual([
+      'gpu:1'
+    ]);
+  });
+
+  it('gives an empty `block:` cell or a role cell its own step', () => {
+    expect(withRole(['block:', 'gpu:1'], 'step', 'fit', VOCABULARY)).toEqual([
+      'step:fit',
+      'gpu:1'
+    ]);
+    expect(withRole(['step:x', 'imports'], 'step', 'x', VOCABULARY)).toEqual([
+      'step:x'
+    ]);
+    expect(withRole(['prev:a', 'skip'], 'step', 'b', VOCABULARY)).toEqual([
+      'step:b',
+      'prev:a'
+    ]);
+    expect(withRole(['block:'], 'skip', '', VOCABULARY)).toEqual(['skip']);
+  });
+
+  it('writes no step tag for a step without a name', () => {
+    expect(withRole(['block:a', 'gpu:1'], 'step', ' ', VOCABULARY)).toEqual([
+      'gpu:1'
+    ]);
+    expect(readRole(withRole([], 'step', '', VOCABULARY), VOCABULARY)).toEqual({
+      role: 'continue',
+      step: ''
+    });
   });
 
   it('reads back what it wrote', () => {

@@ -6,21 +6,25 @@ cell tags change, unsaved), see the DAG grow with the variables on its edges, se
 what is on screen (the file on disk is not saved nor touched), watch every step succeed, open an
 executed step notebook in a new tab (outputs as Lab shows any notebook's, no kernel), then run again
 from the notebook toolbar's "Run as pipeline" and see every step come from the cache; then run a
-notebook as it is, without editing it, let it fail, and resume it: its file is never written.
-Screenshots land in tests/browser/artifacts/ for a person to look at.
+notebook as it is, without editing it, let it fail, and resume it: its file is never written. A
+notebook tagged in Kale's editor: its warnings listed by cell, each showing its cell in the notebook,
+the cells continuing a step through an empty `block:` shown in that step, the data files a run's step
+read listed under it. Screenshots land in tests/browser/artifacts/ for a person to look at.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+from nbformat import NotebookNode
 from playwright.sync_api import Locator, Page, expect
 
 from tests.browser.lab import ARTIFACTS, Lab, LapTimer
 from tests.browser.test_notebook_servers_panel import dark_theme, open_lab
 from tests.browser.test_notebook_servers_panel import shot as shot_panel
-from tests.pipelines.notebooks import FANOUT_ML, code, notebook, write
+from tests.pipelines.notebooks import FANOUT_ML, code, markdown, notebook, write
 
 NOTEBOOK = "churn.ipynb"
 PANEL = "#cube-pipeline"
@@ -60,13 +64,13 @@ def dag_nodes(page: Page) -> Locator:
     return page.locator(f'{PANEL} [data-testid="cube-dag-node"]')
 
 
-def cell_tags(page: Page, index: int) -> list[str]:
+def cell_tags(page: Page, index: int, path: str = NOTEBOOK) -> list[str]:
     script = (
         "([path, i]) => { const nb = window.jupyterapp.shell.widgets('main').find("
         "w => w.context && w.context.path === path); "
         "return nb.content.model.cells.get(i).getMetadata('tags') || []; }"
     )
-    return list(page.evaluate(script, [NOTEBOOK, index]))
+    return list(page.evaluate(script, [path, index]))
 
 
 def shot(page: Page, name: str) -> None:
@@ -382,3 +386,123 @@ def test_graph_in_the_main_area(lab: Lab, page: Page) -> None:
     expect(nodes).to_have_count(len(STEPS))
     page.screenshot(path=str(ARTIFACTS / "19-pipeline-graph-fanout.png"))
     print(f"pipeline graph timings (s): {lap.timings}")
+
+
+KALE = "kale.ipynb"
+KALE_DATA = "numbers.txt"
+
+
+def kale_notebook() -> NotebookNode:
+    """Tagged as Kale's editor tags: `block:NAME` on a step's first cell, an empty `block:` on its
+    next ones; a skip cell that also carries `prev:`; code above the first tagged cell; a Kale
+    setting the workbench does not honour."""
+    nb = notebook(
+        markdown("# Tagged in Kale"),
+        code("print('set up by hand')"),  # 1: before the first tag: no step runs it
+        code("import math", "imports"),
+        code(f"raw = [float(v) for v in open({KALE_DATA!r}).read().split()]", "block:load"),
+        code("raw = raw + [16.0]", "block:"),  # 4: continues `load`
+        code("print(raw)", "prev:load", "skip"),  # 5: the role tag decides; `prev:` is ignored
+        markdown("## Roots"),
+        code("roots = [math.sqrt(v) for v in raw]", "block:roots", "prev:load"),
+        code("total = sum(roots)"),
+    )
+    nb.metadata["kubeflow_notebook"] = {"volumes": [{"mount_point": "/data", "size": 1}]}
+    return nb
+
+
+def active_cell(page: Page, path: str) -> int:
+    script = (
+        "(path) => window.jupyterapp.shell.widgets('main').find("
+        "w => w.context && w.context.path === path).content.activeCellIndex"
+    )
+    return int(page.evaluate(script, path))
+
+
+def test_kale_tags_warnings_and_data_files(lab: Lab, page: Page) -> None:
+    lap = LapTimer()
+    (lab.root / "work" / KALE_DATA).write_text("1 4 9\n")
+    write(kale_notebook(), lab.root / "work" / KALE)
+    open_lab(page, lab)
+    page.evaluate("(p) => window.jupyterapp.commands.execute('docmanager:open', {path: p})", KALE)
+    cells = page.locator(".jp-NotebookPanel:visible .jp-Cell")
+    expect(cells).to_have_count(9, timeout=30_000)
+    page.evaluate("() => window.jupyterapp.commands.execute('cube:open-pipeline')")
+    panel = page.locator(PANEL)
+    expect(panel.get_by_test_id("cube-pipeline-path")).to_have_text(KALE)
+    expect(dag_nodes(page)).to_have_count(2)
+    lap("open lab + Kale notebook + panel")
+
+    # The warnings, the notebook-wide one first (not a link), then by cell, each naming its cell.
+    warnings = panel.get_by_test_id("cube-graph-warning")
+    expect(warnings).to_have_count(3)
+    expect(warnings.nth(0)).to_have_attribute("data-cell", "")
+    expect(warnings.nth(0)).to_contain_text("kubeflow_notebook.volumes is ignored")
+    expect(warnings.nth(0).locator("button")).to_have_count(0)
+    expect(warnings.nth(1)).to_have_attribute("data-cell", "1")
+    expect(warnings.nth(1)).to_contain_text("Cell 1")
+    expect(warnings.nth(1)).to_contain_text("code before the first tagged cell")
+    skip_warning = panel.locator('[data-testid="cube-graph-warning"][data-cell="5"]')
+    expect(skip_warning).to_contain_text("Cell 5")
+    expect(skip_warning).to_contain_text("'prev:load' are ignored")
+
+    # The same cells carry a warning mark in the Cells list, the message as its tooltip.
+    marked = panel.locator('[data-testid="cube-cell-row"]:has([data-testid="cube-cell-warning"])')
+    expect(marked).to_have_count(2)
+    expect(cell_row(page, 1).get_by_test_id("cube-cell-warning")).to_have_attribute(
+        "title", re.compile("code before the first tagged cell")
+    )
+    expect(cell_row(page, 5).get_by_test_id("cube-cell-warning")).to_have_attribute(
+        "title", re.compile("skip cell")
+    )
+    expect(cell_row(page, 5).get_by_test_id("cube-cell-role")).to_have_value("skip")
+    expect(cell_row(page, 5)).to_have_attribute("data-step", "")
+    expect(cell_row(page, 1)).to_have_attribute("data-step", "")
+
+    # The empty `block:` cell is shown in the step it continues, as "same as above", no name to type.
+    continued = cell_row(page, 4)
+    expect(continued).to_have_attribute("data-step", "load")
+    expect(continued.get_by_test_id("cube-cell-role")).to_have_value("continue")
+    expect(continued.get_by_test_id("cube-cell-step-name")).to_have_count(0)
+    chip = continued.get_by_test_id("cube-cell-step")
+    expect(chip).to_have_text("load")
+    expect(chip).to_have_attribute("title", re.compile("Continues step load"))
+    expect(cell_row(page, 3).get_by_test_id("cube-cell-role")).to_have_value("step")
+    expect(cell_row(page, 8)).to_have_attribute("data-step", "roots")
+    shot(page, "20-pipeline-kale-warnings")
+
+    # A warning shows its cell: the notebook's active cell, in view.
+    assert active_cell(page, KALE) == 0
+    skip_warning.locator("button").click()
+    page.wait_for_function(
+        "(path) => window.jupyterapp.shell.widgets('main').find(w => w.context && "
+        "w.context.path === path).content.activeCellIndex === 5",
+        arg=KALE,
+    )
+    expect(cells.nth(5)).to_have_class(re.compile(r"\bjp-mod-active\b"))
+    expect(cells.nth(5)).to_be_in_viewport()
+    panel.locator('[data-testid="cube-graph-warning"][data-cell="1"] button').click()
+    expect(cells.nth(1)).to_have_class(re.compile(r"\bjp-mod-active\b"))
+    assert active_cell(page, KALE) == 1
+    lap("warnings -> cells")
+
+    # "Same as cell above" on the empty `block:` cell drops the tag that said just that.
+    continued.get_by_test_id("cube-cell-role").select_option("step")
+    expect(continued.get_by_test_id("cube-cell-step-name")).to_have_value("load")
+    continued.get_by_test_id("cube-cell-role").select_option("continue")
+    expect(continued.get_by_test_id("cube-cell-step-name")).to_have_count(0)
+    assert cell_tags(page, 4, KALE) == []
+    expect(continued).to_have_attribute("data-step", "load")
+
+    # A run lists the data files each step read, whose contents its cache key saw.
+    panel.get_by_test_id("cube-run-start").click()
+    run = panel.get_by_test_id("cube-run")
+    expect(run).to_have_attribute("data-status", "succeeded", timeout=60_000)
+    load = run.locator('[data-testid="cube-run-step"][data-step="load"]')
+    expect(load.get_by_test_id("cube-run-step-files")).to_have_text(f"Reads: {KALE_DATA}")
+    roots = run.locator('[data-testid="cube-run-step"][data-step="roots"]')
+    expect(roots.get_by_test_id("cube-run-step-files")).to_have_count(0)
+    lap("run, files read")
+    run.scroll_into_view_if_needed()
+    shot(page, "21-pipeline-kale-run")
+    print(f"Kale notebook timings (s): {lap.timings}")

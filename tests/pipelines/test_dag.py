@@ -248,6 +248,14 @@ def test_to_dict_is_json_and_round_trips() -> None:
     assert data["metrics"] == ["total"]
 
 
+def test_kales_pipeline_name_names_the_pipeline() -> None:
+    nb = notebook(code("a = 1", "step:a"))
+    nb.metadata["kubeflow_notebook"] = {"pipeline_name": "Iris Pipeline", "docker_image": ""}
+    assert build_pipeline(nb, "work/iris.ipynb").name == "iris-pipeline"
+    nb.metadata["kubeflow_notebook"]["pipeline_name"] = "  "
+    assert build_pipeline(nb, "work/iris.ipynb").name == "iris"
+
+
 def test_the_kernel_name_comes_from_the_notebook() -> None:
     nb = notebook(code("a = 1", "step:a"), kernel="python3.11-ml")
     assert build_pipeline(nb, "x.ipynb").kernel_name == "python3.11-ml"

@@ -57,6 +57,20 @@ def test_sklearn_models_use_joblib_and_still_predict() -> None:
     assert back.predict([[0.1], [2.9]]).tolist() == [0, 1]
 
 
+def test_xgboost_dmatrices_use_their_own_binary_format_and_still_train() -> None:
+    """A DMatrix holds a C pointer no pickle saves (Kale's serving/xgboost example hands one on)."""
+    import xgboost
+
+    matrix = xgboost.DMatrix(np.arange(12.0).reshape(4, 3), label=[0, 1, 0, 1], feature_names=["a", "b", "c"])
+    data, kind = marshal.pack(matrix, "D_trn")
+    assert kind == "xgboost-dmatrix"
+    back = marshal.unpack(data, "D_trn")
+    assert (back.num_row(), back.num_col(), back.feature_names) == (4, 3, ["a", "b", "c"])
+    assert back.get_label().tolist() == [0, 1, 0, 1]
+    booster = xgboost.train({"objective": "binary:logistic"}, back, num_boost_round=2)
+    assert booster.predict(back).shape == (4,)
+
+
 def test_torch_tensors_use_torch_save() -> None:
     torch = pytest.importorskip("torch")
     tensor = torch.arange(6).reshape(2, 3)

@@ -147,7 +147,7 @@ def test_a_step_asking_for_more_gpus_than_this_machine_has_is_refused_not_run_on
         with pytest.raises(InvalidInput) as caught:
             env.loop.run_until_complete(env.service.start_run("alice", RunRequest("work/gpu.ipynb")))
         assert caught.value.field == "steps.train.gpu"
-        assert f"asks for 2 GPU(s) (a gpu: or limit: tag on its cells 1), but this machine has {visible}" in (
+        assert f"asks for 2 GPU(s) (a gpu: or limit: tag on cell 1), but this machine has {visible}" in (
             caught.value.message
         )
         assert len(env.service.list_runs("alice")) == before

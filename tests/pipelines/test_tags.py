@@ -98,16 +98,23 @@ def test_a_notebook_without_steps_is_an_error() -> None:
     assert err.value.field == "cells"
 
 
-def test_duplicate_step_names_name_both_cells() -> None:
-    with pytest.raises(PipelineError, match="duplicate step name 'a'") as err:
-        layout_of(code("x = 1", "step:a"), code("y = 1", "step:b"), code("z = 1", "step:a"))
-    assert err.value.field == "cells[2].tags"
-    assert "after cell 0" in err.value.message
+def test_naming_an_earlier_step_again_adds_the_cell_to_it_as_kale_does_and_says_so() -> None:
+    """Kale's own tag-parsing notebook tags two cells `block:imports`, with a step between them."""
+    layout = layout_of(code("x = 1", "step:a"), code("y = 1", "step:b"), code("z = 1", "step:a"))
+    assert [(s.name, s.cells) for s in layout.steps] == [("a", [0, 2]), ("b", [1])]
+    [warning] = layout.warnings
+    assert warning.cell == 2 and "names step 'a' (opened at cell 0) again" in warning.message
 
 
-def test_kale_underscore_names_collide_with_their_dashed_spelling() -> None:
-    with pytest.raises(PipelineError, match="duplicate step name 'load-data'"):
-        layout_of(code("x = 1", "block:load_data"), code("y = 1", "step:b"), code("z = 1", "step:load-data"))
+def test_kale_underscore_names_are_their_dashed_spelling() -> None:
+    layout = layout_of(
+        code("x = 1", "block:load_data"), code("y = 1", "step:b"), code("z = 1", "step:load-data")
+    )
+    assert [(s.name, s.cells) for s in layout.steps] == [("load-data", [0, 2]), ("b", [1])]
+
+
+def test_a_prev_tag_may_name_several_steps_as_early_kale_read_it() -> None:
+    assert parse_cell_tags(["step:c", "prev:sum:cumsum", "prev:a"], 0).after == ("sum", "cumsum", "a")
 
 
 @pytest.mark.parametrize("name", ["Train", "train!", "-train", "a" * 64, "tr ain"])
@@ -243,6 +250,7 @@ def test_kales_notebook_defaults_apply_to_steps_without_their_own() -> None:
             "docker_image": "registry.example.com/ml/base:1",
             "steps_defaults": ["label:team:ml", "limit:memory:2Gi", "annotation:a:b"],
             "volumes": [{"name": "data", "mount_point": "/data"}],
+            "experiment_name": "demo",
         }
     }
     cells = [code("x = 1", "step:one", "memory:8Gi", "label:team:vision"), code("y = x", "step:two")]
@@ -255,7 +263,8 @@ def test_kales_notebook_defaults_apply_to_steps_without_their_own() -> None:
     )
     assert (two.memory, two.labels, two.annotations) == ("2Gi", {"team": "ml"}, {"a": "b"})
     assert [w.message for w in layout.warnings] == [
-        "metadata.kubeflow_notebook.volumes is ignored: steps read and write the run's artifact store"
+        "metadata.kubeflow_notebook.volumes is ignored: steps read and write the run's artifact store",
+        "metadata.kubeflow_notebook.experiment_name is ignored: runs are kept in the notebook's run history",
     ]
 
 

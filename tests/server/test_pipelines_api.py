@@ -79,7 +79,9 @@ async def test_config_offers_local_runs_on_the_local_backend(api: Any) -> None:
     assert tags["roles"]["metrics"] == ["metrics", "pipeline-metrics"]
     assert set(tags["roles"]) == {"parameters", "metrics", "imports", "functions", "skip"}
     assert tags["step"] == ["step", "block"] and tags["after"] == ["after", "prev"]
-    assert {"image", "cpu", "memory", "gpu", "retries", "timeout", "limit"} == set(tags["options"])
+    assert set(tags["options"]) == {
+        "image", "cpu", "memory", "gpu", "retries", "timeout", "cache", "limit", "annotation", "label"
+    }
 
 
 async def test_graph_of_a_saved_notebook(api: Any, root: Path) -> None:

@@ -39,11 +39,15 @@ def _require_gpus(pipeline: Pipeline) -> None:
     have = len(gpus.visible_gpu_ids())
     if step.options.gpu > have:
         raise InvalidInput(
-            f"step {step.name!r} asks for {step.options.gpu} GPU(s) (a gpu: or limit: tag on its cells "
-            f"{', '.join(map(str, step.cells))}), but this machine has {have}: run it on the cluster, or "
-            "remove the tag to run the step on the CPU",
+            f"step {step.name!r} asks for {step.options.gpu} GPU(s) (a gpu: or limit: tag on "
+            f"{_cells(step.cells)}), but this machine has {have}: run it on the cluster, or remove the tag "
+            "to run the step on the CPU",
             field=f"steps.{step.name}.gpu",
         )
+
+
+def _cells(indices: tuple[int, ...]) -> str:
+    return f"cell {indices[0]}" if len(indices) == 1 else f"its cells {', '.join(map(str, indices))}"
 
 
 class LocalRunTarget:

@@ -41,3 +41,16 @@ export function describeError(error: unknown): string | null {
   }
   return JSON.stringify(error);
 }
+
+/**
+ * The data files a run's step read (its cache key saw), for one line: the first `shown`
+ * and how many more; '' for none.
+ */
+export function formatFiles(files: readonly string[], shown = 3): string {
+  if (!files || files.length === 0) {
+    return '';
+  }
+  const listed = files.slice(0, shown).join(', ');
+  const more = files.length - shown;
+  return more > 0 ? `${listed} and ${more} more` : listed;
+}

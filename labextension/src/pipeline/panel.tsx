@@ -23,6 +23,7 @@ import { DagView } from './components/DagView';
 import { ParametersForm } from './components/ParametersForm';
 import { RunHistory } from './components/RunHistory';
 import { RunView } from './components/RunView';
+import { GraphWarnings } from './components/GraphWarnings';
 import { pipelineIcon } from './icons';
 import { isEnded, PipelineModel } from './model';
 import {
@@ -33,6 +34,7 @@ import {
   withRole
 } from './tags';
 import type { IRun, IRunStep, RunTarget, StepStatus } from './types';
+import { warningsByCell } from './warnings';
 
 /** Opens a step's executed notebook; errors are the caller's to show. */
 export type StepOpener = (run: IRun, step: IRunStep) => Promise<void>;
@@ -153,14 +155,10 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
             </div>
           )}
           {graph && graph.warnings.length > 0 && (
-            <ul
-              className="cube-Pipeline-warnings"
-              data-testid="cube-graph-warnings"
-            >
-              {graph.warnings.map(w => (
-                <li key={w}>{w}</li>
-              ))}
-            </ul>
+            <GraphWarnings
+              warnings={graph.warnings}
+              onReveal={index => this._reveal(index)}
+            />
           )}
         </section>
         <section className="cube-Pipeline-section">
@@ -257,8 +255,9 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
   }
 
   /**
-   * The notebook's code cells, with the step the server put each in and the graph's
-   * error when it names the cell (`cells[3].tags`).
+   * The notebook's code cells, with the step the server put each in (for a cell that
+   * continues a step, untagged or with an empty `block:`, the step it continues), the
+   * graph's error when it names the cell (`cells[3].tags`) and its warnings.
    */
   private _cells(vocabulary: ITagVocabulary): ICellInfo[] {
     const notebook = this.model.notebook;
@@ -269,6 +268,7 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
     const graphError = this.model.graphError;
     const paths = Array.from({ length: cells.length }, (_, i) => `cells[${i}]`);
     const errorAt = placeError(paths, graphError?.field);
+    const warned = warningsByCell(this.model.graph?.warnings ?? []);
     const stepOf = new Map<number, string>();
     for (const step of this.model.graph?.steps ?? []) {
       for (const index of step.cells) {
@@ -290,7 +290,8 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
         role,
         stepTag: step,
         step: stepOf.get(index) ?? null,
-        error: errorAt === paths[index] ? (graphError?.message ?? null) : null
+        error: errorAt === paths[index] ? (graphError?.message ?? null) : null,
+        warnings: warned.get(index) ?? []
       });
     }
     return infos;
@@ -320,6 +321,7 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
     }
   }
 
+  /** Make cell `index` (over all cells) the notebook's active cell, scrolled into view. */
   private _reveal(index: number): void {
     const content = this.model.notebook?.content;
     if (!content) {

@@ -24,7 +24,8 @@ export interface ITagVocabulary {
 
 /**
  * What a code cell is in the pipeline, as far as its own tags say: `continue` (no role
- * tag: the same as the cell above), `step` (opens one), or one of the shared roles.
+ * tag, or an empty `block:`: the same as the cell above), `step` (opens one, or names the
+ * step it continues), or one of the shared roles.
  */
 export type CellRole = string;
 
@@ -81,28 +82,38 @@ function roleOf(key: string, vocabulary: ITagVocabulary): CellRole | null {
   return null;
 }
 
-/** The role the tags give a cell; the first role tag wins, as a person reads them. */
+/**
+ * The role the tags give a cell, as Kale (and the server) read them: a role tag decides
+ * the cell wherever it stands among its tags (the first of two wins; `step:` and `after:`
+ * beside it are ignored); else the first `step:NAME`; else the cell continues the one
+ * above, as an untagged cell does, and an empty `block:` (what Kale's editor writes on a
+ * step's later cells) says just that.
+ */
 export function readRole(
   tags: readonly string[],
   vocabulary: ITagVocabulary
 ): ICellRole {
+  let step = '';
   for (const tag of tags) {
     const { key, value } = splitTag(tag);
-    if (value !== null && vocabulary.step.includes(key)) {
-      return { role: 'step', step: value };
-    }
-    const role = value === null ? roleOf(key, vocabulary) : null;
-    if (role) {
-      return { role, step: '' };
+    if (value === null) {
+      const role = roleOf(key, vocabulary);
+      if (role) {
+        return { role, step: '' };
+      }
+    } else if (!step && value && vocabulary.step.includes(key)) {
+      step = value;
     }
   }
-  return { role: 'continue', step: '' };
+  return step ? { role: 'step', step } : { role: 'continue', step: '' };
 }
 
 /**
- * The tags after giving the cell `role` (and `step` name): role tags are replaced,
- * other tags kept; step options (`after:`, `gpu:`...) are dropped from a cell that
- * becomes a shared one (imports, parameters, ...), where they would be an error.
+ * The tags after giving the cell `role` (and `step` name): role and step tags are
+ * replaced (an empty `block:` too: "same as above" needs no tag), other tags kept; step
+ * options (`after:`, `gpu:`...) are dropped from a cell that becomes a shared one
+ * (imports, parameters, ...), where they would be an error. A step without a name
+ * writes no step tag: the cell continues the one above.
  */
 export function withRole(
   tags: readonly string[],
@@ -123,7 +134,10 @@ export function withRole(
     return !(shared && stepOnly.includes(key));
   });
   if (role === 'step') {
-    return [`${vocabulary.step[0]}:${step}`, ...kept];
+    // No name is no step of its own: the cell continues the one above.
+    return step.trim()
+      ? [`${vocabulary.step[0]}:${step.trim()}`, ...kept]
+      : kept;
   }
   const written = vocabulary.roles[role]?.[0];
   return written ? [written, ...kept] : kept;

@@ -13,6 +13,11 @@ export interface IStepOptions {
   gpu: number;
   retries: number;
   timeout: number | null;
+  /** False: the step runs every time (`cache:disabled`). */
+  cache: boolean;
+  /** The step pod's annotations and labels (Kale's `annotation:` and `label:` tags). */
+  annotations: Record<string, string>;
+  labels: Record<string, string>;
 }
 
 /** One pipeline step: the cells it runs and what flows in and out. */
@@ -24,6 +29,8 @@ export interface IStep {
   after: string[];
   inputs: string[];
   outputs: string[];
+  /** String literals its code passes to calls: the data files it may read. */
+  files: string[];
   options: IStepOptions;
 }
 
@@ -41,6 +48,16 @@ export interface IParameter {
   default_source: string;
 }
 
+/**
+ * Something about the notebook to see before a run (an ignored tag, code no step runs, a
+ * value two branches may both change), and the cell it is about, if any: its index over
+ * all the notebook's cells, as in `IStep.cells`.
+ */
+export interface IGraphWarning {
+  message: string;
+  cell: number | null;
+}
+
 /** Body of `POST /pipelines/graph`. */
 export interface IPipeline {
   name: string;
@@ -53,7 +70,8 @@ export interface IPipeline {
   parameters_source: string;
   metrics: string[];
   kernel_name: string;
-  warnings: string[];
+  /** Sorted by cell, the notebook-wide ones (cell null) first. */
+  warnings: IGraphWarning[];
 }
 
 /** Where a run executes. */
@@ -90,6 +108,11 @@ export interface IRunStep {
   cache_hit: boolean;
   error: unknown;
   notebook: string | null;
+  /**
+   * The data files (relative to the notebook's folder) whose contents are part of the
+   * step's cache key in this run.
+   */
+  files: string[];
 }
 
 /** One pipeline run, as `GET /pipelines/runs/{id}` returns it. */

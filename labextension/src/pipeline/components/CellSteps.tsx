@@ -1,13 +1,16 @@
 /**
  * The notebook's code cells with the step each belongs to (as the server computed it)
  * and an editor of the cell's own role: start a step (with its name), the same as the
- * cell above (untagged), imports, functions, parameters, metrics or skip. Edits rewrite the
- * cell's tags in the notebook model; the server is then asked for the graph again.
+ * cell above (untagged, or Kale's empty `block:`), imports, functions, parameters,
+ * metrics or skip. Edits rewrite the cell's tags in the notebook model; the server is
+ * then asked for the graph again. A cell the graph's warnings are about carries a
+ * warning mark, the messages as its tooltip.
  */
 import { HTMLSelect } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { ErrorMessage } from '../../common/components/ErrorMessage';
+import { warningIcon } from '../icons';
 import type { CellRole } from '../tags';
 
 /** What the editor needs of one code cell. */
@@ -22,6 +25,8 @@ export interface ICellInfo {
   step: string | null;
   /** An error the server named this cell in (e.g. `cells[3].tags`). */
   error: string | null;
+  /** The graph's warnings about this cell. */
+  warnings: readonly string[];
 }
 
 /** A role to pick, and how it reads. */
@@ -89,11 +94,20 @@ function CellRow(props: ICellRowProps): JSX.Element {
       props.onRole(cell.index, role, '');
     }
   };
+  const warned = cell.warnings.length > 0;
+  // Its own `step:` opens (or names) the step; otherwise the cell continues the one above.
+  const continues = cell.role !== 'step';
+  const rowClass = cell.error
+    ? ' cube-mod-invalid'
+    : warned
+      ? ' cube-mod-warned'
+      : '';
   return (
     <li
-      className={`cube-CellRow${cell.error ? ' cube-mod-invalid' : ''}`}
+      className={`cube-CellRow${rowClass}`}
       data-testid="cube-cell-row"
       data-cell={cell.index}
+      data-role={cell.role}
       data-step={cell.step ?? ''}
     >
       <button
@@ -106,8 +120,26 @@ function CellRow(props: ICellRowProps): JSX.Element {
         <code className="cube-CellRow-preview">
           {cell.preview || '(empty)'}
         </code>
+        {warned && (
+          <span
+            className="cube-CellRow-warning"
+            data-testid="cube-cell-warning"
+            title={cell.warnings.join('\n')}
+            aria-label={`Warning: ${cell.warnings.join(' ')}`}
+          >
+            <warningIcon.react tag="span" elementSize="small" />
+          </span>
+        )}
         {cell.step && (
-          <span className="cube-CellRow-step" data-testid="cube-cell-step">
+          <span
+            className={`cube-CellRow-step${continues ? ' cube-mod-continues' : ''}`}
+            data-testid="cube-cell-step"
+            title={
+              continues
+                ? `Continues step ${cell.step} (the cell above's)`
+                : `Starts step ${cell.step}`
+            }
+          >
             {cell.step}
           </span>
         )}

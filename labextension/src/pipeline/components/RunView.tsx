@@ -1,7 +1,8 @@
 /**
  * One run: its status, its steps with state, duration and cache hits, the error that
  * failed it, Cancel while it runs and Resume when it stopped with steps left (a failure,
- * a cancel, a workbench restart). A step with an executed notebook opens it.
+ * a cancel, a workbench restart). A step with an executed notebook opens it; the data
+ * files a step read (whose contents its cache key saw) are listed under it.
  */
 import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
@@ -9,7 +10,7 @@ import * as React from 'react';
 import { ErrorMessage } from '../../common/components/ErrorMessage';
 import { StatusBadge } from '../../common/components/StatusBadge';
 import { formatDate } from '../../common/format';
-import { describeError, formatDuration } from '../format';
+import { describeError, formatDuration, formatFiles } from '../format';
 import type { IRun, IRunStep } from '../types';
 
 export interface IRunViewProps {
@@ -60,6 +61,8 @@ export function RunView(props: IRunViewProps): JSX.Element {
         {run.steps.map(step => {
           const stepError = describeError(step.error);
           const canOpen = !!step.notebook;
+          // Runs recorded before steps listed their files have none.
+          const files = step.files ?? [];
           return (
             <li
               key={step.name}
@@ -90,6 +93,16 @@ export function RunView(props: IRunViewProps): JSX.Element {
                   testid="cube-run-step-status"
                 />
               </button>
+              {files.length > 0 && (
+                <div
+                  className="cube-RunStep-files"
+                  data-testid="cube-run-step-files"
+                  data-files={files.join('\n')}
+                  title={`Data files ${step.name} read; their contents are part of its cache key:\n${files.join('\n')}`}
+                >
+                  Reads: <code>{formatFiles(files)}</code>
+                </div>
+              )}
               {stepError && (
                 <div
                   className="cube-RunStep-error"
