@@ -1,15 +1,16 @@
 """The Pipeline panel in real Chromium against a real `jupyter lab` with the workbench.
 
 A person's path: open a notebook whose last step is not tagged yet, see its steps and DAG in the panel,
-make a bad edit and see the server's error by the cell, tag the step from the panel (the notebook's
-cell tags change, unsaved), see the DAG grow with the variables on its edges, set a parameter, run
-what is on screen (the file on disk is not saved nor touched), watch every step succeed, open an
-executed step notebook in a new tab (outputs as Lab shows any notebook's, no kernel), then run again
-from the notebook toolbar's "Run as pipeline" and see every step come from the cache; then run a
-notebook as it is, without editing it, let it fail, and resume it: its file is never written. A
-notebook tagged in Kale's editor: its warnings listed by cell, each showing its cell in the notebook,
-the cells continuing a step through an empty `block:` shown in that step, the data files a run's step
-read listed under it. Screenshots land in tests/browser/artifacts/ for a person to look at.
+name an earlier step again and see the server's warning on the cell, make a bad edit and see the server's
+error by the cell, tag the step from the panel (the notebook's cell tags change, unsaved), see the DAG
+grow with the variables on its edges, set a parameter, run what is on screen (the file on disk is not
+saved nor touched), watch every step succeed, open an executed step notebook in a new tab (outputs as Lab
+shows any notebook's, no kernel), then run again from the notebook toolbar's "Run as pipeline" and see
+every step come from the cache; then run a notebook as it is, without editing it, let it fail, and resume
+it: its file is never written. A notebook tagged in Kale's editor: its warnings listed by cell, each
+showing its cell in the notebook, the cells continuing a step through an empty `block:` shown in that
+step, the data files a run's step read listed under it. Screenshots land in tests/browser/artifacts/ for
+a person to look at.
 """
 
 from __future__ import annotations
@@ -56,6 +57,17 @@ def document(page: Page, path: str) -> dict[str, object]:
     return dict(page.evaluate(script, path))
 
 
+def run_command(page: Page, command: str, args: dict[str, object] | None = None) -> None:
+    """Run a Lab command and wait for it; what it resolves to (a widget) stays in the page: its
+    reference chain is too long for Playwright to hand back."""
+    script = "async ([id, args]) => { await window.jupyterapp.commands.execute(id, args); }"
+    page.evaluate(script, [command, args or {}])
+
+
+def open_path(page: Page, path: str) -> None:
+    run_command(page, "docmanager:open", {"path": path})
+
+
 def cell_row(page: Page, index: int) -> Locator:
     return page.locator(f'[data-testid="cube-cell-row"][data-cell="{index}"]')
 
@@ -84,9 +96,9 @@ def test_tag_run_and_open_a_step_notebook(lab: Lab, page: Page) -> None:
     churn = lab.root / "work" / NOTEBOOK
     saved = on_disk(churn)
     open_lab(page, lab)
-    page.evaluate("(p) => window.jupyterapp.commands.execute('docmanager:open', {path: p})", NOTEBOOK)
+    open_path(page, NOTEBOOK)
     expect(page.locator(".jp-NotebookPanel .jp-Cell").nth(EVALUATE_CELL)).to_be_attached(timeout=30_000)
-    page.evaluate("() => window.jupyterapp.commands.execute('cube:open-pipeline')")
+    run_command(page, "cube:open-pipeline")
     panel = page.locator(PANEL)
     expect(panel).to_be_visible()
     expect(panel.get_by_test_id("cube-pipeline-path")).to_have_text(NOTEBOOK)
@@ -100,16 +112,29 @@ def test_tag_run_and_open_a_step_notebook(lab: Lab, page: Page) -> None:
     edge_of = '[data-testid="cube-dag-edge"][data-upstream="{}"][data-downstream="{}"]'
     expect(panel.locator(edge_of.format("load", "city-features"))).to_have_attribute("data-variables", "raw")
 
-    # A duplicate step name: the server's 400 shows by the cell that was edited.
-    role = cell_row(page, EVALUATE_CELL).get_by_test_id("cube-cell-role")
+    # Naming an earlier step again: the cell joins that step, as in Kale, and the server's warnings
+    # mark the cell and list it.
+    row = cell_row(page, EVALUATE_CELL)
+    role = row.get_by_test_id("cube-cell-role")
     role.select_option("step")
-    name = cell_row(page, EVALUATE_CELL).get_by_test_id("cube-cell-step-name")
+    name = row.get_by_test_id("cube-cell-step-name")
     name.fill("load")
     name.press("Enter")
+    expect(row).to_have_attribute("data-step", "load")
+    named_again = re.compile("names step 'load'")
+    expect(row.get_by_test_id("cube-cell-warning")).to_have_attribute("title", named_again)
+    warned = panel.locator(f'[data-testid="cube-graph-warning"][data-cell="{EVALUATE_CELL}"]')
+    expect(warned.first).to_contain_text(named_again)
+    expect(dag_nodes(page)).to_have_count(4)
+    shot(page, "11-pipeline-step-named-again")
+
+    # A name that is no step name: the server's 400 shows by the cell that was edited.
+    name.fill("evaluate!")
+    name.press("Enter")
     graph_error = panel.get_by_test_id("cube-graph-error")
-    expect(graph_error).to_contain_text("duplicate step name 'load'")
-    expect(cell_row(page, EVALUATE_CELL).get_by_test_id("cube-cell-error")).to_be_visible()
-    shot(page, "11-pipeline-duplicate-step")
+    expect(graph_error).to_contain_text("'evaluate!' is not a valid DNS-1123 label")
+    expect(row.get_by_test_id("cube-cell-error")).to_be_visible()
+    shot(page, "11-pipeline-bad-step-name")
 
     # Fixed: the cell's tags change in the notebook model and the DAG grows by one step.
     name.fill("evaluate")
@@ -281,8 +306,8 @@ def test_graph_in_the_main_area(lab: Lab, page: Page) -> None:
     thirty = notebook(*(code(source, f"step:{name}") for name, source in steps))
     write(thirty, lab.root / "work" / "thirty.ipynb")
     open_lab(page, lab)
-    page.evaluate("(p) => window.jupyterapp.commands.execute('docmanager:open', {path: p})", "thirty.ipynb")
-    page.evaluate("() => window.jupyterapp.commands.execute('cube:open-pipeline')")
+    open_path(page, "thirty.ipynb")
+    run_command(page, "cube:open-pipeline")
     panel = page.locator(PANEL)
     expect(panel.get_by_test_id("cube-pipeline-path")).to_have_text("thirty.ipynb")
     expect(dag_nodes(page)).to_have_count(30)
@@ -381,7 +406,7 @@ def test_graph_in_the_main_area(lab: Lab, page: Page) -> None:
     open_file = "(p) => { window.jupyterapp.commands.execute('docmanager:open', {path: p}); }"
     page.evaluate(open_file, "fanout_ml.ipynb")
     expect(panel.get_by_test_id("cube-pipeline-path")).to_have_text("fanout_ml.ipynb")
-    page.evaluate("() => window.jupyterapp.commands.execute('cube:open-pipeline-graph')")
+    run_command(page, "cube:open-pipeline-graph")
     expect(graph.get_by_test_id("cube-pipeline-graph-path")).to_have_text("fanout_ml.ipynb")
     expect(nodes).to_have_count(len(STEPS))
     page.screenshot(path=str(ARTIFACTS / "19-pipeline-graph-fanout.png"))
@@ -424,10 +449,10 @@ def test_kale_tags_warnings_and_data_files(lab: Lab, page: Page) -> None:
     (lab.root / "work" / KALE_DATA).write_text("1 4 9\n")
     write(kale_notebook(), lab.root / "work" / KALE)
     open_lab(page, lab)
-    page.evaluate("(p) => window.jupyterapp.commands.execute('docmanager:open', {path: p})", KALE)
+    open_path(page, KALE)
     cells = page.locator(".jp-NotebookPanel:visible .jp-Cell")
     expect(cells).to_have_count(9, timeout=30_000)
-    page.evaluate("() => window.jupyterapp.commands.execute('cube:open-pipeline')")
+    run_command(page, "cube:open-pipeline")
     panel = page.locator(PANEL)
     expect(panel.get_by_test_id("cube-pipeline-path")).to_have_text(KALE)
     expect(dag_nodes(page)).to_have_count(2)
@@ -468,6 +493,7 @@ def test_kale_tags_warnings_and_data_files(lab: Lab, page: Page) -> None:
     expect(chip).to_have_text("load")
     expect(chip).to_have_attribute("title", re.compile("Continues step load"))
     expect(cell_row(page, 3).get_by_test_id("cube-cell-role")).to_have_value("step")
+    expect(cell_row(page, 3).get_by_test_id("cube-cell-step")).to_have_attribute("title", "Starts step load")
     expect(cell_row(page, 8)).to_have_attribute("data-step", "roots")
     shot(page, "20-pipeline-kale-warnings")
 

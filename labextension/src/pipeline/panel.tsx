@@ -270,9 +270,13 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
     const errorAt = placeError(paths, graphError?.field);
     const warned = warningsByCell(this.model.graph?.warnings ?? []);
     const stepOf = new Map<number, string>();
+    const opening = new Set<number>();
     for (const step of this.model.graph?.steps ?? []) {
       for (const index of step.cells) {
         stepOf.set(index, step.name);
+      }
+      if (step.cells.length > 0) {
+        opening.add(step.cells[0]);
       }
     }
     const infos: ICellInfo[] = [];
@@ -290,6 +294,7 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
         role,
         stepTag: step,
         step: stepOf.get(index) ?? null,
+        opens: opening.has(index),
         error: errorAt === paths[index] ? (graphError?.message ?? null) : null,
         warnings: warned.get(index) ?? []
       });

@@ -23,6 +23,8 @@ export interface ICellInfo {
   stepTag: string;
   /** The step the server put the cell in, if any. */
   step: string | null;
+  /** Whether the cell is that step's first (the one that opens it). */
+  opens: boolean;
   /** An error the server named this cell in (e.g. `cells[3].tags`). */
   error: string | null;
   /** The graph's warnings about this cell. */
@@ -95,8 +97,13 @@ function CellRow(props: ICellRowProps): JSX.Element {
     }
   };
   const warned = cell.warnings.length > 0;
-  // Its own `step:` opens (or names) the step; otherwise the cell continues the one above.
-  const continues = cell.role !== 'step';
+  // A cell that does not open its step continues it (untagged, an empty `block:`, or
+  // its tag names the step again): drawn lighter.
+  const stepTitle = cell.opens
+    ? `Starts step ${cell.step}`
+    : cell.role === 'step'
+      ? `In step ${cell.step}: its tag names that step again`
+      : `Continues step ${cell.step}`;
   const rowClass = cell.error
     ? ' cube-mod-invalid'
     : warned
@@ -132,13 +139,9 @@ function CellRow(props: ICellRowProps): JSX.Element {
         )}
         {cell.step && (
           <span
-            className={`cube-CellRow-step${continues ? ' cube-mod-continues' : ''}`}
+            className={`cube-CellRow-step${cell.opens ? '' : ' cube-mod-continues'}`}
             data-testid="cube-cell-step"
-            title={
-              continues
-                ? `Continues step ${cell.step} (the cell above's)`
-                : `Starts step ${cell.step}`
-            }
+            title={stepTitle}
           >
             {cell.step}
           </span>
