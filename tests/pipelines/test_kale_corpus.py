@@ -43,6 +43,9 @@ pytestmark = pytest.mark.timeout(600)
 CORPUS = Path(__file__).resolve().parent / "kale_corpus"
 RESULT = re.compile(r"^RESULT \S+ .*$", re.MULTILINE)
 DATA_LIMIT = 60 * 1024  # bytes of data files the corpus may carry
+EXPERIMENT_NAME = (  # Kale's editor writes an experiment name into every notebook it saves
+    "metadata.kubeflow_notebook.experiment_name is ignored: runs are kept in the notebook's run history"
+)
 
 
 def code_before_first_tag(cell: int) -> str:
@@ -55,9 +58,11 @@ def code_before_first_tag(cell: int) -> str:
 @dataclass(frozen=True)
 class Expected:
     """What one corpus notebook must give: the step printing its RESULT lines, the graph's warnings
-    (in order), the run's metric names, and the data files each reading step's cache key saw."""
+    (in order), the run's metric names, the data files each reading step's cache key saw, and the
+    pipeline's name (the file's, unless Kale's `pipeline_name` gives one)."""
 
     last: str
+    name: str
     warnings: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
     files: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -66,30 +71,41 @@ class Expected:
 RUNNABLE: dict[str, Expected] = {
     "candies_sharing": Expected(
         "share",
+        "candies-sharing",
+        # cell 1 holds a comment only, cell 2 a print and an assignment nothing reads: both warned
         warnings=(code_before_first_tag(1), code_before_first_tag(2)),
         metrics=("left", "kid1_count", "SACK_SIZE"),
     ),
     "titanic_ml": Expected(
         "results",
+        "titanic-ml",
         warnings=("cell 6 is a skip cell, so its tags 'prev:loaddata' are ignored",),
         files={"loaddata": ("data/titanic_test.csv", "data/titanic_train.csv")},
     ),
     "iris_sklearn_xgboost": Expected(
-        "evaluate", metrics=("forest_accuracy", "xgboost_accuracy", "N_ESTIMATORS")
+        "evaluate", "iris-sklearn-xgboost", metrics=("forest_accuracy", "xgboost_accuracy", "N_ESTIMATORS")
     ),
-    "base_example_numpy": Expected("combine"),
+    "base_example_numpy": Expected("combine", "base-example-numpy", warnings=(EXPERIMENT_NAME,)),
     "taxi_cab_classification": Expected(
-        "prediction", metrics=("accuracy", "C"), files={"data-validation": ("data/taxi_trips.csv",)}
+        "prediction",
+        "taxi-cab-classification",
+        metrics=("accuracy", "C"),
+        files={"data-validation": ("data/taxi_trips.csv",)},
     ),
     "openvaccine": Expected(
         "model-evaluation",
+        "openvaccine",
         metrics=("validation_loss", "ALPHA"),
         files={"load-data": ("data/openvaccine_train.json",)},
     ),
-    "pipeline_parameters_and_metrics": Expected("final", metrics=("score", "ratio", "a")),
+    "pipeline_parameters_and_metrics": Expected(
+        "final", "pipeline-parameters-and-metrics", metrics=("score", "ratio", "a")
+    ),
     "wine_katib": Expected(
         "pick-best",
+        "wine-tuning",
         warnings=(
+            EXPERIMENT_NAME,
             "metadata.kubeflow_notebook.katib_run is ignored: tune with a tuning job (Jobs panel) instead",
         ),
         metrics=("accuracy",),
@@ -145,6 +161,7 @@ def test_a_kale_notebook_runs_as_a_pipeline_as_it_runs_top_to_bottom(env: Env, n
     path = env.folder / "kale_corpus" / f"{name}.ipynb"
     pipeline = build(path)
     assert [w.message for w in pipeline.warnings] == list(expected.warnings)
+    assert pipeline.name == expected.name
     assert pipeline.steps[-1].name == expected.last
     assert list(pipeline.metrics) == list(expected.metrics)
 
@@ -175,7 +192,7 @@ def test_the_corpus_graphs_keep_kales_chains_fan_outs_and_skip_cells() -> None:
         ("kid1", ("sack",)),
         ("kid2", ("kid1",)),
         ("kid3", ("kid2",)),
-        ("share", ("kid1", "kid2", "kid3")),
+        ("share", ("kid1", "kid2", "kid3")),  # `prev:kid1:kid2:kid3`, early Kale's form
     ]
     # the helper empties part of the sack in place: each kid hands the lighter sack on
     assert [candies.step(kid).outputs for kid in ("kid1", "kid2", "kid3")] == [
@@ -194,6 +211,8 @@ def test_the_corpus_graphs_keep_kales_chains_fan_outs_and_skip_cells() -> None:
     # plot cell stay in datapreprocessing
     assert titanic.step("datapreprocessing").cells == (9, 11, 12, 13, 14)
     assert {6, 7, 10}.isdisjoint(cell for step in titanic.steps for cell in step.cells)
+    # cells 17-19 name the step they continue (`block:featureengineering`): they stay in it, silently
+    assert titanic.step("featureengineering").cells == (16, 17, 18, 19, 20)
     # the `for dataset in data` loops change both frames in place: later steps take the changed ones
     assert titanic.step("datapreprocessing").outputs == ("test_df", "train_df")
     assert titanic.step("featureengineering").inputs == ("test_df", "train_df")
@@ -207,6 +226,8 @@ def test_the_corpus_graphs_keep_kales_chains_fan_outs_and_skip_cells() -> None:
         "evaluate",
     ]
     assert iris.step("evaluate").after == ("split-data", "train-forest", "train-xgboost")
+    assert iris.step("train-xgboost").inputs == ("dtrain",)  # xgboost's DMatrix, handed on
+    assert "dtest" in iris.step("evaluate").inputs
 
     numpy_example = corpus_pipeline("base_example_numpy")
     # empty `block:`/`step:` tags and untagged cells continue the step above
@@ -269,7 +290,8 @@ def test_a_kale_gpu_step_is_refused_locally_without_a_gpu(monkeypatch: pytest.Mo
     machine without a GPU is refused naming the step, never run on the CPU."""
     pipeline = corpus_pipeline(GPU_NOTEBOOK)
     assert [w.message for w in pipeline.warnings] == [
-        "metadata.kubeflow_notebook.volumes is ignored: steps read and write the run's artifact store"
+        "metadata.kubeflow_notebook.volumes is ignored: steps read and write the run's artifact store",
+        EXPERIMENT_NAME,
     ]
     image = "gcr.io/arrikto/jupyter-kale-py38:latest"
     assert pipeline.step("train-resnet").options == StepOptions(image=image, memory="4Gi", gpu=1)
