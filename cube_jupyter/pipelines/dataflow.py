@@ -98,6 +98,9 @@ class CodeFlow:
     star_imports: list[int] = field(default_factory=list)
     function_free: dict[str, set[str]] = field(default_factory=dict)  # top-level def/class → free names
     function_effects: dict[str, FunctionEffects] = field(default_factory=dict)  # top-level def → effects
+    aliases: dict[str, set[str]] = field(default_factory=dict)  # defined name → names it may hold at the end
+    # changed in place while holding values an earlier step saved on their own: name → (cell, those names)
+    detached: dict[str, tuple[int, set[str]]] = field(default_factory=dict)
 
 
 # --- scopes of functions, lambdas, classes and comprehensions ----------------------------------------
@@ -272,10 +275,15 @@ class _Alias(ast.stmt):
 class _Analyzer:
     """Walks module-level statements in execution order, tracking definitely/possibly bound names."""
 
-    def __init__(self, functions: Mapping[str, FunctionEffects]) -> None:
+    def __init__(
+        self, functions: Mapping[str, FunctionEffects], upstream_aliases: Mapping[str, set[str]]
+    ) -> None:
         self.flow = CodeFlow()
         self.functions = dict(functions)  # what calling each known function changes
         self.aliases: dict[str, set[str]] = {}  # name → the names whose objects it may be or hold
+        # what the values this step may load held where they were made (their identity is lost on the
+        # way: each value is saved and loaded on its own)
+        self.upstream_aliases = upstream_aliases
         self.bound: set[str] = set()  # bound on every path so far
         self.maybe: set[str] = set()  # bound on some path so far (bound ⊆ maybe)
         self.ever: set[str] = set()  # bound at any point
@@ -303,9 +311,16 @@ class _Analyzer:
     def modify(self, node: ast.AST) -> None:
         """A change in place, of the variable and of all it may alias: each counts as defined here."""
         name = root_name(node)
-        if name is not None:
-            for changed in sorted({name, *self.aliases.get(name, ())}):
-                self.modify_name(changed)
+        if name is None:
+            return
+        changed = {name, *self.aliases.get(name, ())}
+        loaded = {each for each in changed if each not in self.maybe}  # as an earlier step saved it
+        for each in sorted(changed):
+            self.modify_name(each)
+        for container in sorted(loaded):
+            held = self.upstream_aliases.get(container, set()) - changed
+            if held:
+                self.flow.detached.setdefault(container, (self.cell, held))
 
     def modify_name(self, name: str) -> None:
         """`name` changed in place counts as defined here (not a module: `np.random.seed()`)."""
@@ -567,6 +582,7 @@ class _Analyzer:
         self.flow.touched |= effect.touched
 
     def finish(self) -> CodeFlow:
+        self.flow.aliases = {name: roots for name, roots in self.aliases.items() if name in self.maybe}
         for name, cell in self.deferred.items():
             if name not in self.ever and name not in self.flow.reads:
                 self.flow.reads[name] = cell
@@ -578,11 +594,14 @@ class _Analyzer:
 
 
 def analyze(
-    cells: Sequence[tuple[int, str]], functions: Mapping[str, FunctionEffects] | None = None
+    cells: Sequence[tuple[int, str]],
+    functions: Mapping[str, FunctionEffects] | None = None,
+    upstream_aliases: Mapping[str, set[str]] | None = None,
 ) -> CodeFlow:
     """The flow of cells run in order in one namespace: [(cell index, source), ...]; `functions` are
-    the notebook's functions defined elsewhere (shared cells, earlier steps) and what they change."""
-    analyzer = _Analyzer(functions or {})
+    the notebook's functions defined elsewhere (shared cells, earlier steps) and what they change;
+    `upstream_aliases` what each value earlier steps hand on held where it was made."""
+    analyzer = _Analyzer(functions or {}, upstream_aliases or {})
     for index, source in cells:
         analyzer.cell = index
         module = parse_cell(source, f"cells[{index}]")

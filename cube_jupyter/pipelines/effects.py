@@ -33,6 +33,11 @@ MUTATING_METHODS = {
     "fit", "partial_fit", "fit_transform", "fit_predict", "fit_resample", "set_params", "compile",
     "train", "eval", "load_state_dict", "zero_grad", "step", "backward", "to", "cuda", "cpu",
     "load_model", "load_weights", "set_weights",
+    # random generators (numpy's Generator, random.Random): each draw moves their state on
+    "normal", "uniform", "integers", "random", "choice", "permutation", "standard_normal", "binomial",
+    "poisson", "beta", "gamma", "exponential", "multivariate_normal", "randint", "randrange", "gauss",
+    "randn", "rand", "lognormal", "laplace", "logistic", "geometric", "dirichlet", "multinomial",
+    "triangular", "getrandbits", "choices", "normalvariate", "expovariate", "betavariate",
 }  # fmt: skip
 # Functions that change their first argument in place.
 MUTATING_FUNCTIONS = {

@@ -70,10 +70,11 @@ class _Linker:
         self.touched_by: dict[str, list[str]] = {}  # name → steps that may have changed it since
         self.deleted_by: dict[str, str] = {}
         self.imported_by: dict[str, str] = {}
+        self.held: dict[str, set[str]] = {}  # name → what it held in the step that last defined it
 
     def step(self, step: StepCode) -> None:
         name = step.name
-        flow = analyze(step.cells, self.functions)
+        flow = analyze(step.cells, self.functions, self.held)
         self.graph.inputs[name] = set()
         self.graph.outputs.setdefault(name, set())
         star = bool(self.shared.star_imports or flow.star_imports)
@@ -88,7 +89,25 @@ class _Linker:
         ancestors = self.ancestors(name)
         for read, (source, cell) in sources.items():
             self.link(self.newest(name, read, source, ancestors, cell), name, read, cell)
+        for changed, (cell, held) in sorted(flow.detached.items()):
+            self.detached(name, changed, cell, sorted(held & set(self.latest)))
         self.record(name, flow)
+
+    def detached(self, step: str, name: str, cell: int, held: list[str]) -> None:
+        """A change through a container an earlier step filled: the values it held there are handed on
+        each on its own, so the change does not reach them."""
+        if not held:
+            return
+        names = ", ".join(repr(h) for h in held)
+        self.graph.warnings.append(
+            GraphWarning(
+                f"cell {cell} (step {step!r}) changes {name!r} in place, which holds {names} from the step "
+                f"that filled it; steps hand each value on by itself, so the change does not reach "
+                f"{names} in later steps: fill {name!r} in this step (e.g. `{name} = [{', '.join(held)}]`) "
+                "or change them by name",
+                cell,
+            )
+        )
 
     def reads(self, flow: CodeFlow) -> list[tuple[str, int, bool]]:
         """(name, cell, strong) for the step's reads, plus the free names of shared functions it calls."""
@@ -175,6 +194,11 @@ class _Linker:
                 self.imported_by.pop(defined, None)
         for touched in sorted((flow.touched & inputs) - set(flow.defines)):
             self.touched_by.setdefault(touched, []).append(step)
+        for defined in flow.defines:
+            if defined in flow.aliases:
+                self.held[defined] = flow.aliases[defined]
+            elif defined not in inputs:
+                self.held.pop(defined, None)
         for deleted in flow.deleted:
             self.latest.pop(deleted, None)
             self.touched_by.pop(deleted, None)

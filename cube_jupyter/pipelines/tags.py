@@ -334,6 +334,11 @@ def _merge_options(step: StepCells, tags: CellTags) -> None:
         _add_once(step.after, name)
 
 
+def _has_code(source: str) -> bool:
+    """Anything but blank lines and comments (a cell of notes before the first tag runs nothing)."""
+    return any(line.strip() and not line.strip().startswith("#") for line in source.splitlines())
+
+
 def cell_source(cell: Any) -> str:
     source = cell.get("source", "")
     return "".join(source) if isinstance(source, list) else str(source)
@@ -359,7 +364,7 @@ def split_cells(cells: list[Any], metadata: Mapping[str, Any] | None = None) -> 
         if tags.role is not None:
             role = tags.role
         elif role is None:
-            if source.strip():
+            if _has_code(source):
                 layout.warnings.append(
                     GraphWarning(
                         f"cell {index} has code before the first tagged cell, so no step runs it: tag "

@@ -169,3 +169,43 @@ def test_two_branches_that_may_both_change_a_value_a_join_reads_are_named() -> N
     [warning] = [w for w in pipeline.warnings if "may both change" in w.message]
     assert warning.cell == 6
     assert "'scale-a' and 'scale-b'" in warning.message and "after:scale-a" in warning.message
+
+
+def test_branches_drawing_from_one_generator_take_turns_as_running_in_order_does() -> None:
+    """Each draw moves a generator's state on: the second branch draws after the first."""
+    nb = notebook(
+        code("import numpy as np", "imports"),
+        code("rng = np.random.default_rng(0)", "block:load"),
+        code("a = float(rng.normal())", "block:left", "prev:load"),
+        code("b = float(rng.normal())", "block:right", "prev:load"),
+        code("print(a, b)", "block:join", "prev:left", "prev:right"),
+    )
+    pipeline = build_pipeline(nb, "draws.ipynb")
+    assert pipeline.step("right").after == ("left", "load")
+    assert pipeline.step("right").inputs == ("rng",) and "rng" in pipeline.step("left").outputs
+    assert pipeline.warnings == ()
+
+
+def test_a_change_through_a_container_an_earlier_step_filled_is_named() -> None:
+    """The frames in `data` and `train_df` are saved and loaded apart: changing them through `data`
+    in a later step cannot reach `train_df`, so the graph says so where it happens."""
+    nb = notebook(
+        code("import pandas as pd", "imports"),
+        code(
+            "train_df = pd.DataFrame({'a': [1]})\ntest_df = pd.DataFrame({'a': [2]})\n"
+            "data = [train_df, test_df]",
+            "block:load",
+        ),
+        code("for dataset in data:\n    dataset['b'] = dataset['a'] * 10", "block:prep", "prev:load"),
+        code("print(sorted(train_df.columns))", "block:report", "prev:prep"),
+    )
+    [warning] = build_pipeline(nb, "detached.ipynb").warnings
+    assert warning.cell == 2
+    assert warning.message.startswith(
+        "cell 2 (step 'prep') changes 'data' in place, which holds 'test_df', 'train_df'"
+    )
+    assert "fill 'data' in this step" in warning.message
+    nb.cells[2].source = "data = [train_df, test_df]\n" + nb.cells[2].source  # filled where it is changed
+    pipeline = build_pipeline(nb, "detached.ipynb")
+    assert pipeline.warnings == ()
+    assert pipeline.step("report").inputs == ("train_df",) and "prep" in pipeline.step("report").after

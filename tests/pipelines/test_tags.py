@@ -72,9 +72,9 @@ def test_skip_drops_its_own_cell_and_the_untagged_cells_after_it_continue_the_st
 
 
 def test_code_before_the_first_tag_runs_in_no_step_and_says_so() -> None:
-    layout = layout_of(code("   \n"), code("x = 1"), code("a = 1", "step:one"))
-    assert layout.steps[0].cells == [2]
-    assert [w.cell for w in layout.warnings] == [1]
+    layout = layout_of(code("   \n"), code("# notes only\n\n"), code("x = 1"), code("a = 1", "step:one"))
+    assert layout.steps[0].cells == [3]
+    assert [w.cell for w in layout.warnings] == [2]
     assert "before the first tagged cell" in layout.warnings[0].message
     assert "step:NAME" in layout.warnings[0].message
 
