@@ -1,11 +1,12 @@
 """Validate rendered Kubernetes objects the way the API server would, without a cluster.
 
-Custom resources are checked against the upstream CRD schemas in `shared/crds/` (see its SOURCES.md);
-core kinds against kubernetes-validate's bundled OpenAPI schemas. In strict mode unknown fields fail
-(CRD schemas alone only prune them), so a misspelt field in a renderer is caught by the tests instead
-of silently disappearing on a real cluster. On top of the schemas it checks what the API server
-checks outside them: object names, label and annotation syntax, resource quantities, selector/template
-agreement, and the CEL duration rules Istio's CRDs carry.
+Custom resources are checked against the upstream CRD schemas (`tests/upstream.py`: from the Go
+modules that ship them, pinned in `tools/crds/go.mod`); core kinds against kubernetes-validate's
+bundled OpenAPI schemas. In strict mode unknown fields fail (CRD schemas alone only prune them), so a
+misspelt field in a renderer is caught by the tests instead of silently disappearing on a real
+cluster. On top of the schemas it checks what the API server checks outside them: object names,
+label and annotation syntax, resource quantities, selector/template agreement, and the CEL duration
+rules Istio's CRDs carry.
 
     from tests.k8s_schemas import validate_object
     validate_object(obj)            # raises AssertionError naming the bad field's path
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 from collections.abc import Callable, Iterator
 from functools import cache
@@ -30,7 +30,9 @@ from jsonschema.exceptions import ValidationError
 from kubernetes_validate.utils import latest_version
 from referencing import Registry, Resource
 
-__all__ = ["ValidationError", "crd_schema", "shared_dir", "validate_object", "validate_objects"]
+from tests.upstream import crd_files, swagger_files
+
+__all__ = ["ValidationError", "crd_schema", "validate_object", "validate_objects"]
 
 CORE_GROUPS = {"", "apps", "batch", "policy", "autoscaling", "networking.k8s.io", "rbac.authorization.k8s.io"}
 OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
@@ -51,12 +53,6 @@ _DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
 _DURATION_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _CEL_MIN_DURATION = re.compile(r"^duration\(self\) >= duration\('([^']+)'\)$")
 MAX_ANNOTATIONS_BYTES = 256 * 1024
-
-
-def shared_dir() -> Path:
-    """The `shared/` folder next to the repository root, or `$CUBE_SHARED_DIR`."""
-    override = os.environ.get("CUBE_SHARED_DIR")
-    return Path(override) if override else Path(__file__).resolve().parents[1].parent / "shared"
 
 
 def validate_object(obj: dict[str, Any], strict: bool = True) -> None:
@@ -150,24 +146,18 @@ def _crd_schema(api_version: str, kind: str, strict: bool) -> dict[str, Any]:
 
 
 def _find_crd(group: str, kind: str) -> dict[str, Any]:
-    """The CRD defining group/kind. Where a CRD comes in several files, prefer what a cluster installs:
-    the kustomized build (it carries the validation patches) over the bare base, the full schema over
-    the minimal one that accepts anything."""
-    crds = shared_dir() / "crds"
-    if not crds.is_dir():
-        raise AssertionError(f"CRD directory {crds} is missing (set CUBE_SHARED_DIR)")
-    named = sorted(crds.glob(f"{kind.lower()}.{group}_*.yaml"), key=_file_preference)
-    for path in [*named, *sorted(set(crds.glob("*.yaml")) - set(named))]:
+    """The CRD defining group/kind, as a cluster installs it (full schemas, validation patches)."""
+    for path in crd_files():
         for doc in _crd_documents(path):
             if doc["spec"]["group"] == group and doc["spec"]["names"]["kind"] == kind:
                 return doc
-    raise AssertionError(f"no CRD for kind {kind!r} in group {group!r} under {crds}")
+    raise AssertionError(f"no CRD for kind {kind!r} in group {group!r} (tests/upstream.py lists them)")
 
 
 def _swagger_schema(version: str, kind: str) -> dict[str, Any] | None:
-    """`{version}.{kind}` from an OpenAPI 2 swagger.json in the CRD folder, its `$ref`s to core types
+    """`{version}.{kind}` from an upstream OpenAPI 2 swagger.json, its `$ref`s to core types
     pointed at kubernetes-validate's definitions; None if no swagger file defines it."""
-    for path in sorted((shared_dir() / "crds").glob("*swagger.json")):
+    for path in swagger_files():
         definitions = json.loads(path.read_text()).get("definitions", {})
         if f"{version}.{kind}" in definitions:
             schema = copy.deepcopy(definitions[f"{version}.{kind}"])
@@ -197,12 +187,6 @@ def _point_refs_at_core(node: Any, local: set[str]) -> None:
 
 
 _CORE_V1_TYPES = {"v1.Container", "v1.HTTPGetAction", "v1.EnvVar", "v1.Volume", "v1.VolumeMount"}
-
-
-def _file_preference(path: Path) -> tuple[int, str]:
-    name = path.name
-    rank = 0 if ".kustomized." in name else 2 if ".minimal." in name else 1
-    return rank, name
 
 
 @cache

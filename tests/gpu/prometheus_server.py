@@ -46,8 +46,8 @@ from tests import waiting
 
 PROMETHEUS = "/usr/bin/prometheus"
 REPO = Path(__file__).resolve().parents[2]
-SAMPLE_PAGE = REPO.parent / "shared" / "samples" / "dcgm-exporter.txt"
 DCGM_PAGES = REPO / "tests" / "data" / "dcgm"
+SAMPLE_PAGE = DCGM_PAGES / "exporter-page.txt"  # dcgm-exporter's page for a 4-GPU node, pods attached
 NO_DCGM_PAGE = DCGM_PAGES / "no-dcgm.txt"
 GENERATION_METRIC = "cube_test_page_generation"
 # The labels a kube-prometheus ServiceMonitor puts on the exporter's target.
@@ -256,6 +256,6 @@ def dcgm_prometheus() -> Iterator[DcgmPrometheus]:
 
 @pytest.fixture
 def prometheus_url(dcgm_prometheus: DcgmPrometheus) -> str:
-    """The URL of a Prometheus whose only DCGM series are the sample page's (`../shared/samples`)."""
+    """The URL of a Prometheus whose only DCGM series are the sample page's."""
     dcgm_prometheus.serve(direct=SAMPLE_PAGE, relabelled=NO_DCGM_PAGE)
     return dcgm_prometheus.url

@@ -1,5 +1,5 @@
 """The Prometheus/DCGM source against a real Prometheus (Debian's) scraping local exporter pages:
-../shared/samples/dcgm-exporter.txt and the variations in tests/data/dcgm."""
+a dcgm-exporter page for a 4-GPU node (tests/data/dcgm/exporter-page.txt) and its variations there."""
 
 from __future__ import annotations
 

@@ -34,7 +34,6 @@ from cube_jupyter.kube.resources import resource_type
 from cube_jupyter.notebooks.render import render_notebook_objects
 from cube_jupyter.notebooks.spec import NotebookSpec
 from cube_jupyter.storage.config import CREDENTIAL_KEYS
-from tests.k8s_schemas import shared_dir
 from tests.kubernetes import rbac, test_jobs_k8s, test_workflows
 from tests.kubernetes.actors import kubeflow_profile
 from tests.kubernetes.audit import ApiRequest, request_info
@@ -52,6 +51,7 @@ from tests.kubernetes.test_jobs_k8s import (
 )
 from tests.kubernetes.test_namespaces_k8s import HOME, SECRET, b64, contributor, creating
 from tests.kubernetes.test_workflows import WORKFLOWS, submit
+from tests.upstream import trainer_runtimes
 from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(180)
@@ -72,7 +72,7 @@ def kmock(kmock: ApiServerEmulator, kubelet: Kubelet) -> ApiServerEmulator:
     kmock.resources[WORKFLOWS] = kmock_lib.ResourceInfo(kind="Workflow", namespaced=True)
     for name, info in JOB_RESOURCES.items():
         kmock.resources[name] = kmock_lib.ResourceInfo(**info)
-    presets = sorted((shared_dir() / "samples" / "trainer-runtimes").glob("*.yaml"))
+    presets = trainer_runtimes()
     credentials = {key: b64(key.lower()) for key in CREDENTIAL_KEYS}
     kmock.preload(
         [

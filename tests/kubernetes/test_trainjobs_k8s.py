@@ -20,7 +20,7 @@ from cube_jupyter.jobs.training_spec import TrainingSpec
 from cube_jupyter.jobs.tuning_spec import TuningSpec
 from cube_jupyter.jobs.vocabulary import form_vocabulary
 from cube_jupyter.kube.client import KubeClient
-from tests.k8s_schemas import shared_dir, validate_object
+from tests.k8s_schemas import validate_object
 from tests.kubernetes.actors import trainer_creates_nodes, trainer_reports
 from tests.kubernetes.conftest import StartOnEmulator, make_settings
 from tests.kubernetes.emulator import ApiServerEmulator
@@ -34,6 +34,7 @@ from tests.kubernetes.test_jobs_k8s import (
     with_job_operators,
 )
 from tests.server.openapi import assert_response_matches
+from tests.upstream import trainer_runtimes
 from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(60)
@@ -57,7 +58,7 @@ def kubelet() -> Kubelet:
 def kmock(kmock: ApiServerEmulator, kubelet: Kubelet) -> ApiServerEmulator:
     """The shared Kubeflow cluster (Trainer v2 included) with the Training Operator, Katib and KServe,
     Trainer's preset ClusterTrainingRuntimes, and a kubelet serving pod logs."""
-    presets = sorted((shared_dir() / "samples" / "trainer-runtimes").glob("*.yaml"))
+    presets = trainer_runtimes()
     kmock.preload([yaml.safe_load(path.read_text()) for path in presets])
     return with_job_operators(kmock, kubelet)
 

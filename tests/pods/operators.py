@@ -8,8 +8,8 @@ the operator adds to them.
   port in place of the master's Service.
 - Kubeflow Trainer v2 (trainer.kubeflow.org/v1alpha1): a TrainJob's nodes are the pods of its
   ClusterTrainingRuntime's `node` replicated job (the cluster's runtimes are the presets in
-  shared/samples/trainer-runtimes), with our `runtimePatches` merged in, the TrainJob's trainer
-  (image, command, env, resources) put on the `node` container, and the torch plugin's env:
+  Trainer's module, manifests/base/runtimes), with our `runtimePatches` merged in, the TrainJob's
+  trainer (image, command, env, resources) put on the `node` container, and the torch plugin's env:
   PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK (a fieldRef to the Job's completion index
   annotation), PET_MASTER_ADDR and PET_MASTER_PORT (the loopback address and a free port, in place of
   node 0's headless Service `{name}-node-0-0.{name}:29400`);
@@ -31,8 +31,8 @@ from cube_jupyter.jobs.local import rendezvous
 from cube_jupyter.jobs.render.training import OPERATOR_KINDS, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
 from cube_jupyter.jobs.render.trainjob import NODE
 from cube_jupyter.local.processes import free_port
-from tests.k8s_schemas import shared_dir
 from tests.pods.harness import POD_IP, Cluster, Pod
+from tests.upstream import trainer_runtimes
 
 # The annotation the Job controller puts on each pod of an Indexed Job.
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
@@ -69,7 +69,7 @@ def training_pods(cluster: Cluster, job: dict[str, Any]) -> list[Pod]:
 
 def cluster_training_runtime(name: str) -> dict[str, Any]:
     """The cluster's ClusterTrainingRuntime `name`: one of Kubeflow Trainer's presets."""
-    for path in sorted((shared_dir() / "samples" / "trainer-runtimes").glob("*.yaml")):
+    for path in trainer_runtimes():
         runtime: dict[str, Any] = yaml.safe_load(path.read_text())
         if runtime["metadata"]["name"] == name:
             return runtime

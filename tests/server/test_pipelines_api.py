@@ -80,7 +80,16 @@ async def test_config_offers_local_runs_on_the_local_backend(api: Any) -> None:
     assert set(tags["roles"]) == {"parameters", "metrics", "imports", "functions", "skip"}
     assert tags["step"] == ["step", "block"] and tags["after"] == ["after", "prev"]
     assert set(tags["options"]) == {
-        "image", "cpu", "memory", "gpu", "retries", "timeout", "cache", "limit", "annotation", "label"
+        "image",
+        "cpu",
+        "memory",
+        "gpu",
+        "retries",
+        "timeout",
+        "cache",
+        "limit",
+        "annotation",
+        "label",
     }
 
 
