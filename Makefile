@@ -9,7 +9,8 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 LAB_PORT ?= 8888
 FRONTEND_SOURCES := $(shell find labextension -type f 2>/dev/null) package.json tsconfig.json
 
-.PHONY: setup setup-test lab test lint typecheck jstest pytest bench system-test-deps frontend clean
+.PHONY: setup setup-test lab test lint typecheck jstest pytest bench system-test-deps frontend clean \
+	cluster cluster-down cluster-binaries
 
 setup: $(VENV)/.installed
 
@@ -77,10 +78,22 @@ jstest: setup-test
 pytest: setup-test
 	$(BIN)/python -m pytest tests --ignore=tests/benchmarks -q --durations=15
 
-test: lint typecheck jstest pytest
+test: lint typecheck jstest cluster-binaries pytest
 
 bench: setup-test
 	$(BIN)/python -m tests.benchmarks
+
+# A Kubernetes control plane on loopback (etcd, kube-apiserver, controller-manager, scheduler, kwok
+# fake nodes, one with 2 GPUs), built from the Go module proxy once (.cluster/bin/, keyed by the
+# versions in tools/*/go.sum); the cluster tests start their own in a temporary folder.
+cluster-binaries:
+	tools/build.sh .cluster/bin >/dev/null
+
+cluster: setup-test
+	$(BIN)/python -m tests.cluster.controlplane up
+
+cluster-down: setup-test
+	$(BIN)/python -m tests.cluster.controlplane down
 
 clean:
 	rm -rf $(VENV) node_modules lib cube_jupyter/labextension

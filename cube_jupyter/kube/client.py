@@ -29,6 +29,7 @@ from cube_jupyter.errors import (
     Conflict,
     CubeError,
     NotFound,
+    QuotaExceeded,
 )
 
 # Re-exported: the client's callers have always found the URL table here.
@@ -130,6 +131,8 @@ def error_for_status(status: int, body: object, action: str) -> CubeError:
     # permission, or admin config rendered an object the cluster refuses (user input is validated
     # before anything is sent). The caller gets a 503 that says so; the API's own words, which name
     # the service account, go to the log for the admin.
+    if status == 403 and "exceeded quota" in message:  # the ResourceQuota admission plugin's answer
+        return QuotaExceeded(f"{action} failed{said}")
     if status == 403:
         log.warning("%s was refused by Kubernetes (403)%s", action, said)
         return BackendUnavailable(
@@ -234,6 +237,11 @@ class WatchStream:
             pass
 
 
+# Creates and patches ask the API server to refuse a field it does not know rather than drop it: a
+# renderer's misspelt field, or one an older CRD version lacks, is an error naming the field.
+STRICT = [("fieldValidation", "Strict")]
+
+
 class KubeClient:
     """Generic verbs on any apiVersion/kind, raising CubeErrors. Thread-safe: share one per process."""
 
@@ -251,7 +259,7 @@ class KubeClient:
         rtype = resource_type(obj["apiVersion"], obj["kind"])
         meta = metadata_of(obj)
         action = f"creating {rtype.kind} {_ref(meta.get('namespace'), meta.get('name'))}"
-        return self._json("POST", rtype.path(meta.get("namespace")), action, body=obj)
+        return self._json("POST", rtype.path(meta.get("namespace")), action, body=obj, query=STRICT)
 
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
         rtype = resource_type(api_version, kind)
@@ -313,6 +321,7 @@ class KubeClient:
             f"updating {target}",
             body=patch,
             content_type=MERGE_PATCH,
+            query=STRICT,
         )
 
     def get_path(self, path: str, action: str) -> dict[str, Any]:

@@ -8,7 +8,6 @@ sends), and the workbench config their ConfigMap carries, loaded as Jupyter load
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,25 +16,21 @@ import yaml
 from traitlets.config import Config
 
 from cube_jupyter.config import load_config_file
+from tests.cluster.controlplane import kubectl
 from tests.pods.harness import write_config_map
 
 DEPLOY_DIR = Path(__file__).resolve().parents[2] / "deploy"
 OVERLAYS_DIR = DEPLOY_DIR / "overlays"
 OVERLAYS = ("kubeflow", "standalone")
 CONFIG_FILE = "jupyter_server_config.py"
-KUBECTL = shutil.which("kubectl")
-NO_KUBECTL = (
-    "kubectl is not installed: `kubectl kustomize` renders deploy/ (install kubectl to run these tests)"
-)
 
 Obj = dict[str, Any]
 
 
 def render(path: Path) -> list[Obj]:
     """Every object `kubectl kustomize path` renders; a failure names kustomize's error."""
-    assert KUBECTL is not None, NO_KUBECTL
     result = subprocess.run(
-        [KUBECTL, "kustomize", str(path)], capture_output=True, text=True, check=False, timeout=120
+        [str(kubectl()), "kustomize", str(path)], capture_output=True, text=True, check=False, timeout=120
     )
     if result.returncode != 0:
         raise AssertionError(f"kubectl kustomize {path} failed: {result.stderr.strip()}")

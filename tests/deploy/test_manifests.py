@@ -29,8 +29,6 @@ from cube_jupyter.workbench import NAMESPACE_ENV, OWNER_ENV, ROLE_ENV, WORKBENCH
 from tests.deploy.pod import run_workbench
 from tests.deploy.rendered import (
     DEPLOY_DIR,
-    KUBECTL,
-    NO_KUBECTL,
     OVERLAYS,
     OVERLAYS_DIR,
     Obj,
@@ -43,8 +41,6 @@ from tests.deploy.rendered import (
     workbench_container,
 )
 from tests.k8s_schemas import validate_object
-
-pytestmark = pytest.mark.skipif(KUBECTL is None, reason=NO_KUBECTL)
 
 NAMESPACES = {"kubeflow": "kubeflow", "standalone": "cube-jupyter"}
 BASE_KINDS = ["ClusterRole", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Service"]

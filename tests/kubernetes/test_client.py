@@ -8,7 +8,14 @@ import pathlib
 
 import pytest
 
-from cube_jupyter.errors import BackendUnavailable, ConfigError, Conflict, Forbidden, InvalidInput
+from cube_jupyter.errors import (
+    BackendUnavailable,
+    ConfigError,
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    QuotaExceeded,
+)
 from cube_jupyter.kube.client import (
     ApiNotFound,
     KubeClient,
@@ -143,6 +150,14 @@ def test_status_translation_table() -> None:
     assert error_for_status(502, b"<html>bad gateway</html>", "listing pods").message == (
         "listing pods failed: the Kubernetes API answered 502: <html>bad gateway</html>"
     )
+    quota = (
+        b'{"kind":"Status","reason":"Forbidden","code":403,"message":"pods \\"p\\" is forbidden: '
+        b'exceeded quota: cube-gpu-quota, requested: requests.nvidia.com/gpu=1"}'
+    )
+    exceeded = error_for_status(403, quota, "creating Pod p")
+    assert isinstance(exceeded, QuotaExceeded) and exceeded.status == 403
+    assert "exceeded quota: cube-gpu-quota" in exceeded.message
+    assert isinstance(error_for_status(403, b'{"message":"forbidden"}', "x"), BackendUnavailable)
     unauthorized = error_for_status(401, None, "x")
     assert isinstance(unauthorized, BackendUnavailable) and unauthorized.status == 503
     assert unauthorized.message == "x failed: Kubernetes rejected the workbench's credentials"

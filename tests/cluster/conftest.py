@@ -1,0 +1,218 @@
+"""The cluster tests' fixtures: one real control plane for the session (tests/cluster/controlplane.py),
+installed as an admin would install cube-jupyter on a Kubeflow cluster:
+
+- the CRDs of the projects it renders for (tests/upstream.py), Kubeflow's Profile among them;
+- Kubeflow's `kubeflow-edit` aggregated ClusterRole (Kubernetes' `edit` rules and those labelled for
+  it, cube-jupyter-user's among them), as Kubeflow's manifests make it;
+- `kubectl apply -k deploy/overlays/kubeflow --server-side`: the workbench's ServiceAccount, its
+  ClusterRoles and binding, its Deployment, Service, VirtualService and AuthorizationPolicy;
+- for each user, a Profile and what Kubeflow's profile controller makes of it: the namespace and its
+  `default-editor` ServiceAccount bound to `kubeflow-edit`.
+
+The workbench under test then talks to the API server with the token of its own ServiceAccount
+(TokenRequest), so every request it makes goes through Kubernetes' RBAC authorizer.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from tests.cluster import controlplane
+from tests.cluster.controlplane import State
+from tests.upstream import crd_files
+
+REPO = Path(__file__).resolve().parents[2]
+OVERLAY = REPO / "deploy" / "overlays" / "kubeflow"
+WORKBENCH_NAMESPACE = "kubeflow"
+WORKBENCH_ACCOUNT = "cube-jupyter"
+USERS = {"alice@example.com": "kubeflow-user-alice", "bob@example.com": "kubeflow-user-bob"}
+KUBEFLOW_EDIT = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "ClusterRole",
+    "metadata": {"name": "kubeflow-edit"},
+    "aggregationRule": {
+        "clusterRoleSelectors": [
+            {"matchLabels": {"rbac.authorization.kubeflow.org/aggregate-to-kubeflow-edit": "true"}}
+        ]
+    },
+    "rules": [],
+}
+# Kubeflow's bridge from Kubernetes' own `edit` role into `kubeflow-edit`: a profile's editors may
+# make pods, services, jobs... as with kubectl in a terminal.
+KUBEFLOW_KUBERNETES_EDIT = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "ClusterRole",
+    "metadata": {
+        "name": "kubeflow-kubernetes-edit",
+        "labels": {"rbac.authorization.kubeflow.org/aggregate-to-kubeflow-edit": "true"},
+    },
+    "aggregationRule": {
+        "clusterRoleSelectors": [{"matchLabels": {"rbac.authorization.k8s.io/aggregate-to-edit": "true"}}]
+    },
+    "rules": [],
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/cluster/" in str(item.fspath):
+            item.add_marker(pytest.mark.timeout(600))
+
+
+class Kubectl:
+    """kubectl as a given kubeconfig (the admin's, or a ServiceAccount's)."""
+
+    def __init__(self, binary: Path, kubeconfig: Path) -> None:
+        self.binary = binary
+        self.kubeconfig = kubeconfig
+
+    def __call__(
+        self, *args: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [str(self.binary), f"--kubeconfig={self.kubeconfig}", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {done.stderr.strip()}")
+        return done
+
+    def apply(self, objects: list[dict[str, Any]]) -> None:
+        self("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=yaml.safe_dump_all(objects))
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[State]:
+    directory = tmp_path_factory.mktemp("control-plane")
+    state = controlplane.up(directory)
+    try:
+        yield state
+    finally:
+        controlplane.down(directory)
+
+
+@pytest.fixture(scope="session")
+def kubectl(control_plane: State) -> Kubectl:
+    return Kubectl(controlplane.kubectl(), control_plane.kubeconfig)
+
+
+def api_client(kubeconfig: Path) -> k8s.ApiClient:
+    return k8s_config.new_client_from_config(config_file=str(kubeconfig))
+
+
+@pytest.fixture(scope="session")
+def admin(control_plane: State) -> Iterator[k8s.ApiClient]:
+    client = api_client(control_plane.kubeconfig)
+    yield client
+    client.close()
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 90.0) -> Any:
+    """Poll `check` until it returns something true; its value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="session")
+def installed(control_plane: State, kubectl: Kubectl, admin: k8s.ApiClient) -> State:
+    """cube-jupyter installed on a Kubeflow cluster (module docstring)."""
+    for path in crd_files():
+        kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
+    names = [
+        doc["metadata"]["name"]
+        for path in crd_files()
+        for doc in yaml.safe_load_all(path.read_text())
+        if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition"
+    ]
+    kubectl("wait", "--for=condition=Established", "--timeout=120s", *(f"crd/{name}" for name in names))
+    home = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": WORKBENCH_NAMESPACE}}
+    kubectl.apply([home, KUBEFLOW_EDIT, KUBEFLOW_KUBERNETES_EDIT])
+    kubectl("apply", "--server-side", "--force-conflicts", "-k", str(OVERLAY))
+    for user, namespace in USERS.items():
+        kubectl.apply(profile_objects(user, namespace))
+    return control_plane
+
+
+def profile_objects(user: str, namespace: str) -> list[dict[str, Any]]:
+    """A Profile and what Kubeflow's profile controller makes of it."""
+    return [
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "Profile",
+            "metadata": {"name": namespace},
+            "spec": {"owner": {"kind": "User", "name": user}},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": namespace,
+                "labels": {"istio-injection": "enabled", "app.kubernetes.io/part-of": "kubeflow-profile"},
+                "annotations": {"owner": user},
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "default-editor", "namespace": namespace},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "default-editor", "namespace": namespace},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "kubeflow-edit",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "default-editor", "namespace": namespace}],
+        },
+    ]
+
+
+def service_account_kubeconfig(state: State, namespace: str, account: str, path: Path) -> Path:
+    """A kubeconfig holding a fresh token of `namespace/account` (TokenRequest, one hour)."""
+    core = k8s.CoreV1Api(api_client(state.kubeconfig))
+    request = k8s.AuthenticationV1TokenRequest(
+        spec=k8s.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
+    )
+    status = core.create_namespaced_service_account_token(account, namespace, request).status
+    assert status is not None and status.token, f"no token for {namespace}/{account}"
+    token: str = status.token
+    controlplane.write_kubeconfig(
+        state, path, Path(state.directory) / "pki" / "ca.crt", token, user=f"{namespace}:{account}"
+    )
+    return path
+
+
+@pytest.fixture(scope="session")
+def workbench_kubeconfig(installed: State, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The workbench's own identity: its ServiceAccount's token, as its pod would mount it."""
+    folder = tmp_path_factory.mktemp("workbench-identity")
+    return service_account_kubeconfig(
+        installed, WORKBENCH_NAMESPACE, WORKBENCH_ACCOUNT, folder / "kubeconfig"
+    )
+
+
+def as_json(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, default=str))

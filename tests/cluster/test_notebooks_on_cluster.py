@@ -1,0 +1,206 @@
+"""Notebook servers on a real control plane, made by the workbench with its own ServiceAccount's
+token (every request through the RBAC authorizer): the StatefulSet controller makes the pod,
+kube-scheduler places it (a GPU server on the GPU node, by its toleration and node selector), kwok
+runs it; a GPU server past the node's capacity stays pending with kube-scheduler's own message; a
+GPU pod past the user's quota is refused by the ResourceQuota admission plugin itself."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from kubernetes import client as k8s
+
+from cube_jupyter.config import Settings
+from cube_jupyter.errors import QuotaExceeded
+from cube_jupyter.kube.client import KubeClient
+from cube_jupyter.kube.cluster import Cluster
+from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
+from cube_jupyter.notebooks.render import render_notebook_objects
+from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec, ServerStatus
+from tests.cluster import controlplane
+from tests.cluster.conftest import USERS, api_client, service_account_kubeconfig
+from tests.cluster.controlplane import State
+from tests.kubernetes.conftest import make_settings
+
+T = TypeVar("T")
+ALICE, BOB = "alice@example.com", "bob@example.com"
+
+
+def settings_for(**workbench: Any) -> Settings:
+    return make_settings(
+        {"namespace_source": "kubeflow-profile", **workbench},
+        resource_kind="StatefulSet",
+        workspace_size="1Gi",
+    )
+
+
+Scenario = Callable[[KubernetesNotebookBackend], Awaitable[T]]
+
+
+@pytest.fixture
+def on_cluster(workbench_kubeconfig: Path) -> Iterator[Callable[[Settings, Scenario[Any]], Any]]:
+    """Run `scenario(backend)` with a started notebook backend connected as the workbench."""
+
+    def run(settings: Settings, scenario: Scenario[T]) -> T:
+        async def go() -> T:
+            cluster = Cluster(settings, api_client(workbench_kubeconfig))
+            backend = KubernetesNotebookBackend(settings.notebooks, cluster, sync_timeout=60)
+            await backend.start(supervise=False)
+            try:
+                return await scenario(backend)
+            finally:
+                await backend.close()
+                await cluster.close()
+
+        return asyncio.run(go())
+
+    yield run
+
+
+async def until(
+    backend: KubernetesNotebookBackend, user: str, name: str, done: Callable[[NotebookServer], bool]
+) -> NotebookServer:
+    deadline = time.monotonic() + 90
+    last = None
+    while time.monotonic() < deadline:
+        last = backend.get_server(user, name)
+        if last is not None and done(last):
+            return last
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{user}/{name} never got there; last seen: {last}")
+
+
+def pod_of(admin: k8s.ApiClient, namespace: str, name: str) -> Any:
+    return k8s.CoreV1Api(admin).read_namespaced_pod(f"{name}-0", namespace)
+
+
+def test_servers_are_made_placed_and_run_by_the_clusters_own_controllers(
+    installed: State, admin: k8s.ApiClient, on_cluster: Any
+) -> None:
+    settings = settings_for()
+
+    async def scenario(backend: KubernetesNotebookBackend) -> None:
+        cpu = NotebookSpec(ALICE, "cpu-one", settings.notebooks.profile("cpu"))
+        gpu = NotebookSpec(ALICE, "gpu-one", settings.notebooks.profile("gpu"))
+        for spec in (cpu, gpu):
+            await backend.create_server(spec)
+        for spec in (cpu, gpu):
+            server = await until(backend, ALICE, spec.name, lambda s: s.status == ServerStatus.RUNNING)
+            assert server.namespace == USERS[ALICE]
+        namespace = USERS[ALICE]
+        assert pod_of(admin, namespace, "cpu-one").spec.node_name.startswith("cpu-node-")
+        assert pod_of(admin, namespace, "gpu-one").spec.node_name == "gpu-node-1"
+
+        await backend.set_stopped(ALICE, "cpu-one", True)
+        await until(backend, ALICE, "cpu-one", lambda s: s.status == ServerStatus.STOPPED)
+        await backend.set_stopped(ALICE, "cpu-one", False)
+        await until(backend, ALICE, "cpu-one", lambda s: s.status == ServerStatus.RUNNING)
+        for name in ("cpu-one", "gpu-one"):
+            await backend.delete_server(ALICE, name)
+        assert backend.get_server(ALICE, "gpu-one") is None
+
+    on_cluster(settings, scenario)
+
+
+def test_a_gpu_server_past_the_nodes_capacity_waits_with_the_schedulers_message(
+    installed: State, on_cluster: Any
+) -> None:
+    settings = settings_for()  # the profiles of tests/kubernetes: `gpu` asks for one GPU
+
+    async def scenario(backend: KubernetesNotebookBackend) -> None:
+        names = ("gpu-a", "gpu-b", "gpu-c")  # the GPU node has 2
+        for user, name in zip((ALICE, BOB, BOB), names, strict=True):
+            await backend.create_server(NotebookSpec(user, name, settings.notebooks.profile("gpu")))
+        await until(backend, ALICE, "gpu-a", lambda s: s.status == ServerStatus.RUNNING)
+        await until(backend, BOB, "gpu-b", lambda s: s.status == ServerStatus.RUNNING)
+        waiting = await until(
+            backend, BOB, "gpu-c", lambda s: "Insufficient nvidia.com/gpu" in (s.reason or "")
+        )
+        assert waiting.status == ServerStatus.PENDING
+        assert "0/3 nodes are available" in (waiting.reason or ""), waiting.reason
+        for user, name in zip((ALICE, BOB, BOB), names, strict=True):
+            await backend.delete_server(user, name)
+
+    on_cluster(settings, scenario)
+
+
+def test_the_gpu_quota_is_enforced_by_the_api_servers_admission(
+    installed: State, admin: k8s.ApiClient, on_cluster: Any, tmp_path: Path
+) -> None:
+    """The workbench's own 403 comes first for its creates; a pod the user makes directly with their
+    `default-editor` token (as kubectl in a terminal would) meets the ResourceQuota plugin."""
+    settings = settings_for(gpu_quota_per_user=1)
+    namespace = USERS[ALICE]
+
+    async def scenario(backend: KubernetesNotebookBackend) -> None:
+        await backend.create_server(NotebookSpec(ALICE, "quota-one", settings.notebooks.profile("gpu")))
+        await until(backend, ALICE, "quota-one", lambda s: s.status == ServerStatus.RUNNING)
+
+    on_cluster(settings, scenario)
+    quota = k8s.CoreV1Api(admin).read_namespaced_resource_quota("cube-gpu-quota", namespace)
+    assert quota.spec is not None and quota.spec.hard is not None, quota
+    assert quota.spec.hard["requests.nvidia.com/gpu"] == "1"  # each configured GPU resource is capped
+
+    editor = KubeClient(
+        api_client(service_account_kubeconfig(installed, namespace, "default-editor", tmp_path / "kc"))
+    )
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "sneaky-gpu", "namespace": namespace},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+            ],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        },
+    }
+    with pytest.raises(QuotaExceeded) as refused:
+        editor.create(pod)
+    assert "exceeded quota: cube-gpu-quota" in refused.value.message, refused.value.message
+
+    async def cleanup(backend: KubernetesNotebookBackend) -> None:
+        await backend.delete_server(ALICE, "quota-one")
+
+    on_cluster(settings, cleanup)
+
+
+def test_the_caches_converge_after_an_api_server_crash_and_a_compaction(
+    installed: State, admin: k8s.ApiClient, on_cluster: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The API server is killed mid-watch and etcd compacted before it comes back, so every watch
+    resumes into a 410 Gone; a server created before the watches are back is seen; a workbench
+    started afterwards lists the same servers."""
+    settings = settings_for()
+    namespace = USERS[ALICE]
+    during = NotebookSpec(ALICE, "during", settings.notebooks.profile("cpu"))
+
+    async def scenario(backend: KubernetesNotebookBackend) -> None:
+        await backend.create_server(NotebookSpec(ALICE, "before", settings.notebooks.profile("cpu")))
+        await until(backend, ALICE, "before", lambda s: s.status == ServerStatus.RUNNING)
+        await asyncio.to_thread(controlplane.stop, installed, "kube-apiserver")
+        compacted = await asyncio.to_thread(controlplane.compact_etcd, installed)
+        assert compacted > 0
+        await asyncio.to_thread(controlplane.start, installed, "kube-apiserver")
+        kube = KubeClient(admin)  # another workbench (or kubectl) makes a server while the watches are down
+        for obj in render_notebook_objects(during, settings.notebooks, namespace):
+            await asyncio.to_thread(kube.create, obj)
+        await until(backend, ALICE, "during", lambda s: s.status == ServerStatus.RUNNING)
+        assert backend.get_server(ALICE, "before").status == ServerStatus.RUNNING  # type: ignore[union-attr]
+
+    with caplog.at_level(logging.INFO, logger="cube_jupyter.kube.informer"):
+        on_cluster(settings, scenario)
+    assert any("listing again" in record.getMessage() for record in caplog.records), "no 410 was met"
+
+    async def restarted(backend: KubernetesNotebookBackend) -> None:
+        assert {s.name for s in backend.list_servers(ALICE)} >= {"before", "during"}
+        for name in ("before", "during"):
+            await backend.delete_server(ALICE, name)
+
+    on_cluster(settings, restarted)

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Builds the control plane's binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+# kubectl, kwok) from the Go module proxy at the versions tools/kube and tools/kwok pin, into
+# OUT/<key>/, where <key> hashes those pins, this script and the Go version: a build is done once per
+# set of versions and reused after. Beside them, kwok-stages.yaml: kwok's own "fast" stages (nodes
+# initialised and kept alive by leases, pods made ready, completed and deleted), from its module.
+# Prints the folder on its last line.
+#   tools/build.sh .cluster/bin
+set -euo pipefail
+out=$(mkdir -p "${1:?usage: tools/build.sh OUT_DIR}" && cd "$1" && pwd)
+tools=$(cd "$(dirname "$0")" && pwd)
+key=$( { cat "$tools/kube/go.mod" "$tools/kube/go.sum" "$tools/kube/cmd/etcd/main.go" \
+           "$tools/kwok/go.mod" "$tools/kwok/go.sum" "$0"; go version; } | sha256sum | cut -c1-16)
+dest="$out/$key"
+binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
+complete=yes
+for name in "${binaries[@]}"; do [ -x "$dest/$name" ] || complete=no; done
+[ -f "$dest/kwok-stages.yaml" ] || complete=no
+if [ "$complete" = no ]; then
+  mkdir -p "$dest.partial"
+  export GOFLAGS="-mod=readonly -trimpath -buildvcs=false" GOWORK=off CGO_ENABLED=0
+  started=$(date +%s)
+  # The version the binaries report (a module build has no git tree to take it from).
+  version=$(cd "$tools/kube" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+  minor=$(echo "$version" | cut -d. -f2)
+  stamp=""
+  for package in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    stamp="$stamp -X $package.gitVersion=$version -X $package.gitMajor=1 -X $package.gitMinor=$minor"
+    stamp="$stamp -X $package.gitTreeState=clean"
+  done
+  (cd "$tools/kube" && go build -ldflags="-s -w $stamp" -o "$dest.partial/" \
+      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+      k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl ./cmd/etcd)
+  (cd "$tools/kwok" && go build -ldflags="-s -w" -o "$dest.partial/" sigs.k8s.io/kwok/cmd/kwok)
+  stages=$(cd "$tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage
+  for stage in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease \
+               pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete; do
+    printf -- '---\n' && cat "$stages/$stage.yaml"
+  done > "$dest.partial/kwok-stages.yaml"
+  rm -rf "$dest" && mv "$dest.partial" "$dest"
+  find "$out" -mindepth 1 -maxdepth 1 -not -name "$key" -exec rm -rf {} +  # builds of older pins
+  echo "built ${binaries[*]} in $(( $(date +%s) - started )) s" >&2
+fi
+echo "$dest"
