@@ -37,6 +37,8 @@ CRD_SOURCES: dict[str, tuple[str, ...]] = {
     ),
     "github.com/kubeflow/katib": (
         "manifests/v1beta1/components/crd/experiment.yaml",
+        "manifests/v1beta1/components/crd/trial.yaml",
+        "manifests/v1beta1/components/crd/suggestion.yaml",
         "pkg/apis/v1beta1/swagger.json",
     ),
     "github.com/kserve/kserve": ("config/crd/full/serving.kserve.io_inferenceservices.yaml",),
