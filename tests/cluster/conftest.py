@@ -63,10 +63,25 @@ KUBEFLOW_KUBERNETES_EDIT = {
 }
 
 
+AGENT = "cube-jupyter-cluster-test"
+_running = {"test": ""}  # the test under way: each client it makes says so in its User-Agent
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "tests/cluster/" in str(item.fspath):
-            item.add_marker(pytest.mark.timeout(600))
+    """Cluster tests get time to start the plane; the least-privilege proof runs last, over the audit
+    log of everything the others made the workbench do."""
+    cluster = [item for item in items if "tests/cluster/" in str(item.fspath)]
+    for item in cluster:
+        item.add_marker(pytest.mark.timeout(600))
+    last = [item for item in cluster if "test_least_privilege" in str(item.fspath)]
+    items[:] = [item for item in items if item not in last] + last
+
+
+@pytest.fixture(autouse=True)
+def _name_the_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    _running["test"] = request.node.nodeid
+    yield
+    _running["test"] = ""
 
 
 class Kubectl:
@@ -110,8 +125,12 @@ def kubectl(control_plane: State) -> Kubectl:
     return Kubectl(controlplane.kubectl(), control_plane.kubeconfig)
 
 
-def api_client(kubeconfig: Path) -> k8s.ApiClient:
-    return k8s_config.new_client_from_config(config_file=str(kubeconfig))
+def api_client(kubeconfig: Path, *, agent: str = AGENT) -> k8s.ApiClient:
+    """A client as `kubeconfig`'s user, its User-Agent naming the test that made it (the audit log
+    says which test made which request); a test playing a person (kubectl) passes another `agent`."""
+    client = k8s_config.new_client_from_config(config_file=str(kubeconfig))
+    client.user_agent = f"{agent} {_running['test']}"
+    return client
 
 
 @pytest.fixture(scope="session")

@@ -89,6 +89,19 @@ class FakeNode:
 
 
 NODES = (FakeNode("cpu-node-1"), FakeNode("cpu-node-2"), FakeNode("gpu-node-1", "16", "128Gi", gpus=2))
+# The audit log records every request a ServiceAccount outside kube-system makes (who, verb, what,
+# the authorizer's decision): the RBAC tests replay the workbench's against its roles.
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived", "ResponseStarted"],
+    "rules": [
+        {"level": "None", "userGroups": ["system:serviceaccounts:kube-system", "system:nodes"]},
+        {"level": "Metadata", "userGroups": ["system:serviceaccounts"]},
+        {"level": "None"},
+    ],
+}
+AUDIT_LOG = "audit.log"
 # Storage as a small cluster has it: a default StorageClass and a pool of volumes the PV controller
 # binds claims to (no provisioner: kwok's pods never touch a disk).
 STORAGE_CLASS = "standard"
@@ -297,6 +310,10 @@ def _arguments(state: State, bin_dir: Path) -> dict[str, list[str]]:
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--endpoint-reconciler-type=none",
             "--profiling=false",
+            f"--audit-policy-file={d / 'audit-policy.yaml'}",
+            f"--audit-log-path={d / AUDIT_LOG}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",
         ],
         "kube-controller-manager": [
             str(bin_dir / "kube-controller-manager"),
@@ -327,7 +344,7 @@ def _arguments(state: State, bin_dir: Path) -> dict[str, list[str]]:
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
             "--cidr=10.244.0.0/16",
-            "--node-ip=10.0.0.1",
+            "--node-ip=127.0.0.1",  # where no kubelet listens: a log request is refused at once
             "--node-lease-duration-seconds=40",
             "--server-address=",
             f"--config={bin_dir / 'kwok-stages.yaml'}",
@@ -408,6 +425,7 @@ def up(directory: Path = DEFAULT_DIR) -> State:
     write_pki(plane / "pki")
     state = State(str(plane), free_port(), free_port(), free_port(), secrets.token_hex(24))
     (plane / "tokens.csv").write_text(f'{state.token},admin,admin,"system:masters"\n')
+    (plane / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
     (plane / "tokens.csv").chmod(0o600)
     write_kubeconfig(state, state.kubeconfig, plane / "pki" / "ca.crt", state.token)
     arguments = _arguments(state, bin_dir)

@@ -15,7 +15,8 @@ import pytest
 from kubernetes import client as k8s
 
 from cube_jupyter.config import Settings
-from cube_jupyter.errors import NotFound
+from cube_jupyter.errors import BackendUnavailable, NotFound
+from cube_jupyter.jobs.backend import JobBackend
 from cube_jupyter.jobs.kubernetes.backend import KubernetesJobBackend
 from cube_jupyter.jobs.kubernetes.status import JOB_NAME_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
 from cube_jupyter.jobs.model import Job
@@ -24,10 +25,13 @@ from cube_jupyter.jobs.training_spec import TrainingSpec
 from cube_jupyter.jobs.tuning_spec import TuningSpec
 from cube_jupyter.kube.client import KubeClient
 from cube_jupyter.kube.cluster import Cluster
+from cube_jupyter.kube.objects import is_deleting, metadata_of
 from cube_jupyter.names import user_slug
+from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns
 from tests.cluster.conftest import USERS, Kubectl, api_client
 from tests.cluster.controlplane import State
 from tests.kubernetes.conftest import make_settings
+from tests.pipelines.test_argo import fan_out_fan_in
 from tests.upstream import trainer_runtimes
 
 ALICE = "alice@example.com"
@@ -73,7 +77,7 @@ def run_jobs(kubeconfig: Path, settings: Settings, scenario: Callable[[Kubernete
     asyncio.run(go())
 
 
-async def until(backend: KubernetesJobBackend, name: str, done: Callable[[Job], bool]) -> Job:
+async def until_job(backend: JobBackend, name: str, done: Callable[[Job], bool]) -> Job:
     deadline = time.monotonic() + 90
     last = None
     while time.monotonic() < deadline:
@@ -91,15 +95,24 @@ async def gone(backend: KubernetesJobBackend, name: str) -> None:
         await asyncio.sleep(0.2)
 
 
-def operator_pod(job: str, role: str, index: int, gpus: int) -> dict[str, Any]:
-    """A replica pod as the Training Operator makes it: `{job}-{role}-{index}`, with its labels."""
+def operator_pod(owner: dict[str, Any], role: str, index: int, gpus: int) -> dict[str, Any]:
+    """A replica pod as the Training Operator makes it: `{job}-{role}-{index}`, with its labels, owned
+    by the job (so the garbage collector deletes it with the job)."""
+    job = owner["metadata"]["name"]
     resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
+    reference = {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": job,
+        "uid": owner["metadata"]["uid"],
+    }
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": f"{job}-{role}-{index}",
             "namespace": NAMESPACE,
+            "ownerReferences": [{**reference, "controller": True, "blockOwnerDeletion": True}],
             "labels": {
                 "cube-jupyter/user": user_slug(ALICE),
                 "cube-jupyter/job": job,
@@ -125,8 +138,9 @@ def test_a_training_job_is_submitted_run_and_deleted_through_rbac(
     async def scenario(backend: KubernetesJobBackend) -> None:
         job = await backend.submit("training", TrainingSpec.from_dict(DDP, user=ALICE))
         assert (job.name, job.phase) == ("mnist-ddp", "Created")
+        owner = await asyncio.to_thread(operator.get, "kubeflow.org/v1", "PyTorchJob", NAMESPACE, "mnist-ddp")
         for role, index, gpus in (("master", 0, 0), ("worker", 0, 1), ("worker", 1, 1)):
-            await asyncio.to_thread(operator.create, operator_pod("mnist-ddp", role, index, gpus))
+            await asyncio.to_thread(operator.create, operator_pod(owner, role, index, gpus))
         condition = {"type": "Running", "status": "True", "reason": "JobRunning", "message": "running"}
         await asyncio.to_thread(
             operator.patch,
@@ -137,7 +151,7 @@ def test_a_training_job_is_submitted_run_and_deleted_through_rbac(
             {"status": {"conditions": [condition]}},
             subresource="status",
         )
-        running = await until(
+        running = await until_job(
             backend,
             "mnist-ddp",
             lambda j: j.phase == "Running" and all(r.state == "Running" for r in j.replicas),
@@ -148,12 +162,19 @@ def test_a_training_job_is_submitted_run_and_deleted_through_rbac(
             "mnist-ddp-worker-1",
         ]
         assert running.gpus == 2
+        # kwok runs no kubelet: the API server (after RBAC let the request through) finds none to ask
+        with pytest.raises(BackendUnavailable) as no_kubelet:
+            async for _line in backend.logs(running, "master-0"):
+                pass
+        assert "mnist-ddp-master-0" in no_kubelet.value.message, no_kubelet.value.message
         await backend.delete(ALICE, "mnist-ddp")  # foreground: it reads Deleting until the GC is done
         await gone(backend, "mnist-ddp")
 
     run_jobs(workbench_kubeconfig, settings, scenario)
     with pytest.raises(NotFound):
         operator.get("kubeflow.org/v1", "PyTorchJob", NAMESPACE, "mnist-ddp")
+    pods = operator.list("v1", "Pod", NAMESPACE, label_selector=f"{JOB_NAME_LABEL}=mnist-ddp")
+    assert [metadata_of(p)["name"] for p in pods.items if not is_deleting(p)] == []  # collected with it
 
 
 def test_trainjobs_experiments_and_inference_services_are_accepted_and_followed(
@@ -177,3 +198,27 @@ def test_trainjobs_experiments_and_inference_services_are_accepted_and_followed(
             await gone(backend, name)
 
     run_jobs(workbench_kubeconfig, settings, scenario)
+
+
+def test_the_workbench_submits_and_cancels_pipeline_runs_as_workflows(
+    installed: State, workbench_kubeconfig: Path
+) -> None:
+    settings = settings_for("training-operator-v1")
+
+    async def scenario() -> None:
+        cluster = Cluster(settings, api_client(workbench_kubeconfig))
+        runs = ClusterPipelineRuns(settings.pipelines, cluster, sync_timeout=60)
+        await runs.start()
+        try:
+            name = await runs.submit(fan_out_fan_in(), ALICE, "central-1", "s3://ml-artifacts/runs")
+            deadline = time.monotonic() + 60
+            while not any(run.name == name for run in runs.list_runs(ALICE)):
+                assert time.monotonic() < deadline, "the Workflow never reached the cache"
+                await asyncio.sleep(0.1)
+            cancelled = await runs.cancel(ALICE, "central-1")
+            assert cancelled.name == name
+        finally:
+            await runs.close()
+            await cluster.close()
+
+    asyncio.run(scenario())

@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client as k8s
 
 from cube_jupyter.config import Settings
-from cube_jupyter.errors import QuotaExceeded
+from cube_jupyter.errors import Conflict, NotFound, QuotaExceeded
 from cube_jupyter.kube.client import KubeClient
 from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
@@ -26,6 +26,7 @@ from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec, ServerStat
 from tests.cluster import controlplane
 from tests.cluster.conftest import USERS, api_client, service_account_kubeconfig
 from tests.cluster.controlplane import State
+from tests.kubernetes.actors import controller_objects
 from tests.kubernetes.conftest import make_settings
 
 T = TypeVar("T")
@@ -147,9 +148,8 @@ def test_the_gpu_quota_is_enforced_by_the_api_servers_admission(
     assert quota.spec is not None and quota.spec.hard is not None, quota
     assert quota.spec.hard["requests.nvidia.com/gpu"] == "1"  # each configured GPU resource is capped
 
-    editor = KubeClient(
-        api_client(service_account_kubeconfig(installed, namespace, "default-editor", tmp_path / "kc"))
-    )
+    kubeconfig = service_account_kubeconfig(installed, namespace, "default-editor", tmp_path / "kc")
+    editor = KubeClient(api_client(kubeconfig, agent="kubectl"))  # a person in a terminal, not the workbench
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -204,3 +204,41 @@ def test_the_caches_converge_after_an_api_server_crash_and_a_compaction(
             await backend.delete_server(ALICE, name)
 
     on_cluster(settings, restarted)
+
+
+def test_notebook_kind_servers_through_the_notebook_controllers_objects(
+    installed: State, admin: k8s.ApiClient, on_cluster: Any
+) -> None:
+    """`resource_kind = "Notebook"`. Kubeflow's notebook controller cannot be built here (its module,
+    github.com/kubeflow/kubeflow/components/notebook-controller, is not served by the Go module proxy),
+    so the test plays it (tests/kubernetes/actors.py: its StatefulSet, Service and VirtualService,
+    owned by the Notebook); the real StatefulSet controller, scheduler and garbage collector do the
+    rest, and every request the workbench makes meets the real authorizer."""
+    settings = make_settings(
+        {"namespace_source": "kubeflow-profile"}, resource_kind="Notebook", workspace_size="1Gi"
+    )
+    kube = KubeClient(admin)
+    namespace = USERS[ALICE]
+
+    def notebook_controller(name: str) -> None:
+        notebook = kube.get("kubeflow.org/v1", "Notebook", namespace, name)
+        for obj in controller_objects(notebook):
+            try:
+                kube.create(obj)
+            except Conflict:  # reconciling again: the stopped annotation decides the replicas
+                if obj["kind"] == "StatefulSet":
+                    kube.patch("apps/v1", "StatefulSet", namespace, name, {"spec": obj["spec"]})
+
+    async def scenario(backend: KubernetesNotebookBackend) -> None:
+        await backend.create_server(NotebookSpec(ALICE, "kf-one", settings.notebooks.profile("cpu")))
+        await asyncio.to_thread(notebook_controller, "kf-one")
+        await until(backend, ALICE, "kf-one", lambda s: s.status == ServerStatus.RUNNING)
+        await backend.set_stopped(ALICE, "kf-one", True)
+        await asyncio.to_thread(notebook_controller, "kf-one")
+        await until(backend, ALICE, "kf-one", lambda s: s.status == ServerStatus.STOPPED)
+        await backend.delete_server(ALICE, "kf-one")
+        assert backend.get_server(ALICE, "kf-one") is None
+
+    on_cluster(settings, scenario)
+    with pytest.raises(NotFound):  # the garbage collector took what the Notebook owned
+        kube.get("apps/v1", "StatefulSet", namespace, "kf-one")
