@@ -224,8 +224,9 @@ def build_pipeline(
     `content_field` names what a notebook that is no notebook came from: the file at `path`, or the
     content a request sent (`notebook`)."""
     notebook = nb if isinstance(nb, NotebookNode) else _validated(nb, path, content_field)
-    kernel = _python_kernel(notebook.get("metadata") or {})
-    layout = split_cells(list(notebook.get("cells", [])), notebook.get("metadata") or {})
+    metadata = notebook.get("metadata") or {}
+    kernel = _python_kernel(metadata)
+    layout = split_cells(list(notebook.get("cells", [])), metadata)
     _check_after(layout)
     metrics: list[tuple[str, int]] = []
     for index, source in layout.metrics:
@@ -273,7 +274,7 @@ def build_pipeline(
     ordered = sorted(variables.items(), key=lambda item: (rank[item[0][1]], rank[item[0][0]]))
     edges = tuple(Edge(source, target, tuple(sorted(passed))) for (source, target), passed in ordered)
     return Pipeline(
-        name=pipeline_name(path, notebook.get("metadata")),
+        name=pipeline_name(path, metadata),
         path=path,
         steps=steps,
         edges=edges,

@@ -87,13 +87,21 @@ async def kernel_environment(upstream: Upstream, server_pid: int) -> dict[str, s
     kernel_id = json.loads(response.body)["id"]
     try:
         kernels = await wait_until_async(
-            lambda: [p for p in psutil.Process(server_pid).children() if "ipykernel_launcher" in p.cmdline()],
+            lambda: [p for p in psutil.Process(server_pid).children() if "ipykernel_launcher" in _cmdline(p)],
             60,
             "the server's kernel process",
         )
         return cast(dict[str, str], kernels[0].environ())
     finally:
         await AsyncHTTPClient().fetch(f"{url}/{kernel_id}", method="DELETE", headers=headers)
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    """A process's command line; none for one that exited meanwhile (a zombie, or gone)."""
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
 
 
 def execute_request(code: str) -> dict[str, Any]:
