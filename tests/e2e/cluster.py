@@ -17,7 +17,8 @@ from typing import Any
 
 import yaml
 
-from tests.deploy.rendered import KUBECTL, NO_KUBECTL, OVERLAYS_DIR
+from tests.cluster.controlplane import kubectl
+from tests.deploy.rendered import OVERLAYS_DIR
 from tests.waiting import wait_until
 
 FORWARDING = re.compile(r"Forwarding from 127\.0\.0\.1:(\d+)")
@@ -30,8 +31,7 @@ class Kubectl:
     kubeconfig: str
 
     def argv(self, *args: str) -> list[str]:
-        assert KUBECTL is not None, NO_KUBECTL
-        return [KUBECTL, f"--kubeconfig={self.kubeconfig}", *args]
+        return [str(kubectl()), f"--kubeconfig={self.kubeconfig}", *args]
 
     def __call__(self, *args: str, stdin: str | None = None, timeout: float = 600.0) -> str:
         result = subprocess.run(
