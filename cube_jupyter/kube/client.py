@@ -111,6 +111,10 @@ class ApiNotFound(NotFound):
         return str(self.details.get("kind", ""))
 
 
+class ApiForbidden(BackendUnavailable):
+    """403 from the API (not a quota): the workbench's own service account lacks a permission."""
+
+
 class ResourceGone(BackendUnavailable):
     """410 Gone: the resourceVersion a watch or a list continuation started from is too old."""
 
@@ -135,7 +139,7 @@ def error_for_status(status: int, body: object, action: str) -> CubeError:
         return QuotaExceeded(f"{action} failed{said}")
     if status == 403:
         log.warning("%s was refused by Kubernetes (403)%s", action, said)
-        return BackendUnavailable(
+        return ApiForbidden(
             f"{action} was refused by Kubernetes: the workbench lacks a permission it needs; "
             "an admin can find the details in the workbench's log"
         )

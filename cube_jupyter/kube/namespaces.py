@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound
-from cube_jupyter.kube.client import ApiNotFound, KubeClient
+from cube_jupyter.kube.client import ApiForbidden, ApiNotFound, KubeClient
 from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.kube.informer import Informer
 from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION
@@ -104,7 +104,18 @@ def prepare_namespace(client: KubeClient, settings: WorkbenchSettings, user: str
     if not settings.workbench.create_namespaces or settings.user_server:
         return
     for obj in render_namespace_objects(settings, user, namespace, _credentials(client, settings)):
-        _apply(client, obj, user)
+        try:
+            _apply(client, obj, user)
+        except ApiForbidden as exc:
+            if obj["kind"] != "RoleBinding":
+                raise
+            # The API server's escalation check: binding a role takes `bind` on it, or holding all it grants.
+            role = settings.workbench.user_cluster_role
+            raise ApiForbidden(
+                f"{exc.message}. Binding the pods' accounts to CubeWorkbench.user_cluster_role {role!r} "
+                "needs `bind` on that ClusterRole in the workbench's own ClusterRole (deploy/base/rbac.yaml "
+                "grants it on cube-jupyter-user only)"
+            ) from None
 
 
 def _credentials(client: KubeClient, settings: WorkbenchSettings) -> dict[str, str] | None:

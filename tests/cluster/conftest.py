@@ -19,6 +19,7 @@ import json
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -231,6 +232,37 @@ def workbench_kubeconfig(installed: State, tmp_path_factory: pytest.TempPathFact
     return service_account_kubeconfig(
         installed, WORKBENCH_NAMESPACE, WORKBENCH_ACCOUNT, folder / "kubeconfig"
     )
+
+
+@dataclass(frozen=True)
+class Audited:
+    """One request the API server answered, as its audit log records it."""
+
+    verb: str
+    resource: str
+    namespace: str
+    name: str
+    code: int
+
+
+def requests_of(state: State, test: str) -> list[Audited]:
+    """The requests clients made for `test` (by its node id in their User-Agent), in order."""
+    made = []
+    for line in (Path(state.directory) / controlplane.AUDIT_LOG).read_text().splitlines():
+        event = json.loads(line)
+        if event.get("stage") != "ResponseComplete" or event.get("userAgent") != f"{AGENT} {test}":
+            continue
+        ref = event.get("objectRef") or {}
+        made.append(
+            Audited(
+                event["verb"],
+                ref.get("resource", ""),
+                ref.get("namespace", ""),
+                ref.get("name", ""),
+                int(event.get("responseStatus", {}).get("code", 0)),
+            )
+        )
+    return made
 
 
 def as_json(obj: Any) -> Any:

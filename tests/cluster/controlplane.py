@@ -105,7 +105,7 @@ AUDIT_LOG = "audit.log"
 # Storage as a small cluster has it: a default StorageClass and a pool of volumes the PV controller
 # binds claims to (no provisioner: kwok's pods never touch a disk).
 STORAGE_CLASS = "standard"
-VOLUMES = 32
+VOLUMES = 64
 
 
 def storage_manifests() -> list[dict[str, Any]]:

@@ -30,6 +30,7 @@ from cube_jupyter.names import user_slug
 from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns
 from tests.cluster.conftest import USERS, Kubectl, api_client
 from tests.cluster.controlplane import State
+from tests.cluster.servers import eventually
 from tests.kubernetes.conftest import make_settings
 from tests.pipelines.test_argo import fan_out_fan_in
 from tests.upstream import trainer_runtimes
@@ -78,14 +79,7 @@ def run_jobs(kubeconfig: Path, settings: Settings, scenario: Callable[[Kubernete
 
 
 async def until_job(backend: JobBackend, name: str, done: Callable[[Job], bool]) -> Job:
-    deadline = time.monotonic() + 90
-    last = None
-    while time.monotonic() < deadline:
-        last = backend.get(ALICE, name)
-        if last is not None and done(last):
-            return last
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"job {name} never got there; last seen: {last}")
+    return await eventually(f"job {name}", lambda: backend.get(ALICE, name), done)
 
 
 async def gone(backend: KubernetesJobBackend, name: str) -> None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,13 +19,13 @@ from kubernetes import client as k8s
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import Conflict, NotFound, QuotaExceeded
 from cube_jupyter.kube.client import KubeClient
-from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 from cube_jupyter.notebooks.render import render_notebook_objects
-from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec, ServerStatus
+from cube_jupyter.notebooks.spec import NotebookSpec, ServerStatus
 from tests.cluster import controlplane
 from tests.cluster.conftest import USERS, api_client, service_account_kubeconfig
 from tests.cluster.controlplane import State
+from tests.cluster.servers import run_backends, until
 from tests.kubernetes.actors import controller_objects
 from tests.kubernetes.conftest import make_settings
 
@@ -41,40 +41,10 @@ def settings_for(**workbench: Any) -> Settings:
     )
 
 
-Scenario = Callable[[KubernetesNotebookBackend], Awaitable[T]]
-
-
 @pytest.fixture
-def on_cluster(workbench_kubeconfig: Path) -> Iterator[Callable[[Settings, Scenario[Any]], Any]]:
+def on_cluster(workbench_kubeconfig: Path) -> Callable[..., Any]:
     """Run `scenario(backend)` with a started notebook backend connected as the workbench."""
-
-    def run(settings: Settings, scenario: Scenario[T]) -> T:
-        async def go() -> T:
-            cluster = Cluster(settings, api_client(workbench_kubeconfig))
-            backend = KubernetesNotebookBackend(settings.notebooks, cluster, sync_timeout=60)
-            await backend.start(supervise=False)
-            try:
-                return await scenario(backend)
-            finally:
-                await backend.close()
-                await cluster.close()
-
-        return asyncio.run(go())
-
-    yield run
-
-
-async def until(
-    backend: KubernetesNotebookBackend, user: str, name: str, done: Callable[[NotebookServer], bool]
-) -> NotebookServer:
-    deadline = time.monotonic() + 90
-    last = None
-    while time.monotonic() < deadline:
-        last = backend.get_server(user, name)
-        if last is not None and done(last):
-            return last
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"{user}/{name} never got there; last seen: {last}")
+    return partial(run_backends, workbench_kubeconfig)
 
 
 def pod_of(admin: k8s.ApiClient, namespace: str, name: str) -> Any:

@@ -12,6 +12,7 @@ caught either way: not allowed, or allowed only by a new rule, which the tour mu
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -49,10 +50,43 @@ from tests.kubernetes.test_jobs_k8s import (
     replica_pod,
     training,
 )
-from tests.kubernetes.test_namespaces_k8s import HOME, SECRET, b64, contributor, creating
 from tests.kubernetes.test_workflows import WORKFLOWS, submit
 from tests.upstream import trainer_runtimes
 from tests.waiting import wait_until_async
+
+HOME = "kubeflow"  # the workbench's own namespace
+SECRET = "cube-s3-credentials"  # the one Secret name deploy/base/rbac.yaml lets the workbench read
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def creating(**spawner: Any) -> Settings:
+    """Settings making users' namespaces, copying the store's credentials into each."""
+    return make_settings(
+        {"namespace": HOME}, storage={"credentials_secret": SECRET}, create_namespaces=True, **spawner
+    )
+
+
+def contributor(namespace: str, user: str, role: str) -> dict[str, Any]:
+    """The RoleBinding KFAM writes when an owner shares their namespace."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {
+            "name": f"user-{user.replace('@', '-').replace('.', '-')}-clusterrole-{role}",
+            "namespace": namespace,
+            "annotations": {"user": user, "role": role},
+        },
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": f"kubeflow-{role}",
+        },
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
+
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -1,0 +1,59 @@
+"""Notebook backends on the control plane, connected as the workbench (its ServiceAccount's token):
+`run_backends` starts them, runs a scenario on the test's own loop and closes them; `until` waits for
+a server (`eventually`, anything) to reach a state through the backend's caches (what the panel reads)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from cube_jupyter.config import Settings
+from cube_jupyter.kube.cluster import Cluster
+from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
+from cube_jupyter.notebooks.spec import NotebookServer
+from tests.cluster.conftest import api_client
+
+T = TypeVar("T")
+Scenario = Callable[..., Awaitable[T]]
+
+
+def run_backends(kubeconfig: Path, settings: Settings, scenario: Scenario[T], *, replicas: int = 1) -> T:
+    """`scenario(*backends)`: `replicas` started backends, each on a connection of its own (as that
+    many workbench replicas would be)."""
+
+    async def go() -> T:
+        clusters = [Cluster(settings, api_client(kubeconfig)) for _ in range(replicas)]
+        backends = [
+            KubernetesNotebookBackend(settings.notebooks, cluster, sync_timeout=60) for cluster in clusters
+        ]
+        try:
+            for backend in backends:
+                await backend.start(supervise=False)
+            return await scenario(*backends)
+        finally:
+            for backend, cluster in zip(backends, clusters, strict=True):
+                await backend.close()
+                await cluster.close()
+
+    return asyncio.run(go())
+
+
+async def eventually(what: str, read: Callable[[], T | None], done: Callable[[T], Any]) -> T:
+    """Poll `read()` (a backend's cache) until `done` says yes, for 90 s at most; the last value read."""
+    deadline = time.monotonic() + 90
+    last = None
+    while time.monotonic() < deadline:
+        last = read()
+        if last is not None and done(last):
+            return last
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{what} never got there; last seen: {last}")
+
+
+async def until(
+    backend: KubernetesNotebookBackend, user: str, name: str, done: Callable[[NotebookServer], Any]
+) -> NotebookServer:
+    return await eventually(f"{user}/{name}", lambda: backend.get_server(user, name), done)
