@@ -20,14 +20,17 @@ T = TypeVar("T")
 Scenario = Callable[..., Awaitable[T]]
 
 
-def run_backends(kubeconfig: Path, settings: Settings, scenario: Scenario[T], *, replicas: int = 1) -> T:
+def run_backends(
+    kubeconfig: Path, settings: Settings, scenario: Scenario[T], *, replicas: int = 1, **options: Any
+) -> T:
     """`scenario(*backends)`: `replicas` started backends, each on a connection of its own (as that
-    many workbench replicas would be)."""
+    many workbench replicas would be); `options` go to each backend."""
 
     async def go() -> T:
         clusters = [Cluster(settings, api_client(kubeconfig)) for _ in range(replicas)]
         backends = [
-            KubernetesNotebookBackend(settings.notebooks, cluster, sync_timeout=60) for cluster in clusters
+            KubernetesNotebookBackend(settings.notebooks, cluster, **{"sync_timeout": 60, **options})
+            for cluster in clusters
         ]
         try:
             for backend in backends:
