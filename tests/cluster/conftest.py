@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 import yaml
@@ -243,6 +244,7 @@ class Audited:
     namespace: str
     name: str
     code: int
+    query: dict[str, str]
 
 
 def requests_of(state: State, test: str) -> list[Audited]:
@@ -260,6 +262,7 @@ def requests_of(state: State, test: str) -> list[Audited]:
                 ref.get("namespace", ""),
                 ref.get("name", ""),
                 int(event.get("responseStatus", {}).get("code", 0)),
+                dict(parse_qsl(urlsplit(event.get("requestURI", "")).query)),
             )
         )
     return made

@@ -1,4 +1,7 @@
-"""The informer against the emulator: list once, then watch; re-list on 410 Gone; bookmarks; paging; stop."""
+"""The informer against the emulator, for what a real API server cannot do on demand: a 410 on a watch
+held open while history is compacted past it, an HTTP 410 answering a new watch, a failing list.
+Listing, watching, bookmarks, paging and stop run against the real one:
+tests/cluster/test_informer_on_cluster.py."""
 
 from __future__ import annotations
 
@@ -50,44 +53,6 @@ async def start(informers: list[Informer], kube: KubeClient, **kwargs: Any) -> I
     return informer
 
 
-async def test_lists_once_then_follows_the_watch(
-    kmock: ApiServerEmulator, kube: KubeClient, informers: list[Informer]
-) -> None:
-    await asyncio.to_thread(kube.create, pod("a"))
-    await asyncio.to_thread(kube.create, pod("unmanaged", managed=False))
-    informer = await start(
-        informers, kube, indexers={"team": lambda o: [o["metadata"]["labels"].get("team", "")]}
-    )
-    assert [o["metadata"]["name"] for o in informer.list()] == ["a"]  # the selector is applied by the API
-    assert informer.resource_version == str(kmock.resource_version)
-
-    await asyncio.to_thread(kube.create, pod("b", team="ml"))
-    await wait_until_async(lambda: informer.get("cube-alice", "b"))
-    assert [o["metadata"]["name"] for o in informer.by_index("team", "ml")] == ["b"]
-
-    await asyncio.to_thread(
-        kube.patch, "v1", "Pod", "cube-alice", "b", {"metadata": {"labels": {"team": "cv"}}}
-    )
-    await wait_until_async(lambda: [o["metadata"]["name"] for o in informer.by_index("team", "cv")] == ["b"])
-    assert informer.by_index("team", "ml") == []
-
-    # Leaving the selection is a DELETED event for a selective watch, as on a real API server.
-    await asyncio.to_thread(
-        kube.patch,
-        "v1",
-        "Pod",
-        "cube-alice",
-        "a",
-        {"metadata": {"labels": {"app.kubernetes.io/managed-by": None}}},
-    )
-    await wait_until_async(lambda: informer.get("cube-alice", "a") is None)
-    await asyncio.to_thread(kube.delete, "v1", "Pod", "cube-alice", "b")
-    await wait_until_async(lambda: len(informer) == 0)
-
-    assert informer.list_calls == 1 and len(kmock.requests_of("list", PODS)) == 1
-    assert informer.resource_version == str(kmock.resource_version)
-
-
 async def test_watch_error_410_makes_it_list_again_and_catch_up(
     kmock: ApiServerEmulator, kube: KubeClient, informers: list[Informer]
 ) -> None:
@@ -127,41 +92,6 @@ async def test_http_410_on_watch_makes_it_list_again(
     await asyncio.to_thread(kube.create, pod("later"))
     await wait_until_async(lambda: informer.get("cube-alice", "later"))
     assert informer.list_calls == 3 and len(kmock.requests_of("list", PODS)) == 3
-
-
-async def test_server_side_watch_timeout_resumes_without_listing(
-    kmock: ApiServerEmulator, kube: KubeClient, informers: list[Informer]
-) -> None:
-    informer = await start(informers, kube, watch_timeout_seconds=1)
-    await asyncio.to_thread(kube.create, pod("x", managed=False))  # not ours: only a bookmark shows it
-    await wait_until_async(lambda: informer.watch_calls >= 3, timeout=10)
-    assert informer.list_calls == 1
-    params = [r.params for r in kmock.requests_of("watch", PODS)]
-    assert all(p["allowWatchBookmarks"] == "true" and p["timeoutSeconds"] == "1" for p in params)
-    # Each watch resumes where the last one (or its closing BOOKMARK) left off.
-    assert params[-1]["resourceVersion"] == str(kmock.resource_version)
-
-
-async def test_paged_list_of_a_large_cluster(
-    kmock: ApiServerEmulator, kube: KubeClient, informers: list[Informer]
-) -> None:
-    kmock.preload(pod(f"p{i:04d}") for i in range(1100))
-    informer = await start(informers, kube)
-    assert len(informer) == 1100
-    pages = kmock.requests_of("list", PODS)
-    assert [bool(p.params.get("continue")) for p in pages] == [False, True, True]
-
-
-async def test_stop_interrupts_an_idle_watch(
-    kmock: ApiServerEmulator, kube: KubeClient, informers: list[Informer]
-) -> None:
-    informer = await start(informers, kube)  # its watch would stay open for 300 s
-    await wait_until_async(lambda: informer.watch_calls == 1 and kmock.open_watches == 1)
-    thread = informer._thread
-    assert thread is not None
-    await asyncio.to_thread(informer.stop, 10)
-    # Only an interrupted read lets the thread end within stop's join; else it is still blocked.
-    assert not thread.is_alive() and informer._thread is None
 
 
 async def test_list_errors_are_retried_with_backoff_and_reported(
