@@ -235,6 +235,34 @@ def workbench_kubeconfig(installed: State, tmp_path_factory: pytest.TempPathFact
     )
 
 
+SANDBOX = "sandbox"  # a namespace whose `editor` ServiceAccount tests the client and informer with
+
+
+@pytest.fixture(scope="session")
+def sandbox_kubeconfig(installed: State, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A ServiceAccount with Kubernetes' `edit` role in its own namespace only: its requests are in
+    the audit log (an admin's are not), and past that namespace it meets the authorizer's 403."""
+    kubectl.apply(
+        [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SANDBOX}},
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": "editor", "namespace": SANDBOX},
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": "editor-edit", "namespace": SANDBOX},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+                "subjects": [{"kind": "ServiceAccount", "name": "editor", "namespace": SANDBOX}],
+            },
+        ]
+    )
+    folder = tmp_path_factory.mktemp("sandbox-editor")
+    return service_account_kubeconfig(installed, SANDBOX, "editor", folder / "kubeconfig")
+
+
 @dataclass(frozen=True)
 class Audited:
     """One request the API server answered, as its audit log records it."""

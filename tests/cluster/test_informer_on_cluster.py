@@ -18,10 +18,10 @@ import pytest
 
 from cube_jupyter.kube.client import KubeClient
 from cube_jupyter.kube.informer import Informer, stop_all
-from tests.cluster.conftest import Kubectl, api_client, requests_of, service_account_kubeconfig, wait_for
+from tests.cluster.conftest import SANDBOX as NAMESPACE
+from tests.cluster.conftest import Kubectl, api_client, requests_of, wait_for
 from tests.cluster.controlplane import State
 
-NAMESPACE = "informers"
 SELECTOR = "app.kubernetes.io/managed-by=cube-jupyter"
 
 
@@ -35,33 +35,9 @@ def config_map(name: str, managed: bool = True, **labels: str) -> dict[str, Any]
     }
 
 
-@pytest.fixture(scope="module")
-def reader_kubeconfig(installed: State, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A ServiceAccount that may edit its own namespace (its requests are audited; an admin's are not)."""
-    kubectl.apply(
-        [
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-            {
-                "apiVersion": "v1",
-                "kind": "ServiceAccount",
-                "metadata": {"name": "reader", "namespace": NAMESPACE},
-            },
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "RoleBinding",
-                "metadata": {"name": "reader-edit", "namespace": NAMESPACE},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
-                "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": NAMESPACE}],
-            },
-        ]
-    )
-    folder = tmp_path_factory.mktemp("informer-reader")
-    return service_account_kubeconfig(installed, NAMESPACE, "reader", folder / "kubeconfig")
-
-
 @pytest.fixture
-def kube(reader_kubeconfig: Path, kubectl: Kubectl) -> Iterator[KubeClient]:
-    client = KubeClient(api_client(reader_kubeconfig))
+def kube(sandbox_kubeconfig: Path, kubectl: Kubectl) -> Iterator[KubeClient]:
+    client = KubeClient(api_client(sandbox_kubeconfig))
     yield client
     client.close()
     kubectl("delete", "configmaps", "--all", "--namespace", NAMESPACE, "--wait=false")
