@@ -24,13 +24,6 @@ from cube_jupyter.kube.client import (
 from tests.kubernetes.conftest import make_settings
 from tests.kubernetes.emulator import ApiServerEmulator
 
-CM = {
-    "apiVersion": "v1",
-    "kind": "ConfigMap",
-    "metadata": {"name": "cfg", "namespace": "cube-alice"},
-    "data": {"a": "1"},
-}
-
 
 async def test_an_unavailable_api_is_named_with_its_answer(
     kmock: ApiServerEmulator, kube: KubeClient
