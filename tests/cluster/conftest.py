@@ -272,6 +272,7 @@ class Audited:
     namespace: str
     name: str
     code: int
+    path: str
     query: dict[str, str]
 
 
@@ -290,6 +291,7 @@ def requests_of(state: State, test: str) -> list[Audited]:
                 ref.get("namespace", ""),
                 ref.get("name", ""),
                 int(event.get("responseStatus", {}).get("code", 0)),
+                urlsplit(event.get("requestURI", "")).path,
                 dict(parse_qsl(urlsplit(event.get("requestURI", "")).query)),
             )
         )
