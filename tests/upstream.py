@@ -23,6 +23,13 @@ CRD_SOURCES: dict[str, tuple[str, ...]] = {
     "github.com/argoproj/argo-workflows/v4": (
         "manifests/base/crds/full/argoproj.io_workflows.yaml",
         "manifests/base/crds/full/argoproj.io_cronworkflows.yaml",
+        # the rest of what Argo's workflow-controller watches (the cluster tests run it)
+        "manifests/base/crds/full/argoproj.io_workflowtemplates.yaml",
+        "manifests/base/crds/full/argoproj.io_clusterworkflowtemplates.yaml",
+        "manifests/base/crds/full/argoproj.io_workflowtaskresults.yaml",
+        "manifests/base/crds/full/argoproj.io_workflowtasksets.yaml",
+        "manifests/base/crds/full/argoproj.io_workflowartifactgctasks.yaml",
+        "manifests/base/crds/full/argoproj.io_workfloweventbindings.yaml",
     ),
     "github.com/kubeflow/trainer/v2": (
         "manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml",

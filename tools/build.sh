@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # Builds the control plane's binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl, kwok) from the Go module proxy at the versions tools/kube and tools/kwok pin, into
-# OUT/<key>/, where <key> hashes those pins, this script and the Go version: a build is done once per
-# set of versions and reused after. Beside them, kwok-stages.yaml: kwok's own "fast" stages (nodes
-# initialised and kept alive by leases, pods made ready, completed and deleted), from its module.
+# kubectl, kwok) and Argo's workflow-controller from the Go module proxy at the versions tools/kube,
+# tools/kwok and tools/argo pin, into OUT/<key>/, where <key> hashes those pins, this script and the
+# Go version: a build is done once per set of versions and reused after. Beside them,
+# kwok-stages.yaml: kwok's own "fast" stages (nodes initialised and kept alive by leases, pods made
+# ready, completed and deleted), from its module; its pods of Jobs complete, and so do an Argo
+# Workflow's (exit 0, every container, the executor's "wait" among them, as a step that succeeds).
 # Prints the folder on its last line.
 #   tools/build.sh .cluster/bin
 set -euo pipefail
 out=$(mkdir -p "${1:?usage: tools/build.sh OUT_DIR}" && cd "$1" && pwd)
 tools=$(cd "$(dirname "$0")" && pwd)
 key=$( { cat "$tools/kube/go.mod" "$tools/kube/go.sum" "$tools/kube/cmd/etcd/main.go" \
-           "$tools/kwok/go.mod" "$tools/kwok/go.sum" "$0"; go version; } | sha256sum | cut -c1-16)
+           "$tools/kwok/go.mod" "$tools/kwok/go.sum" "$tools/argo/go.mod" "$tools/argo/go.sum" "$0"
+           go version; } | sha256sum | cut -c1-16)
 dest="$out/$key"
-binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
+binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok workflow-controller)
 complete=yes
 for name in "${binaries[@]}"; do [ -x "$dest/$name" ] || complete=no; done
 [ -f "$dest/kwok-stages.yaml" ] || complete=no
@@ -32,11 +35,14 @@ if [ "$complete" = no ]; then
       k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
       k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl ./cmd/etcd)
   (cd "$tools/kwok" && go build -ldflags="-s -w" -o "$dest.partial/" sigs.k8s.io/kwok/cmd/kwok)
+  (cd "$tools/argo" && go build -ldflags="-s -w" -o "$dest.partial/" \
+      github.com/argoproj/argo-workflows/v4/cmd/workflow-controller)
   stages=$(cd "$tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage
   for stage in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease \
                pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete; do
-    printf -- '---\n' && cat "$stages/$stage.yaml"
+    printf -- '---\n' && sed "s/^      - 'Job'\$/      - 'Job'\n      - 'Workflow'/" "$stages/$stage.yaml"
   done > "$dest.partial/kwok-stages.yaml"
+  grep -q "'Workflow'" "$dest.partial/kwok-stages.yaml"  # kwok's pod-complete stage changed shape
   rm -rf "$dest" && mv "$dest.partial" "$dest"
   find "$out" -mindepth 1 -maxdepth 1 -not -name "$key" -exec rm -rf {} +  # builds of older pins
   echo "built ${binaries[*]} in $(( $(date +%s) - started )) s" >&2

@@ -1,7 +1,8 @@
 """The cluster tests' fixtures: one real control plane for the session (tests/cluster/controlplane.py),
 installed as an admin would install cube-jupyter on a Kubeflow cluster:
 
-- the CRDs of the projects it renders for (tests/upstream.py), Kubeflow's Profile among them;
+- the CRDs of the projects it renders for (tests/upstream.py), Kubeflow's Profile among them, and
+  Argo Workflows' own workflow-controller (built with the plane), as Kubeflow Pipelines ships it;
 - Kubeflow's `kubeflow-edit` aggregated ClusterRole (Kubernetes' `edit` rules and those labelled for
   it, cube-jupyter-user's among them), as Kubeflow's manifests make it;
 - `kubectl apply -k deploy/overlays/kubeflow --server-side`: the workbench's ServiceAccount, its
@@ -166,6 +167,7 @@ def installed(control_plane: State, kubectl: Kubectl, admin: k8s.ApiClient) -> S
         if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition"
     ]
     kubectl("wait", "--for=condition=Established", "--timeout=120s", *(f"crd/{name}" for name in names))
+    controlplane.start_argo(control_plane)  # Kubeflow ships Argo's controller (for its pipelines)
     home = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": WORKBENCH_NAMESPACE}}
     kubectl.apply([home, KUBEFLOW_EDIT, KUBEFLOW_KUBERNETES_EDIT])
     kubectl("apply", "--server-side", "--force-conflicts", "-k", str(OVERLAY))

@@ -48,6 +48,10 @@ REPO = Path(__file__).resolve().parents[2]
 DEFAULT_DIR = REPO / ".cluster"
 BUILD = REPO / "tools" / "build.sh"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok")
+ARGO_CONTROLLER = "workflow-controller"  # built with the plane; started by `start_argo`
+ARGO_NAMESPACE = "argo"
+# Argo's controller runs out of the cluster, with the admin's kubeconfig: no leader to elect.
+ENVIRONMENT = {ARGO_CONTROLLER: {"LEADER_ELECTION_DISABLE": "true", "LEADER_ELECTION_IDENTITY": "local"}}
 SERVICE_CIDR = "10.96.0.0/16"
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -170,7 +174,9 @@ def binaries(directory: Path) -> Path:
     if done.returncode != 0:
         raise RuntimeError(f"{BUILD} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     folder = Path(done.stdout.strip().splitlines()[-1])
-    missing = [name for name in (*BINARIES, "kwok-stages.yaml") if not (folder / name).is_file()]
+    missing = [
+        name for name in (*BINARIES, ARGO_CONTROLLER, "kwok-stages.yaml") if not (folder / name).is_file()
+    ]
     if missing:
         raise RuntimeError(f"{BUILD} left no {', '.join(missing)} in {folder}")
     return folder
@@ -269,7 +275,12 @@ def write_kubeconfig(state: State, path: Path, ca: Path, token: str, user: str =
 def _start(name: str, argv: Sequence[str], logs: Path) -> int:
     with (logs / f"{name}.log").open("ab") as log:
         process = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, **ENVIRONMENT.get(name, {})},
         )
     return process.pid
 
@@ -348,6 +359,12 @@ def _arguments(state: State, bin_dir: Path) -> dict[str, list[str]]:
             "--node-lease-duration-seconds=40",
             "--server-address=",
             f"--config={bin_dir / 'kwok-stages.yaml'}",
+        ],
+        ARGO_CONTROLLER: [
+            str(bin_dir / ARGO_CONTROLLER),
+            f"--kubeconfig={kubeconfig}",
+            f"--namespace={ARGO_NAMESPACE}",
+            "--executor-image=quay.io/argoproj/argoexec:v4.0.5",  # kwok runs no image: named as installed
         ],
     }
 
@@ -466,6 +483,27 @@ def start(state: State, name: str) -> None:
     _save(directory.parent, state)
     if name == "kube-apiserver":
         _wait("kube-apiserver", lambda: _get(f"{state.server}/readyz", state)[0] == 200, state)
+
+
+def start_argo(state: State) -> None:
+    """Argo Workflows' own workflow-controller, for every namespace (its CRDs installed first): the
+    pods it makes for a Workflow's steps are placed by kube-scheduler and completed by kwok."""
+    bin_dir = binaries(DEFAULT_DIR)
+    objects = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ARGO_NAMESPACE}},
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "workflow-controller-configmap", "namespace": ARGO_NAMESPACE},
+            # no metrics servers: their fixed ports (9090) may be taken on a shared machine
+            "data": {"metricsConfig": "enabled: false\n", "telemetryConfig": "enabled: false\n"},
+        },
+    ]
+    _kubectl(state, bin_dir, "apply", "-f", "-", stdin=yaml.safe_dump_all(objects))
+    directory = Path(state.directory)
+    arguments = _arguments(state, bin_dir)[ARGO_CONTROLLER]
+    state.pids[ARGO_CONTROLLER] = _start(ARGO_CONTROLLER, arguments, directory / "logs")
+    _save(directory.parent, state)
 
 
 def compact_etcd(state: State) -> int:

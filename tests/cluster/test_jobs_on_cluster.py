@@ -27,12 +27,10 @@ from cube_jupyter.kube.client import KubeClient
 from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.kube.objects import is_deleting, metadata_of
 from cube_jupyter.names import user_slug
-from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns
 from tests.cluster.conftest import USERS, Kubectl, api_client
 from tests.cluster.controlplane import State
 from tests.cluster.servers import eventually
 from tests.kubernetes.conftest import make_settings
-from tests.pipelines.test_argo import fan_out_fan_in
 from tests.upstream import trainer_runtimes
 
 ALICE = "alice@example.com"
@@ -192,27 +190,3 @@ def test_trainjobs_experiments_and_inference_services_are_accepted_and_followed(
             await gone(backend, name)
 
     run_jobs(workbench_kubeconfig, settings, scenario)
-
-
-def test_the_workbench_submits_and_cancels_pipeline_runs_as_workflows(
-    installed: State, workbench_kubeconfig: Path
-) -> None:
-    settings = settings_for("training-operator-v1")
-
-    async def scenario() -> None:
-        cluster = Cluster(settings, api_client(workbench_kubeconfig))
-        runs = ClusterPipelineRuns(settings.pipelines, cluster, sync_timeout=60)
-        await runs.start()
-        try:
-            name = await runs.submit(fan_out_fan_in(), ALICE, "central-1", "s3://ml-artifacts/runs")
-            deadline = time.monotonic() + 60
-            while not any(run.name == name for run in runs.list_runs(ALICE)):
-                assert time.monotonic() < deadline, "the Workflow never reached the cache"
-                await asyncio.sleep(0.1)
-            cancelled = await runs.cancel(ALICE, "central-1")
-            assert cancelled.name == name
-        finally:
-            await runs.close()
-            await cluster.close()
-
-    asyncio.run(scenario())

@@ -1,0 +1,93 @@
+"""Pipeline runs on the real control plane, run by Argo Workflows' own workflow-controller: the
+workbench (its ServiceAccount's token) submits the compiled Workflow into the user's namespace; Argo
+makes each step's pod in DAG order, kube-scheduler places it (a GPU step on the GPU node), kwok
+completes it; the run view follows the status Argo itself writes, to the end or to a cancel."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from kubernetes import client as k8s
+
+from cube_jupyter.kube.client import KubeClient
+from cube_jupyter.kube.cluster import Cluster
+from cube_jupyter.pipelines.kubernetes.argo import API_VERSION, KIND
+from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns, WorkflowRun
+from tests.cluster.conftest import USERS, api_client
+from tests.cluster.controlplane import State
+from tests.cluster.servers import eventually
+from tests.kubernetes.conftest import make_settings
+from tests.pipelines.test_argo import fan_out_fan_in
+
+ALICE = "alice@example.com"
+NAMESPACE = USERS[ALICE]
+STORE = "s3://ml-artifacts/runs"
+
+
+def run_pipelines(kubeconfig: Path, scenario: Callable[[ClusterPipelineRuns], Awaitable[None]]) -> None:
+    settings = make_settings({"namespace_source": "kubeflow-profile"})
+
+    async def go() -> None:
+        cluster = Cluster(settings, api_client(kubeconfig))
+        runs = ClusterPipelineRuns(settings.pipelines, cluster, sync_timeout=60)
+        await runs.start()
+        try:
+            await scenario(runs)
+        finally:
+            await runs.close()
+            await cluster.close()
+
+    asyncio.run(go())
+
+
+def test_argos_controller_runs_a_submitted_pipeline_in_dag_order(
+    installed: State, admin: k8s.ApiClient, workbench_kubeconfig: Path
+) -> None:
+    pipeline = fan_out_fan_in()
+    finished: dict[str, WorkflowRun] = {}
+
+    async def scenario(runs: ClusterPipelineRuns) -> None:
+        name = await runs.submit(pipeline, ALICE, "argo-real", STORE)
+        await eventually("the run in the cache", lambda: runs.get(ALICE, "argo-real"), bool)
+        finished["run"] = await runs.wait_finished(ALICE, "argo-real", timeout=180)
+        assert finished["run"].name == name
+
+    run_pipelines(workbench_kubeconfig, scenario)
+    run = finished["run"]
+    assert run.status == "succeeded", run
+    assert run.step_statuses() == {step.name: "succeeded" for step in pipeline.steps}
+    for step in pipeline.steps:  # Argo started no step before those it depends on had finished
+        for upstream in step.after:
+            assert run.steps[step.name].started >= run.steps[upstream].finished, (step.name, upstream)  # type: ignore[operator]
+    workflow = KubeClient(admin).get(API_VERSION, KIND, NAMESPACE, run.name)
+    hosts = {node["displayName"]: node.get("hostNodeName") for node in workflow["status"]["nodes"].values()}
+    assert hosts["train-a(0)"] == "gpu-node-1"  # it asks for 2 GPUs: kube-scheduler's choice
+    assert all(
+        str(hosts[s.name]).startswith(("cpu-node-", "gpu-node-"))
+        for s in pipeline.steps
+        if s.name != "train-a"
+    )
+
+
+def test_a_cancelled_run_is_stopped_by_argo(installed: State, workbench_kubeconfig: Path) -> None:
+    ended: dict[str, WorkflowRun] = {}
+
+    async def scenario(runs: ClusterPipelineRuns) -> None:
+        await runs.submit(fan_out_fan_in(), ALICE, "argo-cancel", STORE)
+        await eventually(
+            "a step running",
+            lambda: (
+                runs.get(ALICE, "argo-cancel") if runs.get(ALICE, "argo-cancel").status == "running" else None
+            ),
+            bool,
+        )
+        cancelled = await runs.cancel(ALICE, "argo-cancel")
+        assert cancelled.status in ("running", "cancelled")
+        ended["run"] = await runs.wait_finished(ALICE, "argo-cancel", timeout=180)
+
+    run_pipelines(workbench_kubeconfig, scenario)
+    run = ended["run"]
+    assert run.status == "cancelled", run
+    assert "report" not in [name for name, status in run.step_statuses().items() if status == "succeeded"]
