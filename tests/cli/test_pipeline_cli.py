@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -15,8 +16,9 @@ import psutil
 import pytest
 import yaml
 
+from cube_jupyter.cli import main
 from cube_jupyter.pipelines.history import RunHistory
-from tests.pipelines.notebooks import code, notebook, write
+from tests.pipelines.notebooks import EXAMPLES, code, notebook, write
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(240)
@@ -233,3 +235,13 @@ def test_a_store_that_refuses_fails_the_run_saying_why(folder: Path, monkeypatch
         result.stderr
     )
     assert "CubeStorage.endpoint" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_cluster_target_needs_the_kubernetes_backend(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copy(EXAMPLES / "fanout_ml.ipynb", tmp_path / "fanout_ml.ipynb")
+    (tmp_path / "cube_config.py").write_text(f"c.CubeWorkbench.state_dir = {str(tmp_path / 'state')!r}\n")
+    monkeypatch.chdir(tmp_path)
+    code = main(["pipeline", "run", "fanout_ml.ipynb", "--target", "cluster", "--config", "cube_config.py"])
+    assert code in (1, 2) and "kubernetes backend" in capsys.readouterr().err

@@ -1,11 +1,16 @@
 """Pipeline runs on the real control plane, run by Argo Workflows' own workflow-controller: the
 workbench (its ServiceAccount's token) submits the compiled Workflow into the user's namespace; Argo
 makes each step's pod in DAG order, kube-scheduler places it (a GPU step on the GPU node), kwok
-completes it; the run view follows the status Argo itself writes, to the end or to a cancel."""
+completes it; the run view (and the CLI, from a terminal) follows the status Argo itself writes, to
+the end or to a cancel."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -13,12 +18,14 @@ from kubernetes import client as k8s
 
 from cube_jupyter.kube.client import KubeClient
 from cube_jupyter.kube.cluster import Cluster
+from cube_jupyter.pipelines.dag import build_pipeline, load_notebook
 from cube_jupyter.pipelines.kubernetes.argo import API_VERSION, KIND
 from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns, WorkflowRun
-from tests.cluster.conftest import USERS, api_client
+from tests.cluster.conftest import USERS, api_client, service_account_kubeconfig
 from tests.cluster.controlplane import State
 from tests.cluster.servers import eventually
 from tests.kubernetes.conftest import make_settings
+from tests.pipelines.notebooks import EXAMPLES
 from tests.pipelines.test_argo import fan_out_fan_in
 
 ALICE = "alice@example.com"
@@ -91,3 +98,52 @@ def test_a_cancelled_run_is_stopped_by_argo(installed: State, workbench_kubeconf
     run = ended["run"]
     assert run.status == "cancelled", run
     assert "report" not in [name for name, status in run.step_statuses().items() if status == "succeeded"]
+
+
+def test_the_cli_runs_a_notebook_on_the_cluster_and_follows_argo_to_the_end(
+    installed: State, admin: k8s.ApiClient, tmp_path: Path
+) -> None:
+    """`cube-jupyter pipeline run --target cluster` in a notebook pod's terminal: the pod's role,
+    namespace and `default-editor` token (which can list only that namespace): it submits the
+    Workflow, Argo runs it, and the CLI prints each step to the end and exits 0."""
+    kubeconfig = service_account_kubeconfig(installed, NAMESPACE, "default-editor", tmp_path / "kubeconfig")
+    (tmp_path / "cube_config.py").write_text(
+        'c.CubeWorkbench.backend = "kubernetes"\n'
+        f"c.CubeWorkbench.state_dir = {str(tmp_path / 'state')!r}\n"
+        'c.CubeWorkbench.default_user = "alice"\n'
+        'c.CubeStorage.url = "s3://ml-artifacts/runs"\n'
+    )
+    shutil.copy(EXAMPLES / "fanout_ml.ipynb", tmp_path / "fanout_ml.ipynb")
+    environ = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        "CUBE_JUPYTER_ROLE": "user",  # what the rendered notebook pod sets
+        "CUBE_JUPYTER_NAMESPACE": NAMESPACE,
+    }
+    environ.pop("KUBERNETES_SERVICE_HOST", None)
+    argv = ["pipeline", "run", "fanout_ml.ipynb", "--target", "cluster", "-p", "n_samples", "300"]
+    done = subprocess.run(
+        [sys.executable, "-m", "cube_jupyter.cli", *argv, "--config", "cube_config.py"],
+        cwd=tmp_path,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    steps = [s.name for s in build_pipeline(load_notebook(tmp_path / "fanout_ml.ipynb"), "x").steps]
+    for step in steps:
+        assert step in done.stdout, done.stdout
+    [workflow] = [
+        w
+        for w in KubeClient(admin)
+        .list(API_VERSION, KIND, NAMESPACE, label_selector="cube-jupyter/user=alice")
+        .items
+        if {p["name"]: p.get("value") for p in w["spec"]["arguments"]["parameters"]}.get("n_samples") == "300"
+    ]
+    assert workflow["status"]["phase"] == "Succeeded"
+    assert {n["displayName"] for n in workflow["status"]["nodes"].values() if n["type"] == "Pod"} >= set(
+        steps
+    )
