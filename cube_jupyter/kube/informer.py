@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from cube_jupyter.errors import BackendUnavailable, CubeError
-from cube_jupyter.kube.client import KubeClient, ResourceGone
+from cube_jupyter.kube.client import ApiForbidden, KubeClient, ResourceGone
 from cube_jupyter.kube.objects import Obj, metadata_of, name_of, namespace_of
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,7 @@ class Informer:
         self.watch_calls = 0
         self.changes = 0  # bumped on every cache change; waiters compare it
         self.last_error: str | None = None
+        self.refused = False  # the last failure was the authorizer's 403
 
     def __repr__(self) -> str:
         return f"Informer({self.api_version} {self.kind}, items={len(self._items)}, synced={self._synced})"
@@ -231,6 +232,7 @@ class Informer:
                 need_list = True
             except CubeError as exc:
                 self._fail(exc.message)
+                self.refused = isinstance(exc, ApiForbidden)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, self.backoff_max)
             except Exception as exc:  # a bug or an odd payload must not kill the cache for good
@@ -263,6 +265,7 @@ class Informer:
             self.resource_version = result.resource_version
             self._synced = True
             self.last_error = None
+            self.refused = False
             self._changed()
 
     def _watch(self) -> None:
@@ -317,6 +320,11 @@ async def start_synced(informers: Sequence[Informer], timeout: float, hint: str 
     for informer in informers:
         if not await asyncio.to_thread(informer.wait_synced, timeout):
             why = informer.last_error or "no answer"
+            if informer.refused and informer.namespace is None:
+                why += (
+                    "; credentials that may list only one namespace (a notebook pod's, a user's own "
+                    "kubeconfig) need CubeWorkbench.role = 'user' and CubeWorkbench.namespace"
+                )
             raise BackendUnavailable(
                 f"could not load {informer.kind} objects from the Kubernetes API at {informer.client.host} "
                 f"within {timeout:.0f}s: {why}{hint}"

@@ -10,14 +10,16 @@ test_notebooks_on_cluster.py."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cube_jupyter.errors import BackendUnavailable
 from cube_jupyter.kube.client import KubeClient
-from cube_jupyter.kube.informer import Informer, stop_all
+from cube_jupyter.kube.informer import Informer, start_synced, stop_all
 from tests.cluster.conftest import SANDBOX as NAMESPACE
 from tests.cluster.conftest import Kubectl, api_client, requests_of, wait_for
 from tests.cluster.controlplane import State
@@ -131,3 +133,16 @@ def test_stop_interrupts_an_idle_watch(kube: KubeClient, informers: list[Informe
     informer.stop(10)
     # Only an interrupted read lets the thread end within stop's join; else it is still blocked.
     assert not thread.is_alive() and informer._thread is None
+
+
+def test_a_cluster_wide_list_the_authorizer_refuses_says_which_settings_scope_it(
+    kube: KubeClient, informers: list[Informer]
+) -> None:
+    """Credentials for one namespace (this ServiceAccount's) cannot list every namespace: the error
+    names what makes the workbench (or the CLI) watch only its own."""
+    informer = Informer(kube, "v1", "ConfigMap", label_selector=SELECTOR, backoff_initial=0.05)
+    informers.append(informer)
+    with pytest.raises(BackendUnavailable) as refused:
+        asyncio.run(start_synced([informer], 5))
+    assert "was refused by Kubernetes" in refused.value.message
+    assert "need CubeWorkbench.role = 'user' and CubeWorkbench.namespace" in refused.value.message

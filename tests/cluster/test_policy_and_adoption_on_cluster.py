@@ -74,7 +74,9 @@ def test_the_policy_is_made_first_and_goes_only_after_the_pod(
             lambda: kube.get("v1", "Pod", NAMESPACE, "guarded-0")["metadata"].get("deletionTimestamp"),
             bool,
         )
-        assert not await asyncio.to_thread(exists, kube, "v1", "Service", "guarded")
+        await eventually(
+            "the Service gone", lambda: not exists(kube, "v1", "Service", "guarded") or None, bool
+        )
         assert await asyncio.to_thread(policy, kube, "guarded")
         assert not deleting.done()
         await asyncio.to_thread(hold, kube, "guarded-0", False)
