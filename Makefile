@@ -76,7 +76,7 @@ jstest: setup-test
 	npm run test:unit
 
 pytest: setup-test
-	$(BIN)/python -m pytest tests --ignore=tests/benchmarks -q --durations=15
+	$(BIN)/python -m pytest tests --ignore=tests/benchmarks -q --durations=15 -n 2
 
 test: lint typecheck jstest cluster-binaries pytest
 
