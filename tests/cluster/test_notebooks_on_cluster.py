@@ -135,10 +135,19 @@ def test_the_gpu_quota_is_enforced_by_the_api_servers_admission(
         editor.create(pod)
     assert "exceeded quota: cube-gpu-quota" in refused.value.message, refused.value.message
 
-    async def cleanup(backend: KubernetesNotebookBackend) -> None:
-        await backend.delete_server(ALICE, "quota-one")
+    # An admin raises the quota: the next server brings the namespace's ResourceQuota up to date, and
+    # deleting servers leaves it in place.
+    raised = settings_for(gpu_quota_per_user=2)
 
-    on_cluster(settings, cleanup)
+    async def later(backend: KubernetesNotebookBackend) -> None:
+        await backend.create_server(NotebookSpec(ALICE, "quota-two", raised.notebooks.profile("cpu")))
+        for name in ("quota-one", "quota-two"):
+            await backend.delete_server(ALICE, name)
+
+    on_cluster(raised, later)
+    quota = k8s.CoreV1Api(admin).read_namespaced_resource_quota("cube-gpu-quota", namespace)
+    assert quota.spec is not None and quota.spec.hard is not None
+    assert quota.spec.hard["requests.nvidia.com/gpu"] == "2"
 
 
 def test_the_caches_converge_after_an_api_server_crash_and_a_compaction(
