@@ -31,27 +31,11 @@ from tests.cluster.conftest import USERS, Kubectl, api_client
 from tests.cluster.controlplane import State
 from tests.cluster.servers import eventually
 from tests.kubernetes.conftest import make_settings
+from tests.kubernetes.test_jobs_k8s import DDP, SERVE, TUNE  # the specs both suites submit
 from tests.upstream import trainer_runtimes
 
 ALICE = "alice@example.com"
 NAMESPACE = USERS[ALICE]
-DDP = {
-    "name": "mnist-ddp",
-    "framework": "pytorch",
-    "image": "docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime",
-    "replicas": {"master": 1, "worker": {"replicas": 2, "resources": {"gpu": 1}}},
-    "command": ["python", "train.py", "--epochs", "3"],
-}
-TUNE = {
-    "name": "lr-search",
-    "objective": {"metric": "accuracy", "type": "maximize"},
-    "algorithm": "random",
-    "parameters": {"lr": {"type": "double", "min": 0.001, "max": 0.1}},
-    "max_trials": 4,
-    "parallel_trials": 2,
-    "trial": {"training": {"framework": "pytorch", "replicas": {"worker": 1}, "command": ["python", "t.py"]}},
-}
-SERVE = {"name": "iris", "model_format": "sklearn", "storage_uri": "s3://models/iris"}
 
 
 def settings_for(training_api: str) -> Settings:
