@@ -239,6 +239,8 @@ class WatchStream:
                 self._response.close()
         except (OSError, urllib3.exceptions.HTTPError):
             pass
+        except ValueError:  # urllib3: the connection is already released (a read just ended): no socket
+            self._response.close()
 
 
 # Creates and patches ask the API server to refuse a field it does not know rather than drop it: a
