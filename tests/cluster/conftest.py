@@ -20,6 +20,7 @@ import json
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,28 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 90.0) -> Any:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(0.2)
+
+
+@contextmanager
+def without_crd(kubectl: Kubectl, crd: str) -> Iterator[None]:
+    """The cluster with the CRD named `crd` deleted (every object of its kind goes with it), then
+    installed again from its upstream file and served before the next test."""
+    [path] = [
+        p
+        for p in crd_files()
+        for doc in yaml.safe_load_all(p.read_text())
+        if isinstance(doc, dict) and doc.get("metadata", {}).get("name") == crd
+    ]
+    kubectl("delete", "crd", crd, "--wait=true")
+    try:
+        yield
+    finally:
+        kubectl("apply", "--server-side", "-f", str(path))
+        conditions = "jsonpath={range .status.conditions[*]}{.type}={.status} {end}"
+        wait_for(
+            f"{crd} served again",
+            lambda: "Established=True" in kubectl("get", "crd", crd, "-o", conditions).stdout,
+        )
 
 
 @pytest.fixture(scope="session")

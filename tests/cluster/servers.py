@@ -21,10 +21,17 @@ Scenario = Callable[..., Awaitable[T]]
 
 
 def run_backends(
-    kubeconfig: Path, settings: Settings, scenario: Scenario[T], *, replicas: int = 1, **options: Any
+    kubeconfig: Path,
+    settings: Settings,
+    scenario: Scenario[T],
+    *,
+    replicas: int = 1,
+    supervise: bool = False,
+    **options: Any,
 ) -> T:
     """`scenario(*backends)`: `replicas` started backends, each on a connection of its own (as that
-    many workbench replicas would be); `options` go to each backend."""
+    many workbench replicas would be); `options` go to each backend; with `supervise` they cull idle
+    servers as the workbench's own do (the CLI's do not)."""
 
     async def go() -> T:
         clusters = [Cluster(settings, api_client(kubeconfig)) for _ in range(replicas)]
@@ -34,7 +41,7 @@ def run_backends(
         ]
         try:
             for backend in backends:
-                await backend.start(supervise=False)
+                await backend.start(supervise=supervise)
             return await scenario(*backends)
         finally:
             for backend, cluster in zip(backends, clusters, strict=True):

@@ -15,21 +15,30 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from kubernetes import client as k8s
 
+from cube_jupyter.errors import Conflict, InvalidInput, NotFound, NotServed
 from cube_jupyter.kube.client import KubeClient
 from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.pipelines.dag import build_pipeline, load_notebook
-from cube_jupyter.pipelines.kubernetes.argo import API_VERSION, KIND
+from cube_jupyter.pipelines.kubernetes.argo import API_VERSION, KIND, compile_workflow
 from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns, WorkflowRun
-from tests.cluster.conftest import USERS, api_client, service_account_kubeconfig
+from tests.cluster.conftest import (
+    USERS,
+    Kubectl,
+    api_client,
+    requests_of,
+    service_account_kubeconfig,
+    without_crd,
+)
 from tests.cluster.controlplane import State
 from tests.cluster.servers import eventually
 from tests.kubernetes.conftest import make_settings
 from tests.pipelines.notebooks import EXAMPLES
 from tests.pipelines.test_argo import fan_out_fan_in
 
-ALICE = "alice@example.com"
+ALICE, BOB = "alice@example.com", "bob@example.com"
 NAMESPACE = USERS[ALICE]
 STORE = "s3://ml-artifacts/runs"
 
@@ -153,3 +162,84 @@ def test_the_cli_runs_a_notebook_on_the_cluster_and_follows_argo_to_the_end(
     assert {n["displayName"] for n in workflow["status"]["nodes"].values() if n["type"] == "Pod"} >= set(
         steps
     )
+
+
+def test_a_submitted_run_is_the_compiled_workflow_and_reads_come_from_the_cache(
+    installed: State, admin: k8s.ApiClient, workbench_kubeconfig: Path, request: pytest.FixtureRequest
+) -> None:
+    """Created once, in the user's namespace, as compiled; then every read (the panel's polling)
+    is served by the informer, and users see only their own runs."""
+    nodeid = request.node.nodeid
+
+    def made(*verbs: str) -> list[tuple[str, str, int]]:
+        return [(r.verb, r.resource, r.code) for r in requests_of(installed, nodeid) if r.verb in verbs]
+
+    async def scenario(runs: ClusterPipelineRuns) -> None:
+        name = await runs.submit(fan_out_fan_in(), ALICE, "compiled", STORE, parameters={"lr": 0.5})
+        assert name.startswith("churn-") and len(name) == len("churn-") + 5
+        await runs.submit(fan_out_fan_in(), BOB, "compiled", STORE)
+        run = await eventually("the run in the cache", lambda: runs.get(ALICE, "compiled"), bool)
+        assert (run.name, run.namespace, run.user, run.run_id) == (name, NAMESPACE, ALICE, "compiled")
+        assert run.created and run.created.endswith("Z")
+        assert [s["name"] for s in run.to_dict()["steps"]] == [s.name for s in fan_out_fan_in().steps]
+        expected = compile_workflow(
+            fan_out_fan_in(),
+            runs.settings,
+            run_id="compiled",
+            store_url=STORE,
+            parameters={"lr": 0.5},
+            user=ALICE,
+            namespace=NAMESPACE,
+        )
+        stored = KubeClient(admin).get(API_VERSION, KIND, NAMESPACE, name)
+        for key, value in expected["spec"].items():
+            assert stored["spec"][key] == value, key
+        assert expected["metadata"]["labels"].items() <= stored["metadata"]["labels"].items()
+
+        before = made("get", "list", "create", "patch", "update", "delete")
+        for _ in range(200):
+            assert runs.get(ALICE, "compiled").run_id == "compiled"
+            assert [r.user for r in runs.list_runs(ALICE)].count(ALICE) == len(runs.list_runs(ALICE))
+        assert made("get", "list", "create", "patch", "update", "delete") == before
+        assert runs.get(BOB, "compiled").namespace == USERS[BOB]
+        with pytest.raises(NotFound) as unknown:
+            runs.get(BOB, "never")
+        assert unknown.value.field == "run_id"
+
+        with pytest.raises(Conflict) as again:  # a run id is used once
+            await runs.submit(fan_out_fan_in(), ALICE, "compiled", STORE)
+        assert again.value.field == "run_id"
+        with pytest.raises(InvalidInput) as bad:
+            await runs.submit(fan_out_fan_in(), ALICE, "bad", STORE, parameters={"nope": 1})
+        assert bad.value.field == "parameters.nope"
+        with pytest.raises(InvalidInput) as bad:
+            await runs.submit(fan_out_fan_in(), ALICE, "bad", "file:///tmp/store")
+        assert bad.value.field == "store"
+        with pytest.raises(NotFound) as nobody:
+            await runs.submit(fan_out_fan_in(), "carol@example.com", "x", STORE)
+        assert nobody.value.field == "user"
+
+        finished = await runs.wait_finished(ALICE, "compiled", timeout=180)
+        assert finished.status == "succeeded"
+        patches = made("patch")
+        assert (await runs.cancel(ALICE, "compiled")).status == "succeeded"  # over: nothing to stop
+        assert made("patch") == patches
+        for user in (ALICE, BOB):
+            with pytest.raises(NotFound):
+                await runs.cancel(user, "never")
+
+    run_pipelines(workbench_kubeconfig, scenario)
+    assert made("create") == [("create", "workflows", 201)] * 2
+
+
+def test_a_cluster_without_argo_is_reported_at_start(
+    installed: State, kubectl: Kubectl, workbench_kubeconfig: Path
+) -> None:
+    """Said at once from API discovery, without waiting on a list."""
+
+    async def never(runs: ClusterPipelineRuns) -> None:
+        raise AssertionError("started without Argo's CRD")
+
+    with without_crd(kubectl, "workflows.argoproj.io"), pytest.raises(NotServed) as refused:
+        run_pipelines(workbench_kubeconfig, never)
+    assert "needs the CRD workflows.argoproj.io" in refused.value.message

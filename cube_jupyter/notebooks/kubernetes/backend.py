@@ -22,6 +22,7 @@ from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFoun
 from cube_jupyter.fields import parse_timestamp
 from cube_jupyter.kube.client import ApiNotFound, resource_type
 from cube_jupyter.kube.cluster import Cluster
+from cube_jupyter.kube.discovery import missing_crd
 from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL, USER_LABEL
 from cube_jupyter.kube.namespaces import UserNamespaces, is_missing_namespace, missing_namespace
 from cube_jupyter.kube.objects import (
@@ -166,6 +167,7 @@ class KubernetesNotebookBackend:
         then cull idle servers in the background when `cull_idle_seconds` asks for it (not with
         `supervise=False`: the CLI reads and writes, the workbench server culls)."""
         try:
+            await self._require_workload_kind()
             await self.cluster.start(self.informers, self.sync_timeout)
         except BackendUnavailable:
             await self.close()
@@ -174,6 +176,17 @@ class KubernetesNotebookBackend:
             return
         if self.settings.spawner.cull_idle_seconds > 0 and (self._culling is None or self._culling.done()):
             self._culling = asyncio.create_task(self.culler.run(), name="cube-kubernetes-culler")
+
+    async def _require_workload_kind(self) -> None:
+        """A cluster without the Notebook CRD is said so at once (naming the setting that chose it),
+        instead of after the informers' retries run out on the API server's 404."""
+        served = await self.cluster.discover([self.workload_api_version])
+        if not served.serves(self.workload_api_version, self.resource_kind):
+            raise BackendUnavailable(
+                f"CubeSpawner.resource_kind = {self.resource_kind!r}: "
+                f"{missing_crd(self.workload_api_version, self.resource_kind)}; install Kubeflow's "
+                "notebook controller, or set CubeSpawner.resource_kind = 'StatefulSet'"
+            )
 
     async def close(self) -> None:
         if self._culling is not None:
@@ -314,10 +327,14 @@ class KubernetesNotebookBackend:
             f"is its CRD installed? ({exc.message})"
         )
 
-    def _delete_objects(self, objects: Any, propagation: str = "Background") -> list[str]:
-        """Delete each object (404 is fine); return 'Kind ns/name' of those that could not be."""
+    def _delete_objects(self, objects: Any, foreground_kind: str = "") -> list[str]:
+        """Delete each object (404 is fine); return 'Kind ns/name' of those that could not be. Objects
+        of `foreground_kind` stay (terminating) until what they own is gone; the rest go at once, so
+        a new server of the same name can be made as soon as its pod is gone (a Service deleted in
+        the foreground would wait on the EndpointSlices the garbage collector has yet to delete)."""
         leftovers = []
         for obj in objects:
+            propagation = "Foreground" if obj["kind"] == foreground_kind else "Background"
             try:
                 self.client.delete_object(obj, missing_ok=True, propagation=propagation)
             except CubeError as exc:
@@ -351,7 +368,7 @@ class KubernetesNotebookBackend:
         """
         namespace, _ = self._existing(user, name)
         leftovers = await asyncio.to_thread(
-            self._delete_objects, self._route_and_workload(namespace, name), "Foreground"
+            self._delete_objects, self._route_and_workload(namespace, name), self.resource_kind
         )
         if leftovers:
             raise BackendUnavailable(
