@@ -31,6 +31,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from cube_jupyter.kube.client import KubeClient
 from tests.cluster import controlplane
 from tests.cluster.controlplane import State
 from tests.upstream import crd_files
@@ -176,6 +177,29 @@ def without_crd(kubectl: Kubectl, crd: str) -> Iterator[None]:
             f"{crd} served again",
             lambda: "Established=True" in kubectl("get", "crd", crd, "-o", conditions).stdout,
         )
+
+
+@contextmanager
+def resource_quota(admin: k8s.ApiClient, namespace: str, name: str, hard: dict[str, str]) -> Iterator[None]:
+    """An admin's own ResourceQuota (not the workbench's) while the block runs; admission refuses
+    everything a quota covers until the quota controller has counted it, so it waits for that."""
+    kube = KubeClient(admin)
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"hard": hard},
+        }
+    )
+    try:
+        wait_for(
+            f"quota {name} counted",
+            lambda: kube.get("v1", "ResourceQuota", namespace, name).get("status", {}).get("hard"),
+        )
+        yield
+    finally:
+        kube.delete("v1", "ResourceQuota", namespace, name)
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from cube_jupyter.config import Settings
 from cube_jupyter.kube.cluster import Cluster
+from cube_jupyter.notebooks.backend import NotebookBackend
 from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 from cube_jupyter.notebooks.spec import NotebookServer
 from tests.cluster.conftest import api_client
@@ -64,6 +65,6 @@ async def eventually(what: str, read: Callable[[], T | None], done: Callable[[T]
 
 
 async def until(
-    backend: KubernetesNotebookBackend, user: str, name: str, done: Callable[[NotebookServer], Any]
+    backend: NotebookBackend, user: str, name: str, done: Callable[[NotebookServer], Any]
 ) -> NotebookServer:
     return await eventually(f"{user}/{name}", lambda: backend.get_server(user, name), done)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +16,18 @@ import pytest
 from kubernetes import client as k8s
 
 from cube_jupyter.config import Settings
-from cube_jupyter.errors import BackendUnavailable, NotFound
+from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound, QuotaExceeded
 from cube_jupyter.jobs.backend import JobBackend
 from cube_jupyter.jobs.kubernetes.backend import KubernetesJobBackend
-from cube_jupyter.jobs.kubernetes.status import JOB_NAME_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
+from cube_jupyter.jobs.kubernetes.status import (
+    EXPERIMENT_LABEL,
+    JOB_NAME_LABEL,
+    REPLICA_INDEX_LABEL,
+    REPLICA_TYPE_LABEL,
+    TRIAL_LABEL,
+)
 from cube_jupyter.jobs.model import Job
+from cube_jupyter.jobs.service import JobService
 from cube_jupyter.jobs.serving_spec import ServingSpec
 from cube_jupyter.jobs.training_spec import TrainingSpec
 from cube_jupyter.jobs.tuning_spec import TuningSpec
@@ -27,14 +35,16 @@ from cube_jupyter.kube.client import KubeClient
 from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.kube.objects import is_deleting, metadata_of
 from cube_jupyter.names import user_slug
-from tests.cluster.conftest import USERS, Kubectl, api_client
+from cube_jupyter.notebooks.spec import ServerStatus
+from cube_jupyter.services import Workbench
+from tests.cluster.conftest import USERS, Kubectl, api_client, requests_of, resource_quota
 from tests.cluster.controlplane import State
-from tests.cluster.servers import eventually
+from tests.cluster.servers import eventually, until
 from tests.kubernetes.conftest import make_settings
 from tests.kubernetes.test_jobs_k8s import DDP, SERVE, TUNE  # the specs both suites submit
 from tests.upstream import trainer_runtimes
 
-ALICE = "alice@example.com"
+ALICE, BOB = "alice@example.com", "bob@example.com"
 NAMESPACE = USERS[ALICE]
 
 
@@ -71,10 +81,11 @@ async def gone(backend: KubernetesJobBackend, name: str) -> None:
         await asyncio.sleep(0.2)
 
 
-def operator_pod(owner: dict[str, Any], role: str, index: int, gpus: int) -> dict[str, Any]:
+def operator_pod(owner: dict[str, Any], role: str, index: int, gpus: int, job: str = "") -> dict[str, Any]:
     """A replica pod as the Training Operator makes it: `{job}-{role}-{index}`, with its labels, owned
-    by the job (so the garbage collector deletes it with the job)."""
-    job = owner["metadata"]["name"]
+    by `owner` (so the garbage collector deletes it with that); `job` when the owner is not the job
+    (a Katib trial's)."""
+    job = job or owner["metadata"]["name"]
     resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
     reference = {
         "apiVersion": owner["apiVersion"],
@@ -143,8 +154,79 @@ def test_a_training_job_is_submitted_run_and_deleted_through_rbac(
             async for _line in backend.logs(running, "master-0"):
                 pass
         assert "mnist-ddp-master-0" in no_kubelet.value.message, no_kubelet.value.message
+        # The kubelet's report of each replica's exit (kwok's nodes run nothing), then the operator's.
+        terminated = {"terminated": {"exitCode": 0, "reason": "Completed"}}
+        for replica in running.replicas:
+            status = {
+                "phase": "Succeeded",
+                "containerStatuses": [
+                    {
+                        "name": "pytorch",
+                        "image": "pytorch",
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": terminated,
+                    }
+                ],
+            }
+            await asyncio.to_thread(
+                operator.patch,
+                "v1",
+                "Pod",
+                NAMESPACE,
+                str(replica.pod),
+                {"status": status},
+                subresource="status",
+            )
+        finished = {
+            "conditions": [condition, {**condition, "type": "Succeeded", "reason": "JobSucceeded"}],
+            "replicaStatuses": {"Master": {"succeeded": 1}, "Worker": {"succeeded": 2}},
+            "completionTime": "2030-01-01T00:00:00Z",
+        }
+        await asyncio.to_thread(
+            operator.patch,
+            "kubeflow.org/v1",
+            "PyTorchJob",
+            NAMESPACE,
+            "mnist-ddp",
+            {"status": finished},
+            subresource="status",
+        )
+        done = await until_job(backend, "mnist-ddp", lambda j: j.finished)
+        assert done.phase == "Succeeded" and done.completed is not None
+        assert {r.state for r in done.replicas} == {"Succeeded"} and {r.exit_code for r in done.replicas} == {
+            0
+        }
+        assert backend.list(BOB) == [] and backend.get(BOB, "mnist-ddp") is None
         await backend.delete(ALICE, "mnist-ddp")  # foreground: it reads Deleting until the GC is done
         await gone(backend, "mnist-ddp")
+
+        # A failed job whose pods are gone: the operator's counts stand for its replicas.
+        await backend.submit("training", TrainingSpec.from_dict({**DDP, "name": "failing"}, user=ALICE))
+        why = "PyTorchJob failing is failed because 1 Worker replica(s) failed."
+        failed = {
+            "conditions": [{"type": "Failed", "status": "True", "reason": "JobFailed", "message": why}],
+            "replicaStatuses": {"Master": {"succeeded": 1}, "Worker": {"succeeded": 1, "failed": 1}},
+        }
+        await asyncio.to_thread(
+            operator.patch,
+            "kubeflow.org/v1",
+            "PyTorchJob",
+            NAMESPACE,
+            "failing",
+            {"status": failed},
+            subresource="status",
+        )
+        job = await until_job(backend, "failing", lambda j: j.phase == "Failed")
+        assert why in str(job.message)
+        assert [(r.name, r.state) for r in job.replicas] == [
+            ("master-0", "Succeeded"),
+            ("worker-0", "Succeeded"),
+            ("worker-1", "Failed"),
+        ]
+        await backend.delete(ALICE, "failing")
+        await gone(backend, "failing")
 
     run_jobs(workbench_kubeconfig, settings, scenario)
     with pytest.raises(NotFound):
@@ -174,3 +256,206 @@ def test_trainjobs_experiments_and_inference_services_are_accepted_and_followed(
             await gone(backend, name)
 
     run_jobs(workbench_kubeconfig, settings, scenario)
+
+
+def test_duplicates_refusals_and_reads_from_the_caches(
+    installed: State, admin: k8s.ApiClient, workbench_kubeconfig: Path, request: pytest.FixtureRequest
+) -> None:
+    """The API server's 409 on a job's name; a create its ResourceQuota admission refuses (an admin's
+    object-count quota on TFJobs) leaves nothing; a user without a namespace is told so; and the
+    panel's polling is served by the informers, not by the API."""
+    operator = KubeClient(admin)
+    made = partial(requests_of, installed, request.node.nodeid)
+    tensorflow = {**DDP, "name": "tf-two", "framework": "tensorflow", "replicas": {"worker": 1}}
+
+    async def scenario(backend: KubernetesJobBackend) -> None:
+        await backend.submit("training", TrainingSpec.from_dict({**DDP, "name": "twice"}, user=ALICE))
+        with pytest.raises(Conflict) as duplicate:
+            await backend.submit("training", TrainingSpec.from_dict({**DDP, "name": "twice"}, user=ALICE))
+        assert duplicate.value.field == "name"
+
+        with pytest.raises(QuotaExceeded, match="exceeded quota: no-tfjobs"):
+            await backend.submit("training", TrainingSpec.from_dict(tensorflow, user=ALICE))
+        assert backend.get(ALICE, "tf-two") is None
+        with pytest.raises(NotFound):
+            operator.get("kubeflow.org/v1", "TFJob", NAMESPACE, "tf-two")
+
+        with pytest.raises(NotFound) as nobody:
+            await backend.submit("training", TrainingSpec.from_dict(DDP, user="carol@example.com"))
+        assert nobody.value.field == "user"
+
+        before = [r for r in made() if r.verb != "watch"]
+        for _ in range(50):
+            assert backend.get(ALICE, "twice") is not None
+            assert "twice" in {j.name for j in backend.list(ALICE)}
+        assert [r for r in made() if r.verb != "watch"] == before
+        await backend.delete(ALICE, "twice")
+        await gone(backend, "twice")
+
+    with resource_quota(admin, NAMESPACE, "no-tfjobs", {"count/tfjobs.kubeflow.org": "0"}):
+        run_jobs(workbench_kubeconfig, settings_for("training-operator-v1"), scenario)
+    creates = [(r.resource, r.code) for r in made() if r.verb == "create"]
+    assert creates == [("pytorchjobs", 201), ("pytorchjobs", 409), ("tfjobs", 403)], creates
+
+
+def operator_condition(kind: str) -> dict[str, str]:
+    return {"type": kind, "status": "True", "reason": kind, "message": kind.lower()}
+
+
+def test_a_tuning_experiments_trials_make_the_table(
+    installed: State, admin: k8s.ApiClient, workbench_kubeconfig: Path
+) -> None:
+    """Katib's part played by the test: its Trials (their parameters and observed metric), their
+    workers' pods, the Experiment's conditions and best trial; the table comes from the watches."""
+    katib = KubeClient(admin)
+    api = "kubeflow.org/v1beta1"
+
+    async def scenario(backend: KubernetesJobBackend) -> None:
+        job = await backend.submit("tuning", TuningSpec.from_dict(TUNE, user=ALICE))
+        assert job.kind == "tuning" and job.trials == ()
+        experiment = katib.get(api, "Experiment", NAMESPACE, "lr-search")
+        for index, (lr, accuracy) in enumerate(((0.01, 0.91), (0.05, 0.95))):
+            name = f"lr-search-trial{index}"
+            trial = {
+                "apiVersion": api,
+                "kind": "Trial",
+                "metadata": {"name": name, "namespace": NAMESPACE, "labels": {EXPERIMENT_LABEL: "lr-search"}},
+                "spec": {"parameterAssignments": [{"name": "lr", "value": str(lr)}]},
+            }
+            trial = katib.create(trial) or trial
+            metric = {"name": "accuracy", "latest": str(accuracy), "min": "0.5", "max": str(accuracy)}
+            status = {
+                "conditions": [operator_condition("Created"), operator_condition("Succeeded")],
+                "observation": {"metrics": [metric]},
+            }
+            katib.patch(api, "Trial", NAMESPACE, name, {"status": status}, subresource="status")
+            pod = operator_pod(experiment, "worker", 0, 0, job=f"{name}-job")
+            pod["metadata"]["labels"][TRIAL_LABEL] = name
+            katib.create(pod)
+        status = {
+            "conditions": [operator_condition("Created"), operator_condition("Succeeded")],
+            "currentOptimalTrial": {"bestTrialName": "lr-search-trial1"},
+        }
+        katib.patch(api, "Experiment", NAMESPACE, "lr-search", {"status": status}, subresource="status")
+        done = await until_job(backend, "lr-search", lambda j: j.phase == "Succeeded" and len(j.trials) == 2)
+        assert [(t.parameters, t.objective, t.state) for t in done.trials] == [
+            ({"lr": "0.01"}, 0.91, "Succeeded"),
+            ({"lr": "0.05"}, 0.95, "Succeeded"),
+        ]
+        assert done.best_trial == "lr-search-trial1"
+        assert [r.name for r in done.replicas] == ["trial-0", "trial-1"]
+        await backend.delete(ALICE, "lr-search")
+        await gone(backend, "lr-search")
+
+    run_jobs(workbench_kubeconfig, settings_for("training-operator-v1"), scenario)
+
+
+def test_a_served_model_is_ready_and_a_second_spec_rolls_out_a_canary_in_place(
+    installed: State, admin: k8s.ApiClient, workbench_kubeconfig: Path
+) -> None:
+    kserve = KubeClient(admin)
+    api = "serving.kserve.io/v1beta1"
+    settings = settings_for("training-operator-v1")
+
+    def predictor() -> dict[str, Any]:
+        return dict(kserve.get(api, "InferenceService", NAMESPACE, "iris")["spec"]["predictor"])
+
+    async def scenario(backend: KubernetesJobBackend) -> None:
+        service = JobService(settings.jobs, backend)
+        job = await service.submit(ALICE, {"kind": "serving", "spec": SERVE})
+        assert (job.kind, job.phase, job.endpoint) == ("serving", "Created", None)
+        assert "canaryTrafficPercent" not in predictor()
+        url = f"http://iris.{NAMESPACE}.example.com"
+        status = {
+            "url": url,
+            "conditions": [operator_condition("PredictorReady"), operator_condition("Ready")],
+        }
+        kserve.patch(api, "InferenceService", NAMESPACE, "iris", {"status": status}, subresource="status")
+        ready = await until_job(backend, "iris", lambda j: j.phase == "Ready")
+        assert ready.endpoint == url and ready.framework == "sklearn"
+
+        canary = {**SERVE, "storage_uri": "s3://models/iris-v2", "canary_traffic_percent": 20}
+        await service.submit(ALICE, {"kind": "serving", "spec": canary})
+        assert (predictor()["canaryTrafficPercent"], predictor()["model"]["storageUri"]) == (
+            20,
+            "s3://models/iris-v2",
+        )
+        await service.submit(ALICE, {"kind": "serving", "spec": {**canary, "canary_traffic_percent": 0}})
+        assert predictor().get("canaryTrafficPercent") in (None, 0)
+        with pytest.raises(Conflict):  # a training spec under a served model's name is still a conflict
+            await service.submit(ALICE, {"kind": "training", "spec": {**DDP, "name": "iris"}})
+        await backend.delete(ALICE, "iris")
+        await gone(backend, "iris")
+
+    run_jobs(workbench_kubeconfig, settings, scenario)
+
+
+def test_the_one_gpu_ledger_counts_running_servers_and_unfinished_jobs(
+    installed: State, admin: k8s.ApiClient, workbench_kubeconfig: Path
+) -> None:
+    """The composition root's services on one connection as the workbench: a GPU server that runs
+    (placed by kube-scheduler, run by kwok) and cluster jobs count against one quota, whichever
+    asks; jobs on a GPU resource other than NVIDIA's count under the configured name."""
+    settings = make_settings(
+        {"namespace_source": "kubeflow-profile", "gpu_quota_per_user": 2},
+        resource_kind="StatefulSet",
+        workspace_size="1Gi",
+    )
+    one_gpu = {**DDP, "name": "one-gpu", "replicas": {"worker": {"replicas": 1, "resources": {"gpu": 1}}}}
+
+    async def scenario() -> None:
+        workbench = Workbench(settings, cluster=Cluster(settings, api_client(workbench_kubeconfig)))
+        try:
+            notebooks = await workbench.started_notebooks()
+            jobs = await workbench.started_jobs()
+            await notebooks.create(ALICE, {"name": "gpu-nb", "profile": "gpu"})  # holds 1 GPU
+            await until(notebooks.backend, ALICE, "gpu-nb", lambda s: s.status == ServerStatus.RUNNING)
+            with pytest.raises(QuotaExceeded) as refused:
+                await jobs.submit(ALICE, {"kind": "training", "spec": DDP})  # 2 more
+            assert refused.value.field == "resources.gpu"
+            assert "1 in running servers" in refused.value.message
+            job = await jobs.submit(ALICE, {"kind": "training", "spec": one_gpu})
+            assert job.gpus == 1
+            assert sorted(h.to_dict()["kind"] for h in workbench.ledger.holders(ALICE)) == ["job", "notebook"]
+            await notebooks.set_stopped(ALICE, "gpu-nb", True)
+            # Its GPU is held until the StatefulSet controller has taken its pod away.
+            await until(notebooks.backend, ALICE, "gpu-nb", lambda s: s.status == ServerStatus.STOPPED)
+            with pytest.raises(QuotaExceeded) as refused:  # the job's one and the next one's two
+                await jobs.submit(ALICE, {"kind": "training", "spec": {**DDP, "name": "more"}})
+            assert "1 in unfinished jobs" in refused.value.message
+            await notebooks.create(ALICE, {"name": "gpu-two", "profile": "gpu"})
+            with pytest.raises(QuotaExceeded) as refused:  # a server's create meets the jobs' GPUs too
+                await notebooks.create(ALICE, {"name": "gpu-three", "profile": "gpu"})
+            assert refused.value.field == "profile"
+            for name in ("gpu-nb", "gpu-two"):
+                await notebooks.delete(ALICE, name)
+            await jobs.delete(ALICE, "one-gpu")
+        finally:
+            await workbench.close()
+
+    asyncio.run(scenario())
+
+    # `CubeJobs.gpu_resource = "gpu.intel.com/i915"`: the replicas' GPUs are the configured name's,
+    # counted by the one rule (`kube.objects.gpu_request`), so the quota holds and the report shows them.
+    intel = make_settings(
+        {"namespace_source": "kubeflow-profile", "gpu_quota_per_user": 2},
+        jobs={"gpu_resource": "gpu.intel.com/i915"},
+    )
+
+    async def on_intel() -> None:
+        workbench = Workbench(intel, cluster=Cluster(intel, api_client(workbench_kubeconfig)))
+        try:
+            jobs = await workbench.started_jobs()
+            job = await jobs.submit(ALICE, {"kind": "training", "spec": DDP})
+            assert job.gpus == 2 and [r.gpus for r in job.replicas] == [0, 1, 1]
+            with pytest.raises(QuotaExceeded) as refused:
+                await jobs.submit(ALICE, {"kind": "training", "spec": {**DDP, "name": "more"}})
+            assert "2 in unfinished jobs" in refused.value.message
+            quota = workbench.gpu.quota(ALICE)
+            assert quota is not None and (quota.used, quota.limit) == (2, 2)
+            await jobs.delete(ALICE, "mnist-ddp")
+        finally:
+            await workbench.close()
+
+    asyncio.run(on_intel())
+    KubeClient(admin).delete("v1", "ResourceQuota", NAMESPACE, "cube-gpu-quota")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -24,7 +25,7 @@ from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 from cube_jupyter.notebooks.render import STOPPED_ANNOTATION, render_notebook_objects
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import NotebookSpec, ServerStatus
-from tests.cluster.conftest import USERS, Kubectl, requests_of, wait_for, without_crd
+from tests.cluster.conftest import USERS, Kubectl, requests_of, resource_quota, without_crd
 from tests.cluster.controlplane import State
 from tests.cluster.servers import eventually, run_backends, until
 from tests.kubernetes.conftest import make_settings
@@ -89,29 +90,9 @@ def server_objects(admin: k8s.ApiClient, namespace: str, name: str) -> dict[str,
 
 @pytest.fixture
 def quota(admin: k8s.ApiClient) -> Iterator[Callable[[str, dict[str, str]], None]]:
-    """An admin's own ResourceQuota in a namespace (not the workbench's), deleted after the test."""
-    made: list[str] = []
-    kube = KubeClient(admin)
-
-    def put(namespace: str, hard: dict[str, str]) -> None:
-        kube.create(
-            {
-                "apiVersion": "v1",
-                "kind": "ResourceQuota",
-                "metadata": {"name": "team-quota", "namespace": namespace},
-                "spec": {"hard": hard},
-            }
-        )
-        made.append(namespace)
-        # Admission refuses everything a quota covers until the quota controller has counted it.
-        wait_for(
-            "the quota counted",
-            lambda: kube.get("v1", "ResourceQuota", namespace, "team-quota").get("status", {}).get("hard"),
-        )
-
-    yield put
-    for namespace in made:
-        kube.delete("v1", "ResourceQuota", namespace, "team-quota")
+    """`quota(namespace, hard)`: an admin's own ResourceQuota there for the rest of the test."""
+    with ExitStack() as held:
+        yield lambda namespace, hard: held.enter_context(resource_quota(admin, namespace, "team-quota", hard))
 
 
 def warn(admin: k8s.ApiClient, namespace: str, about: dict[str, str], message: str, **fields: str) -> None:
