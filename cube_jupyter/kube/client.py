@@ -28,6 +28,7 @@ from cube_jupyter.errors import (
     ConfigError,
     Conflict,
     CubeError,
+    Forbidden,
     NotFound,
     QuotaExceeded,
 )
@@ -137,6 +138,10 @@ def error_for_status(status: int, body: object, action: str) -> CubeError:
     # the service account, go to the log for the admin.
     if status == 403 and "exceeded quota" in message:  # the ResourceQuota admission plugin's answer
         return QuotaExceeded(f"{action} failed{said}")
+    if status == 403 and message.startswith("admission webhook"):
+        # A policy the cluster enforces (an operator's validation, Kyverno, Gatekeeper): its words
+        # are about the object, not the workbench's rights, and the user needs them.
+        return Forbidden(f"{action} was refused by the cluster's admission policy: {message}")
     if status == 403:
         log.warning("%s was refused by Kubernetes (403)%s", action, said)
         return ApiForbidden(

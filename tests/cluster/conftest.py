@@ -3,6 +3,8 @@ installed as an admin would install cube-jupyter on a Kubeflow cluster:
 
 - the CRDs of the projects it renders for (tests/upstream.py), Kubeflow's Profile among them, and
   Argo Workflows' own workflow-controller (built with the plane), as Kubeflow Pipelines ships it;
+  Kubeflow Trainer v2's controller manager and JobSet's (built with the plane too), with Trainer's
+  preset ClusterTrainingRuntimes, as Kubeflow ships them;
 - Kubeflow's `kubeflow-edit` aggregated ClusterRole (Kubernetes' `edit` rules and those labelled for
   it, cube-jupyter-user's among them), as Kubeflow's manifests make it;
 - `kubectl apply -k deploy/overlays/kubeflow --server-side`: the workbench's ServiceAccount, its
@@ -34,7 +36,7 @@ from kubernetes import config as k8s_config
 from cube_jupyter.kube.client import KubeClient
 from tests.cluster import controlplane
 from tests.cluster.controlplane import State
-from tests.upstream import crd_files
+from tests.upstream import crd_files, trainer_runtimes
 
 REPO = Path(__file__).resolve().parents[2]
 OVERLAY = REPO / "deploy" / "overlays" / "kubeflow"
@@ -215,6 +217,9 @@ def installed(control_plane: State, kubectl: Kubectl, admin: k8s.ApiClient) -> S
     ]
     kubectl("wait", "--for=condition=Established", "--timeout=120s", *(f"crd/{name}" for name in names))
     controlplane.start_argo(control_plane)  # Kubeflow ships Argo's controller (for its pipelines)
+    controlplane.start_trainer(control_plane)  # and Trainer v2 with JobSet, its runtimes preset
+    for path in trainer_runtimes():
+        kubectl("apply", "--server-side", "-f", str(path))
     home = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": WORKBENCH_NAMESPACE}}
     kubectl.apply([home, KUBEFLOW_EDIT, KUBEFLOW_KUBERNETES_EDIT])
     kubectl("apply", "--server-side", "--force-conflicts", "-k", str(OVERLAY))

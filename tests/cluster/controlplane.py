@@ -17,6 +17,7 @@ running plane (ports, pids) is `<dir>/state.json`.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import datetime
 import functools
@@ -24,7 +25,9 @@ import ipaddress
 import json
 import os
 import secrets
+import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -50,6 +53,8 @@ BUILD = REPO / "tools" / "build.sh"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok")
 ARGO_CONTROLLER = "workflow-controller"  # built with the plane; started by `start_argo`
 ARGO_NAMESPACE = "argo"
+# Kubeflow Trainer v2 and the JobSet controller it drives: built with the plane; started by `start_trainer`.
+TRAINER, JOBSET = "trainer-controller-manager", "jobset"
 # Argo's controller runs out of the cluster, with the admin's kubeconfig: no leader to elect.
 ENVIRONMENT = {ARGO_CONTROLLER: {"LEADER_ELECTION_DISABLE": "true", "LEADER_ELECTION_IDENTITY": "local"}}
 SERVICE_CIDR = "10.96.0.0/16"
@@ -175,7 +180,9 @@ def binaries(directory: Path) -> Path:
         raise RuntimeError(f"{BUILD} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     folder = Path(done.stdout.strip().splitlines()[-1])
     missing = [
-        name for name in (*BINARIES, ARGO_CONTROLLER, "kwok-stages.yaml") if not (folder / name).is_file()
+        name
+        for name in (*BINARIES, ARGO_CONTROLLER, TRAINER, JOBSET, "kwok-stages.yaml")
+        if not (folder / name).is_file()
     ]
     if missing:
         raise RuntimeError(f"{BUILD} left no {', '.join(missing)} in {folder}")
@@ -280,7 +287,9 @@ def _start(name: str, argv: Sequence[str], logs: Path) -> int:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            env={**os.environ, **ENVIRONMENT.get(name, {})},
+            # the plane's own temporary folder: where controller-runtime's webhook servers find
+            # their serving certificate (`start_trainer` puts it there)
+            env={**os.environ, "TMPDIR": str(logs.parent / "tmp"), **ENVIRONMENT.get(name, {})},
         )
     return process.pid
 
@@ -366,6 +375,8 @@ def _arguments(state: State, bin_dir: Path) -> dict[str, list[str]]:
             f"--namespace={ARGO_NAMESPACE}",
             "--executor-image=quay.io/argoproj/argoexec:v4.0.5",  # kwok runs no image: named as installed
         ],
+        TRAINER: [str(bin_dir / TRAINER), f"--kubeconfig={kubeconfig}", f"--config={d / 'trainer.yaml'}"],
+        JOBSET: [str(bin_dir / JOBSET), f"--kubeconfig={kubeconfig}", f"--config={d / 'jobset.yaml'}"],
     }
 
 
@@ -504,6 +515,74 @@ def start_argo(state: State) -> None:
     arguments = _arguments(state, bin_dir)[ARGO_CONTROLLER]
     state.pids[ARGO_CONTROLLER] = _start(ARGO_CONTROLLER, arguments, directory / "logs")
     _save(directory.parent, state)
+
+
+def start_trainer(state: State) -> None:
+    """Kubeflow Trainer v2's controller manager and JobSet's controller (their CRDs installed first),
+    each with its admission webhooks registered by URL on loopback, as their manifests register them
+    by Service (a JobSet is defaulted by its webhook; a TrainJob or runtime validated by Trainer's).
+    A TrainJob becomes a JobSet, its Jobs, their pods: placed by kube-scheduler, completed by kwok."""
+    from tests.upstream import module_file  # the webhook manifests of the versions tools/crds pins
+
+    directory = Path(state.directory)
+    certs = directory / "tmp" / "k8s-webhook-server" / "serving-certs"  # controller-runtime's default
+    certs.mkdir(parents=True, exist_ok=True)
+    shutil.copy(directory / "pki" / "apiserver.crt", certs / "tls.crt")  # the plane's CA signed it
+    shutil.copy(directory / "pki" / "apiserver.key", certs / "tls.key")
+    ports = {TRAINER: free_port(), JOBSET: free_port()}
+    quiet = {"metrics": {"bindAddress": "0"}, "health": {"healthProbeBindAddress": "0"}}
+    alone = {"leaderElection": {"leaderElect": False}}
+    for name, api, certificates in (
+        (TRAINER, "config.trainer.kubeflow.org/v1alpha1", "certManagement"),
+        (JOBSET, "config.jobset.x-k8s.io/v1alpha1", "internalCertManagement"),
+    ):
+        config = {
+            "apiVersion": api,
+            "kind": "Configuration",
+            "webhook": {"host": "127.0.0.1", "port": ports[name]},
+            certificates: {"enable": False},
+            **quiet,
+            **alone,
+        }
+        (directory / f"{name.split('-')[0]}.yaml").write_text(yaml.safe_dump(config))
+    ca = base64.b64encode((directory / "pki" / "ca.crt").read_bytes()).decode()
+    manifests = (
+        (TRAINER, module_file("github.com/kubeflow/trainer/v2", "manifests/base/webhook/manifests.yaml")),
+        (JOBSET, module_file("sigs.k8s.io/jobset", "config/components/webhook/manifests.yaml")),
+    )
+    configurations = [
+        _webhooks_by_url(doc, f"{name.split('-')[0]}-", ports[name], ca)
+        for name, path in manifests
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc
+    ]
+    bin_dir = binaries(DEFAULT_DIR)
+    for name in (JOBSET, TRAINER):
+        state.pids[name] = _start(name, _arguments(state, bin_dir)[name], directory / "logs")
+        _wait(f"{name}'s webhook server", functools.partial(_listening, ports[name]), state)
+    _save(directory.parent, state)
+    _kubectl(state, bin_dir, "apply", "-f", "-", stdin=yaml.safe_dump_all(configurations))
+
+
+def _webhooks_by_url(configuration: dict[str, Any], prefix: str, port: int, ca: str) -> dict[str, Any]:
+    """An upstream webhook configuration calling the controller on loopback instead of its Service;
+    without the webhooks on pods (every pod's create would then wait on a test's controller)."""
+    webhooks = []
+    for webhook in configuration["webhooks"]:
+        if any("pods" in rule["resources"] for rule in webhook["rules"]):
+            continue
+        path = webhook["clientConfig"]["service"]["path"]
+        webhooks.append(
+            {**webhook, "clientConfig": {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}}
+        )
+    metadata = {"name": prefix + configuration["metadata"]["name"]}
+    return {**configuration, "metadata": metadata, "webhooks": webhooks}
+
+
+def _listening(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+        return True
+    return False
 
 
 def compact_etcd(state: State) -> int:

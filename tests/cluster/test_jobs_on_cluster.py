@@ -1,12 +1,13 @@
 """Training, tuning and serving jobs on a real control plane, submitted, listed and deleted by the
-workbench with its own ServiceAccount's token. The test plays the operators (no Kubeflow operator is
-built here): it makes the replica pods in the Training Operator's shape, which kube-scheduler places
-and kwok runs, and writes the job's conditions; the backend learns all of it from its watches."""
+workbench with its own ServiceAccount's token. A TrainJob is run by Kubeflow Trainer v2's own
+controller and JobSet's (built with the plane) down to pods kube-scheduler places and kwok completes.
+For the Training Operator, Katib and KServe (not built here) the test plays the operator: it makes the
+replica pods in the operator's shape and writes the objects' status; the backend learns all of it
+from its watches."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -29,6 +30,7 @@ from cube_jupyter.jobs.kubernetes.status import (
 from cube_jupyter.jobs.model import Job
 from cube_jupyter.jobs.service import JobService
 from cube_jupyter.jobs.serving_spec import ServingSpec
+from cube_jupyter.jobs.trainer_env import operator_env
 from cube_jupyter.jobs.training_spec import TrainingSpec
 from cube_jupyter.jobs.tuning_spec import TuningSpec
 from cube_jupyter.kube.client import KubeClient
@@ -37,12 +39,11 @@ from cube_jupyter.kube.objects import is_deleting, metadata_of
 from cube_jupyter.names import user_slug
 from cube_jupyter.notebooks.spec import ServerStatus
 from cube_jupyter.services import Workbench
-from tests.cluster.conftest import USERS, Kubectl, api_client, requests_of, resource_quota
+from tests.cluster.conftest import USERS, api_client, requests_of, resource_quota
 from tests.cluster.controlplane import State
 from tests.cluster.servers import eventually, until
 from tests.kubernetes.conftest import make_settings
 from tests.kubernetes.test_jobs_k8s import DDP, SERVE, TUNE  # the specs both suites submit
-from tests.upstream import trainer_runtimes
 
 ALICE, BOB = "alice@example.com", "bob@example.com"
 NAMESPACE = USERS[ALICE]
@@ -74,11 +75,8 @@ async def until_job(backend: JobBackend, name: str, done: Callable[[Job], bool])
     return await eventually(f"job {name}", lambda: backend.get(ALICE, name), done)
 
 
-async def gone(backend: KubernetesJobBackend, name: str) -> None:
-    deadline = time.monotonic() + 90
-    while backend.get(ALICE, name) is not None:
-        assert time.monotonic() < deadline, f"job {name} is still there: {backend.get(ALICE, name)}"
-        await asyncio.sleep(0.2)
+async def gone(backend: JobBackend, name: str) -> None:
+    await eventually(f"job {name} gone", lambda: backend.get(ALICE, name) is None or None, bool)
 
 
 def operator_pod(owner: dict[str, Any], role: str, index: int, gpus: int, job: str = "") -> dict[str, Any]:
@@ -235,27 +233,78 @@ def test_a_training_job_is_submitted_run_and_deleted_through_rbac(
     assert [metadata_of(p)["name"] for p in pods.items if not is_deleting(p)] == []  # collected with it
 
 
-def test_trainjobs_experiments_and_inference_services_are_accepted_and_followed(
-    installed: State, kubectl: Kubectl, workbench_kubeconfig: Path
+def rendezvous(pods: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """(WORLD_SIZE, RANK) of each node as the job entrypoint derives them (`operator_env`) from the
+    env Trainer set on its pod, references to the pod's own fields resolved as the kubelet would."""
+    seen = set()
+    for pod in pods:
+        environ = {}
+        for var in pod["spec"]["containers"][0].get("env", []):
+            path = ((var.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath", "")
+            if "value" in var:
+                environ[var["name"]] = var["value"]
+            elif path.startswith(("metadata.annotations['", "metadata.labels['")):
+                where, key = path[len("metadata.") :].split("['", 1)
+                environ[var["name"]] = pod["metadata"][where][key.rstrip("']")]
+        derived = operator_env(environ)
+        assert {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"} <= set(derived), sorted(environ)
+        seen.add((derived["WORLD_SIZE"], derived["RANK"]))
+    return seen
+
+
+def test_a_trainjob_is_run_by_kubeflow_trainer_and_jobset_to_success(
+    installed: State, admin: k8s.ApiClient, workbench_kubeconfig: Path
 ) -> None:
-    """A TrainJob against Trainer's own preset runtimes (its CEL rules evaluated by the API server),
-    a Katib Experiment and a KServe InferenceService: created, listed, deleted by the workbench."""
-    for runtime in trainer_runtimes():
-        kubectl("apply", "--server-side", "--force-conflicts", "-f", str(runtime))
+    """Trainer v2's own controller makes the TrainJob's JobSet from the preset runtime and the
+    workbench's overrides (its webhook validating the TrainJob first), JobSet's controller makes the
+    Job, the Job controller the node pods, kube-scheduler places them on the GPU node, kwok completes
+    them; the workbench follows it all to Succeeded from its watches. Then a Katib Experiment and a
+    KServe InferenceService: created, listed, deleted."""
     settings = settings_for("trainer-v2")
     trainjob = {**DDP, "name": "mnist-v2", "replicas": {"worker": {"replicas": 2, "resources": {"gpu": 1}}}}
+    kube = KubeClient(admin)
 
     async def scenario(backend: KubernetesJobBackend) -> None:
         await backend.submit("training", TrainingSpec.from_dict(trainjob, user=ALICE))
+        done = await until_job(backend, "mnist-v2", lambda j: j.finished)
+        assert done.phase == "Succeeded", done
+        assert [r.name for r in done.replicas] == ["node-0", "node-1"]
+        assert all(
+            r.state == "Succeeded" and str(r.pod).startswith("mnist-v2-node-0-") for r in done.replicas
+        )
+        pods = [kube.get("v1", "Pod", NAMESPACE, str(r.pod)) for r in done.replicas]
+        for pod in pods:  # what Trainer rendered from the runtime and the workbench's TrainJob
+            assert pod["spec"]["nodeName"] == "gpu-node-1"  # one GPU each: kube-scheduler's choice
+            assert pod["metadata"]["labels"]["cube-jupyter/job"] == "mnist-v2"
+        # The job entrypoint's reading of the env Trainer's torch runtime really sets.
+        assert rendezvous(pods) == {("2", "0"), ("2", "1")}
+
+        xgboost = {
+            "name": "xgb",
+            "framework": "xgboost",
+            "replicas": {"worker": 2},
+            "command": ["python", "x.py"],
+        }
+        await backend.submit("training", TrainingSpec.from_dict(xgboost, user=ALICE))
+        finished = await until_job(backend, "xgb", lambda j: j.finished)
+        assert finished.phase == "Succeeded", finished
+        nodes = [kube.get("v1", "Pod", NAMESPACE, str(r.pod)) for r in finished.replicas]
+        assert rendezvous(nodes) == {("3", "0"), ("3", "1"), ("3", "2")}  # the tracker and two workers
+        assert kube.get("jobset.x-k8s.io/v1alpha2", "JobSet", NAMESPACE, "mnist-v2")["status"][
+            "terminalState"
+        ] == ("Completed")
+
         await backend.submit("tuning", TuningSpec.from_dict(TUNE, user=ALICE))
         await backend.submit("serving", ServingSpec.from_dict(SERVE, user=ALICE))
         listed = {(j.name, j.kind) for j in backend.list(ALICE)}
         assert {("mnist-v2", "training"), ("lr-search", "tuning"), ("iris", "serving")} <= listed
-        for name in ("mnist-v2", "lr-search", "iris"):
+        for name in ("mnist-v2", "xgb", "lr-search", "iris"):
             await backend.delete(ALICE, name)
             await gone(backend, name)
 
     run_jobs(workbench_kubeconfig, settings, scenario)
+    with pytest.raises(NotFound):  # the garbage collector took the JobSet with its TrainJob
+        kube.get("jobset.x-k8s.io/v1alpha2", "JobSet", NAMESPACE, "mnist-v2")
 
 
 def test_duplicates_refusals_and_reads_from_the_caches(
@@ -398,6 +447,7 @@ def test_the_one_gpu_ledger_counts_running_servers_and_unfinished_jobs(
     asks; jobs on a GPU resource other than NVIDIA's count under the configured name."""
     settings = make_settings(
         {"namespace_source": "kubeflow-profile", "gpu_quota_per_user": 2},
+        jobs={"training_api": "training-operator-v1"},  # objects nobody runs: the ledger is the point
         resource_kind="StatefulSet",
         workspace_size="1Gi",
     )
@@ -430,6 +480,7 @@ def test_the_one_gpu_ledger_counts_running_servers_and_unfinished_jobs(
             for name in ("gpu-nb", "gpu-two"):
                 await notebooks.delete(ALICE, name)
             await jobs.delete(ALICE, "one-gpu")
+            await gone(jobs.backend, "one-gpu")  # deleted in the foreground: it holds its GPU till then
         finally:
             await workbench.close()
 
@@ -439,7 +490,7 @@ def test_the_one_gpu_ledger_counts_running_servers_and_unfinished_jobs(
     # counted by the one rule (`kube.objects.gpu_request`), so the quota holds and the report shows them.
     intel = make_settings(
         {"namespace_source": "kubeflow-profile", "gpu_quota_per_user": 2},
-        jobs={"gpu_resource": "gpu.intel.com/i915"},
+        jobs={"gpu_resource": "gpu.intel.com/i915", "training_api": "training-operator-v1"},
     )
 
     async def on_intel() -> None:
@@ -454,6 +505,7 @@ def test_the_one_gpu_ledger_counts_running_servers_and_unfinished_jobs(
             quota = workbench.gpu.quota(ALICE)
             assert quota is not None and (quota.used, quota.limit) == (2, 2)
             await jobs.delete(ALICE, "mnist-ddp")
+            await gone(jobs.backend, "mnist-ddp")
         finally:
             await workbench.close()
 

@@ -261,22 +261,24 @@ def test_only_warnings_about_servers_in_user_namespaces_are_cached(
     kubectl("delete", "namespace", users, "--wait=false")
 
 
-def test_a_crash_looping_container_fails_the_server(
+def test_a_crash_looping_gpu_server_fails_and_holds_its_gpu_until_stopped(
     installed: State, admin: k8s.ApiClient, on_cluster: Any
 ) -> None:
-    """The kubelet's report of a crash loop (written here as kwok's node would; it runs nothing)."""
-    settings = settings_for("StatefulSet")
-    namespace = USERS[ALICE]
+    """The kubelet's report of a crash loop (written here as kwok's node would; it runs nothing): the
+    server is failed, keeps its GPU against the quota, and can be stopped, which frees it."""
+    settings = settings_for("StatefulSet", gpu_quota_per_user=1)
+    namespace = USERS[BOB]
 
     async def scenario(backend: KubernetesNotebookBackend) -> None:
-        await backend.create_server(spec(settings, "crashing"))
-        await until(backend, ALICE, "crashing", lambda s: s.status is ServerStatus.RUNNING)
+        service = NotebookService(settings.notebooks, backend)
+        await service.create(BOB, {"name": "crashing", "profile": "gpu"})
+        await until(backend, BOB, "crashing", lambda s: s.status is ServerStatus.RUNNING)
         status = {
             "conditions": [{"type": "Ready", "status": "False"}],
             "containerStatuses": [
                 {
                     "name": "crashing",
-                    "image": "quay.io/jupyter/scipy-notebook:2025-03-17",
+                    "image": "quay.io/jupyter/pytorch-notebook:cuda12-2025-03-17",
                     "imageID": "",
                     "ready": False,
                     "restartCount": 4,
@@ -291,16 +293,31 @@ def test_a_crash_looping_container_fails_the_server(
             ],
         }
         await asyncio.to_thread(
-            k8s.CoreV1Api(admin).patch_namespaced_pod_status, "crashing-0", namespace, {"status": status}
+            KubeClient(admin).patch,
+            "v1",
+            "Pod",
+            namespace,
+            "crashing-0",
+            {"status": status},
+            subresource="status",
         )
-        server = await until(backend, ALICE, "crashing", lambda s: s.status is ServerStatus.FAILED)
-        assert server.reason == (
-            "CrashLoopBackOff: back-off 1m20s restarting failed container (last exit code 1)"
+        failed = await until(backend, BOB, "crashing", lambda s: s.status is ServerStatus.FAILED)
+        assert (
+            failed.reason == "CrashLoopBackOff: back-off 1m20s restarting failed container (last exit code 1)"
         )
-        assert server.gpus_held == 0
-        await backend.delete_server(ALICE, "crashing")
+        shown = service.get(BOB, "crashing")
+        assert shown.gpus_held == 1 and {"stop", "start"} <= set(shown.actions)
+        with pytest.raises(QuotaExceeded, match="holds 1 GPU"):
+            await service.create(BOB, {"name": "next", "profile": "gpu"})
+
+        await service.set_stopped(BOB, "crashing", True)  # the StatefulSet controller takes the pod
+        await until(backend, BOB, "crashing", lambda s: s.status is ServerStatus.STOPPED)
+        await service.create(BOB, {"name": "next", "profile": "gpu"})
+        for name in ("crashing", "next"):
+            await backend.delete_server(BOB, name)
 
     on_cluster(settings, scenario)
+    KubeClient(admin).delete("v1", "ResourceQuota", namespace, "cube-gpu-quota")
 
 
 def test_stop_and_delete_keep_the_workspace_which_a_new_server_adopts(

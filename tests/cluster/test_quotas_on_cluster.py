@@ -1,10 +1,8 @@
 """Quotas through the NotebookService on the real control plane, the workbench connected with its
 own ServiceAccount's token: the GPU and server-count quotas (servers really made by the StatefulSet
 controller, a stopped server's pod really gone), and concurrent creates, where the API server's 409
-on an existing name is the atomic check between two workbench replicas.
-
-A crash-looping GPU server that keeps its quota stays on the emulator (tests/kubernetes/
-test_quotas_k8s.py): kwok runs every container as healthy and cannot crash one on demand."""
+on an existing name is the atomic check between two workbench replicas. (A crash-looping GPU server
+keeping its quota: test_notebook_backend_on_cluster.py.)"""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ def spec_of(framework: str = "pytorch", **overrides: Any) -> TrainingSpec:
 def node_patch(obj: dict[str, Any]) -> dict[str, Any]:
     [patch] = obj["spec"]["runtimePatches"]
     [job] = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
-    assert patch["manager"] == "cube-jupyter" and job["name"] == "node"
+    assert patch["manager"] == "cube-jupyter.io/workbench" and job["name"] == "node"
     template: dict[str, Any] = job["template"]["spec"]["template"]
     return template
 

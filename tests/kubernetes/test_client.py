@@ -57,6 +57,20 @@ def test_status_translation_table() -> None:
     assert isinstance(exceeded, QuotaExceeded) and exceeded.status == 403
     assert "exceeded quota: cube-gpu-quota" in exceeded.message
     assert isinstance(error_for_status(403, b'{"message":"forbidden"}', "x"), BackendUnavailable)
+    # An admission webhook's denial (here Trainer v2's, as the real one worded it) is about the object:
+    # its words reach the user, as a 403 that is not the workbench's failing.
+    webhook = (
+        b'{"kind":"Status","code":403,"message":"admission webhook \\"validator.trainjob.trainer.kubeflow'
+        b'.org\\" denied the request: spec.runtimePatches.manager: Invalid value: \\"x\\": must be a '
+        b'domain-prefixed path"}'
+    )
+    denied = error_for_status(403, webhook, "creating TrainJob ns/t")
+    assert denied.status == 403 and not isinstance(denied, BackendUnavailable)
+    assert denied.message == (
+        "creating TrainJob ns/t was refused by the cluster's admission policy: admission webhook "
+        '"validator.trainjob.trainer.kubeflow.org" denied the request: spec.runtimePatches.manager: '
+        'Invalid value: "x": must be a domain-prefixed path'
+    )
     unauthorized = error_for_status(401, None, "x")
     assert isinstance(unauthorized, BackendUnavailable) and unauthorized.status == 503
     assert unauthorized.message == "x failed: Kubernetes rejected the workbench's credentials"

@@ -1,7 +1,8 @@
-"""Kubeflow Trainer v2 on the cluster, over real HTTP against the KMock emulator: TrainJobs created on
-the cluster's ClusterTrainingRuntimes (Kubeflow's presets, loaded as a Kubeflow install has them),
-their node pods made by an emulated Trainer controller from the runtime and our runtime patch, status,
-logs and delete; and a cluster serving only some operators, or an admin's pinned API."""
+"""Kubeflow Trainer v2 against the KMock emulator, for what the real plane (tests/cluster, where
+Trainer's and JobSet's own controllers run TrainJobs to success) does not give on demand: a node's
+log (kwok runs no kubelet), a node that fails (kwok completes a Job's pods at once), and a cluster
+serving only some operators, or an admin's pinned API (several CRDs missing at once). Trainer's part
+is played here: node pods made from the runtime and our runtime patch, and its status."""
 
 from __future__ import annotations
 

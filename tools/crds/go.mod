@@ -13,6 +13,6 @@ require (
 	github.com/kubeflow/trainer/v2 v2.3.0
 	github.com/kubeflow/training-operator v1.9.4
 	istio.io/api v1.32.0
-	sigs.k8s.io/jobset v0.10.1
+	sigs.k8s.io/jobset v0.12.0
 	sigs.k8s.io/kueue v0.17.0
 )

@@ -29,13 +29,14 @@ from cube_jupyter.jobs.render.pods import (
 from cube_jupyter.jobs.render.training import role_workload
 from cube_jupyter.jobs.trainer_env import WORKDIR_ENV
 from cube_jupyter.jobs.training_spec import RoleSpec, TrainingSpec
-from cube_jupyter.kube.labels import MANAGED_BY
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 KIND = "TrainJob"
 RUNTIME_KIND = "ClusterTrainingRuntime"
 # The presets' trainer step: the replicated job, and its container, are both named `node`.
 NODE = "node"
+# Who owns our `runtimePatches` entry: Trainer's webhook takes only a domain-prefixed path.
+PATCH_MANAGER = "cube-jupyter.io/workbench"
 # The pod spec fields a runtime patch may set (trainer.kubeflow.org PodSpecPatch), and a container's.
 POD_PATCH_FIELDS = frozenset(
     {
@@ -167,6 +168,6 @@ def _runtime_patch(template: dict[str, Any]) -> dict[str, Any]:
     node = {"metadata": template["metadata"], "spec": pod_patch}
     replicated_job = {"name": NODE, "template": {"spec": {"template": node}}}
     return {
-        "manager": MANAGED_BY,
+        "manager": PATCH_MANAGER,
         "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [replicated_job]}}},
     }
