@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client as k8s
 
 from cube_jupyter.config import Settings
-from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound, QuotaExceeded
+from cube_jupyter.errors import BackendUnavailable, Conflict, InvalidInput, NotFound, QuotaExceeded
 from cube_jupyter.jobs.backend import JobBackend
 from cube_jupyter.jobs.kubernetes.backend import KubernetesJobBackend
 from cube_jupyter.jobs.kubernetes.status import (
@@ -28,6 +28,7 @@ from cube_jupyter.jobs.kubernetes.status import (
     TRIAL_LABEL,
 )
 from cube_jupyter.jobs.model import Job
+from cube_jupyter.jobs.package import fetch_package
 from cube_jupyter.jobs.service import JobService
 from cube_jupyter.jobs.serving_spec import ServingSpec
 from cube_jupyter.jobs.trainer_env import operator_env
@@ -44,6 +45,7 @@ from tests.cluster.controlplane import State
 from tests.cluster.servers import eventually, until
 from tests.kubernetes.conftest import make_settings
 from tests.kubernetes.test_jobs_k8s import DDP, SERVE, TUNE  # the specs both suites submit
+from tests.storage.s3server import ACCESS_KEY, SECRET_KEY, s3_server
 
 ALICE, BOB = "alice@example.com", "bob@example.com"
 NAMESPACE = USERS[ALICE]
@@ -57,10 +59,14 @@ def settings_for(training_api: str) -> Settings:
     )
 
 
-def run_jobs(kubeconfig: Path, settings: Settings, scenario: Callable[[KubernetesJobBackend], Any]) -> None:
+def run_jobs(
+    kubeconfig: Path, settings: Settings, scenario: Callable[[KubernetesJobBackend], Any], **options: Any
+) -> None:
+    """`scenario(backend)` with a started job backend connected as the workbench; `options` go to it."""
+
     async def go() -> None:
         cluster = Cluster(settings, api_client(kubeconfig))
-        backend = KubernetesJobBackend(settings.jobs, cluster, sync_timeout=60.0)
+        backend = KubernetesJobBackend(settings.jobs, cluster, **{"sync_timeout": 60.0, **options})
         await backend.start(supervise=False)
         try:
             await scenario(backend)
@@ -511,3 +517,64 @@ def test_the_one_gpu_ledger_counts_running_servers_and_unfinished_jobs(
 
     asyncio.run(on_intel())
     KubeClient(admin).delete("v1", "ResourceQuota", NAMESPACE, "cube-gpu-quota")
+
+
+def test_a_local_script_is_shipped_to_s3_and_the_job_runs_it_from_there(
+    installed: State, admin: k8s.ApiClient, workbench_kubeconfig: Path, tmp_path: Path
+) -> None:
+    """`train run` of a spec naming a local script: the script and the local modules it imports go to
+    the S3 store the pods read (moto on loopback), the job created runs it from there, credentials
+    only as references to their Secret; with no S3 store the submit is refused naming the field."""
+    (tmp_path / "helpers.py").write_text("def greet():\n    return 'hello from a shipped module'\n")
+    (tmp_path / "train.py").write_text("from helpers import greet\nprint(greet())\n")
+    spec = {
+        "name": "shipped",
+        "framework": "pytorch",
+        "replicas": {"master": 1, "worker": 1},
+        "script": "train.py",
+    }
+    with s3_server() as s3:
+        bucket = s3.new_bucket()
+        storage = {
+            "url": f"s3://{bucket}/jobs",
+            "endpoint": s3.endpoint,
+            "access_key": ACCESS_KEY,
+            "secret_key": SECRET_KEY,
+            "credentials_secret": "minio-creds",
+        }
+        # The Training Operator's kind: a TrainJob ships the same argv (tests/jobs/test_render_trainjob.py).
+        settings = make_settings(
+            {"namespace_source": "kubeflow-profile"},
+            jobs={"training_api": "training-operator-v1"},
+            storage=storage,
+        )
+
+        async def shipped(backend: KubernetesJobBackend) -> None:
+            await backend.submit("training", TrainingSpec.from_dict(spec, user=ALICE))
+            job = KubeClient(admin).get("kubeflow.org/v1", "PyTorchJob", NAMESPACE, "shipped")
+            container = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+            argv = [*container.get("command", []), *container.get("args", [])]
+            package = argv[argv.index("--package") + 1]
+            assert (
+                package.startswith(f"s3://{bucket}/jobs/") and argv[argv.index("--target") + 1] == "train.py"
+            )
+            assert SECRET_KEY not in str(job)  # credentials only as references to the Secret
+            unpacked = tmp_path / "unpacked"
+            fetch_package(package, unpacked, settings.storage)
+            assert sorted(p.name for p in unpacked.iterdir()) == ["helpers.py", "train.py"]
+            await backend.delete(ALICE, "shipped")
+            await gone(backend, "shipped")
+
+        run_jobs(workbench_kubeconfig, settings, shipped, root_dir=str(tmp_path))
+
+    nowhere = make_settings(
+        {"namespace_source": "kubeflow-profile"}, jobs={"training_api": "training-operator-v1"}
+    )
+
+    async def refused(backend: KubernetesJobBackend) -> None:
+        with pytest.raises(InvalidInput) as refusal:
+            await backend.submit("training", TrainingSpec.from_dict(spec, user=ALICE))
+        assert refusal.value.field == "script" and "CubeStorage.url" in refusal.value.message
+        assert backend.get(ALICE, "shipped") is None
+
+    run_jobs(workbench_kubeconfig, nowhere, refused, root_dir=str(tmp_path))

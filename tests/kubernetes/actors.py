@@ -12,6 +12,9 @@ from cube_jupyter.kube.client import KubeClient
 from cube_jupyter.notebooks.render import NOTEBOOK_LABEL, STATEFULSET_LABEL
 from tests.kubernetes.emulator import now_rfc3339
 
+# The User-Agent of the actors' own client (`kube` fixture): their requests are not the workbench's.
+ACTOR_AGENT = "cube-jupyter-tests/cluster-actors"
+
 
 async def controller_creates_pod(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]:
     """What Kubeflow's notebook controller does: a StatefulSet pod `{name}-0` carrying the Notebook's

@@ -16,7 +16,7 @@ from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 from cube_jupyter.services import Workbench
 from cube_jupyter.workbench import MOVED_TO_WORKBENCH
-from tests.kubernetes.audit import ACTOR_AGENT
+from tests.kubernetes.actors import ACTOR_AGENT
 from tests.kubernetes.emulator import ApiServerEmulator
 
 # The resource types a Kubeflow + Istio cluster serves: core kinds plus the installed CRDs.
@@ -150,7 +150,7 @@ def settings() -> Settings:
 @pytest.fixture
 def kube(api_url: str) -> Iterator[KubeClient]:
     """A plain client for tests acting as the cluster's controllers, kubelet and scheduler: its
-    User-Agent keeps its requests out of the workbench's RBAC audit."""
+    User-Agent tells its requests from the workbench's."""
     client = KubeClient(make_api_client(host=api_url))
     client.api_client.user_agent = ACTOR_AGENT
     yield client

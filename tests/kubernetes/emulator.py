@@ -30,8 +30,6 @@ import jsonpatch
 import kmock
 from kmock._internal import parsing, rendering
 
-from tests.kubernetes.audit import SESSION, AuditLog
-
 NAMESPACES = kmock.resource("", "v1", "namespaces")
 Event = dict[str, Any]
 _kmock_parse_path = parsing.parse_path
@@ -152,9 +150,6 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     _waiters: set[asyncio.Event] = attrs.field(factory=set, init=False)
     _watch_gate: asyncio.Event = attrs.field(factory=asyncio.Event, init=False)
     _gone_next: dict[Any, int] = attrs.field(factory=dict, init=False)
-    # The workbench's requests as RBAC sees them (the tests' cluster actors left out), also kept for
-    # the whole session's RBAC check.
-    audit: AuditLog = attrs.field(factory=lambda: AuditLog(forward_to=SESSION), init=False)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -238,7 +233,6 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     async def _handle(self, request: kmock.Request) -> Any:
         # Skip KubernetesEmulator._handle, which changes state even when a test's reaction answered
         # with an error; here only the default handlers below change state.
-        self.audit.record(request)
         return await kmock.RawHandler._handle(self, request)
 
     async def _render_error(self, exc: Exception) -> Any:

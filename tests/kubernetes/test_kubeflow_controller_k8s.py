@@ -15,13 +15,13 @@ from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 from cube_jupyter.notebooks.spec import NotebookSpec, ServerStatus
 from tests.k8s_schemas import validate_object
 from tests.kubernetes.actors import (
+    ACTOR_AGENT,
     garbage_collector_runs,
     kubelet_sets_status,
     notebook_controller_reconciles,
     ready_status,
     statefulset_controller_creates_pod,
 )
-from tests.kubernetes.audit import ACTOR_AGENT
 from tests.kubernetes.emulator import ApiServerEmulator
 from tests.waiting import wait_until_async
 
