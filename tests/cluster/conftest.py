@@ -169,15 +169,23 @@ def without_crd(kubectl: Kubectl, crd: str) -> Iterator[None]:
         for doc in yaml.safe_load_all(p.read_text())
         if isinstance(doc, dict) and doc.get("metadata", {}).get("name") == crd
     ]
+    group = crd.split(".", 1)[1]
+
+    def discovered() -> bool:  # what a client's discovery sees, which follows the CRD a moment later
+        return crd in kubectl("api-resources", f"--api-group={group}", "-o", "name").stdout.split()
+
     kubectl("delete", "crd", crd, "--wait=true")
     try:
+        wait_for(f"{crd} gone from discovery", lambda: not discovered())
         yield
     finally:
         kubectl("apply", "--server-side", "-f", str(path))
         conditions = "jsonpath={range .status.conditions[*]}{.type}={.status} {end}"
         wait_for(
             f"{crd} served again",
-            lambda: "Established=True" in kubectl("get", "crd", crd, "-o", conditions).stdout,
+            lambda: (
+                "Established=True" in kubectl("get", "crd", crd, "-o", conditions).stdout and discovered()
+            ),
         )
 
 

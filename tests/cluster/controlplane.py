@@ -55,8 +55,13 @@ ARGO_CONTROLLER = "workflow-controller"  # built with the plane; started by `sta
 ARGO_NAMESPACE = "argo"
 # Kubeflow Trainer v2 and the JobSet controller it drives: built with the plane; started by `start_trainer`.
 TRAINER, JOBSET = "trainer-controller-manager", "jobset"
-# Argo's controller runs out of the cluster, with the admin's kubeconfig: no leader to elect.
-ENVIRONMENT = {ARGO_CONTROLLER: {"LEADER_ELECTION_DISABLE": "true", "LEADER_ELECTION_IDENTITY": "local"}}
+# Argo's controller runs out of the cluster, with the admin's kubeconfig: no leader to elect. The API
+# server rebuilds its OpenAPI documents each time a CRD changes (KServe's and Istio's are large), and
+# Go keeps what it freed: a soft memory limit makes it hand memory back, as a container's limit would.
+ENVIRONMENT = {
+    ARGO_CONTROLLER: {"LEADER_ELECTION_DISABLE": "true", "LEADER_ELECTION_IDENTITY": "local"},
+    "kube-apiserver": {"GOMEMLIMIT": "900MiB"},
+}
 SERVICE_CIDR = "10.96.0.0/16"
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 GPU_RESOURCE = "nvidia.com/gpu"
