@@ -85,6 +85,13 @@ async def gone(backend: JobBackend, name: str) -> None:
     await eventually(f"job {name} gone", lambda: backend.get(ALICE, name) is None or None, bool)
 
 
+def report_status(
+    operator: KubeClient, api_version: str, kind: str, name: str, status: dict[str, Any]
+) -> None:
+    """Write an object's status in the user's namespace, as its controller (or the kubelet) does."""
+    operator.patch(api_version, kind, NAMESPACE, name, {"status": status}, subresource="status")
+
+
 def operator_pod(owner: dict[str, Any], role: str, index: int, gpus: int, job: str = "") -> dict[str, Any]:
     """A replica pod as the Training Operator makes it: `{job}-{role}-{index}`, with its labels, owned
     by `owner` (so the garbage collector deletes it with that); `job` when the owner is not the job
@@ -133,14 +140,9 @@ def test_a_training_job_is_submitted_run_and_deleted_through_rbac(
         for role, index, gpus in (("master", 0, 0), ("worker", 0, 1), ("worker", 1, 1)):
             await asyncio.to_thread(operator.create, operator_pod(owner, role, index, gpus))
         condition = {"type": "Running", "status": "True", "reason": "JobRunning", "message": "running"}
+        running_status = {"conditions": [condition]}
         await asyncio.to_thread(
-            operator.patch,
-            "kubeflow.org/v1",
-            "PyTorchJob",
-            NAMESPACE,
-            "mnist-ddp",
-            {"status": {"conditions": [condition]}},
-            subresource="status",
+            report_status, operator, "kubeflow.org/v1", "PyTorchJob", "mnist-ddp", running_status
         )
         running = await until_job(
             backend,
@@ -174,28 +176,14 @@ def test_a_training_job_is_submitted_run_and_deleted_through_rbac(
                     }
                 ],
             }
-            await asyncio.to_thread(
-                operator.patch,
-                "v1",
-                "Pod",
-                NAMESPACE,
-                str(replica.pod),
-                {"status": status},
-                subresource="status",
-            )
+            await asyncio.to_thread(report_status, operator, "v1", "Pod", str(replica.pod), status)
         finished = {
             "conditions": [condition, {**condition, "type": "Succeeded", "reason": "JobSucceeded"}],
             "replicaStatuses": {"Master": {"succeeded": 1}, "Worker": {"succeeded": 2}},
             "completionTime": "2030-01-01T00:00:00Z",
         }
         await asyncio.to_thread(
-            operator.patch,
-            "kubeflow.org/v1",
-            "PyTorchJob",
-            NAMESPACE,
-            "mnist-ddp",
-            {"status": finished},
-            subresource="status",
+            report_status, operator, "kubeflow.org/v1", "PyTorchJob", "mnist-ddp", finished
         )
         done = await until_job(backend, "mnist-ddp", lambda j: j.finished)
         assert done.phase == "Succeeded" and done.completed is not None
@@ -213,15 +201,7 @@ def test_a_training_job_is_submitted_run_and_deleted_through_rbac(
             "conditions": [{"type": "Failed", "status": "True", "reason": "JobFailed", "message": why}],
             "replicaStatuses": {"Master": {"succeeded": 1}, "Worker": {"succeeded": 1, "failed": 1}},
         }
-        await asyncio.to_thread(
-            operator.patch,
-            "kubeflow.org/v1",
-            "PyTorchJob",
-            NAMESPACE,
-            "failing",
-            {"status": failed},
-            subresource="status",
-        )
+        await asyncio.to_thread(report_status, operator, "kubeflow.org/v1", "PyTorchJob", "failing", failed)
         job = await until_job(backend, "failing", lambda j: j.phase == "Failed")
         assert why in str(job.message)
         assert [(r.name, r.state) for r in job.replicas] == [
@@ -383,7 +363,7 @@ def test_a_tuning_experiments_trials_make_the_table(
                 "conditions": [operator_condition("Created"), operator_condition("Succeeded")],
                 "observation": {"metrics": [metric]},
             }
-            katib.patch(api, "Trial", NAMESPACE, name, {"status": status}, subresource="status")
+            report_status(katib, api, "Trial", name, status)
             pod = operator_pod(experiment, "worker", 0, 0, job=f"{name}-job")
             pod["metadata"]["labels"][TRIAL_LABEL] = name
             katib.create(pod)
@@ -391,7 +371,7 @@ def test_a_tuning_experiments_trials_make_the_table(
             "conditions": [operator_condition("Created"), operator_condition("Succeeded")],
             "currentOptimalTrial": {"bestTrialName": "lr-search-trial1"},
         }
-        katib.patch(api, "Experiment", NAMESPACE, "lr-search", {"status": status}, subresource="status")
+        report_status(katib, api, "Experiment", "lr-search", status)
         done = await until_job(backend, "lr-search", lambda j: j.phase == "Succeeded" and len(j.trials) == 2)
         assert [(t.parameters, t.objective, t.state) for t in done.trials] == [
             ({"lr": "0.01"}, 0.91, "Succeeded"),
@@ -425,7 +405,7 @@ def test_a_served_model_is_ready_and_a_second_spec_rolls_out_a_canary_in_place(
             "url": url,
             "conditions": [operator_condition("PredictorReady"), operator_condition("Ready")],
         }
-        kserve.patch(api, "InferenceService", NAMESPACE, "iris", {"status": status}, subresource="status")
+        report_status(kserve, api, "InferenceService", "iris", status)
         ready = await until_job(backend, "iris", lambda j: j.phase == "Ready")
         assert ready.endpoint == url and ready.framework == "sklearn"
 
