@@ -27,6 +27,7 @@ from cube_jupyter.gpu.config import CubeGPU, GpuSettings
 from cube_jupyter.jobs.config import CubeJobs, JobSettings
 from cube_jupyter.notebooks.config import CubeSpawner, NotebookSettings, parse_profiles
 from cube_jupyter.pipelines.config import CubePipelines, PipelineSettings
+from cube_jupyter.schedules.config import CubeSchedules, ScheduleSettings
 from cube_jupyter.storage.config import CubeStorage
 from cube_jupyter.workbench import MOVED_TO_WORKBENCH, CubeWorkbench, WorkbenchSettings
 
@@ -38,6 +39,7 @@ CONFIG_CLASSES: tuple[type[CubeConfigurable], ...] = (
     CubeGPU,
     CubePipelines,
     CubeJobs,
+    CubeSchedules,
 )
 
 
@@ -50,6 +52,7 @@ class Settings(WorkbenchSettings):
     pipelines: PipelineSettings
     jobs: JobSettings
     gpu: GpuSettings
+    schedules: ScheduleSettings
     deprecations: tuple[str, ...] = ()  # what the config set by an old name: logged at startup
 
 
@@ -70,7 +73,8 @@ def load_settings(config: Config | None = None, *, base_url: str | None = None) 
     gpu = CubeGPU.load(config)
     pipelines = CubePipelines.load(config)
     jobs = CubeJobs.load(config)
-    loaded = (workbench, spawner, storage, gpu, pipelines, jobs)
+    schedules = CubeSchedules.load(config)
+    loaded = (workbench, spawner, storage, gpu, pipelines, jobs, schedules)
     spawner.check()
     profiles = parse_profiles(spawner.profiles)
     image = next((p for p in profiles if p.default), profiles[0]).image
@@ -123,6 +127,7 @@ def load_settings(config: Config | None = None, *, base_url: str | None = None) 
             prometheus_url=jobs.serving_prometheus_url or prometheus_url,
         ),
         gpu=base.extend(GpuSettings, gpu=gpu, prometheus_url=prometheus_url),
+        schedules=base.extend(ScheduleSettings, schedules=schedules),
         deprecations=tuple(deprecations),
     )
 

@@ -17,11 +17,13 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cube_jupyter.config import Settings
+from cube_jupyter.errors import InvalidInput
 from cube_jupyter.ledger import GpuLedger
 
 if TYPE_CHECKING:
@@ -33,6 +35,10 @@ if TYPE_CHECKING:
     from cube_jupyter.notebooks.backend import NotebookBackend
     from cube_jupyter.notebooks.service import NotebookService
     from cube_jupyter.pipelines.service import PipelineService
+    from cube_jupyter.pipelines.targets import RunRequest
+    from cube_jupyter.schedules.scheduler import Launcher, Outcome
+    from cube_jupyter.schedules.service import ScheduleService
+    from cube_jupyter.schedules.store import Schedule
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +170,21 @@ class Workbench:
         )
 
     @cached_property
+    def schedules(self) -> ScheduleService:
+        """Schedules of notebooks (pipeline runs) and of training jobs; the workbench server runs
+        their scheduler, a command only reads and writes them."""
+        from cube_jupyter.schedules.service import ScheduleService
+        from cube_jupyter.schedules.store import ScheduleStore
+
+        launchers: dict[str, Launcher] = {
+            "notebook": _ScheduledPipelines(self.pipelines),
+            "training": _ScheduledTraining(self.jobs),
+        }
+        return ScheduleService(
+            self.settings.schedules, ScheduleStore.in_state_dir(self.settings.state_dir), launchers
+        )
+
+    @cached_property
     def gpu(self) -> GpuService:
         from cube_jupyter.gpu.service import GpuService
 
@@ -247,3 +268,102 @@ class _ServersForGpu:
             ChildServer(r.user, r.name, f"http://{LOOPBACK}:{r.port}{r.base_url}", r.token or "", r.pid or 0)
             for r in self.backend.running_records()
         ]
+
+
+class _ScheduledPipelines:
+    """Scheduled notebooks as pipeline runs (`schedules.scheduler.Launcher`): each run executes the
+    schedule's snapshot of the notebook, as its owner, recorded with its logical time."""
+
+    def __init__(self, pipelines: PipelineService) -> None:
+        self.pipelines = pipelines
+
+    def prepare(self, owner: str, schedule: Schedule) -> str | None:
+        import json
+
+        notebook = self.pipelines.snapshot(owner, self._request(schedule))
+        return json.dumps(notebook)
+
+    async def launch(self, schedule: Schedule, snapshot: str | None, logical: datetime, attempt: int) -> str:
+        import json
+
+        from cube_jupyter.schedules.timing import iso
+
+        if snapshot is None:
+            raise InvalidInput(f"schedule {schedule.name!r} has no notebook snapshot", field="path")
+        request = self._request(schedule, json.loads(snapshot), iso(logical))
+        run = await self.pipelines.start_run(schedule.owner, request)
+        return run.id
+
+    def outcome(self, owner: str, run_id: str) -> Outcome | None:
+        from cube_jupyter.schedules.scheduler import Launcher, Outcome
+
+        run = self.pipelines.get_run(owner, run_id)
+        if run.status in ("queued", "running"):
+            return None
+        return Outcome(run.status, run.error)
+
+    async def cancel(self, owner: str, run_id: str) -> None:
+        run = self.pipelines.get_run(owner, run_id)
+        if run.status in ("queued", "running"):
+            await self.pipelines.cancel(owner, run_id)
+
+    @staticmethod
+    def _request(schedule: Schedule, notebook: Any = None, logical_date: str | None = None) -> RunRequest:
+        from cube_jupyter.pipelines.targets import RunRequest
+
+        spec = schedule.spec
+        assert spec.path is not None
+        return RunRequest(
+            path=spec.path,
+            parameters=dict(spec.parameters),
+            target=spec.target,
+            notebook=notebook,
+            schedule=spec.name,
+            logical_date=logical_date,
+        )
+
+
+class _ScheduledTraining:
+    """Scheduled training jobs (`schedules.scheduler.Launcher`): each run is a job named after the
+    schedule's job and its logical time, with the logical time in `CUBE_LOGICAL_DATE`."""
+
+    ENV = "CUBE_LOGICAL_DATE"
+
+    def __init__(self, jobs: JobService) -> None:
+        self.jobs = jobs
+
+    def prepare(self, owner: str, schedule: Schedule) -> str | None:
+        self.jobs.parse_request(self._body(schedule, None, 1), owner)
+        return None
+
+    async def launch(self, schedule: Schedule, snapshot: str | None, logical: datetime, attempt: int) -> str:
+        job = await self.jobs.submit(schedule.owner, self._body(schedule, logical, attempt))
+        return job.name
+
+    def outcome(self, owner: str, run_id: str) -> Outcome | None:
+        from cube_jupyter.errors import NotFound
+        from cube_jupyter.schedules.scheduler import Launcher, Outcome
+
+        try:
+            job = self.jobs.get(owner, run_id)
+        except NotFound:
+            return Outcome("failed", f"job {run_id!r} was deleted before it finished")
+        if not job.finished:
+            return None
+        return Outcome("succeeded" if job.phase == "Succeeded" else "failed", job.message)
+
+    async def cancel(self, owner: str, run_id: str) -> None:
+        await self.jobs.delete(owner, run_id)
+
+    def _body(self, schedule: Schedule, logical: datetime | None, attempt: int) -> dict[str, Any]:
+        """The job spec with a name unique to the logical time and attempt (at most the jobs'
+        name length: the schedule's job name is shortened to fit)."""
+        from cube_jupyter.schedules.timing import iso
+
+        spec = dict(schedule.spec.job or {})
+        base = str(spec.get("name") or schedule.name)
+        if logical is not None:
+            suffix = logical.strftime("-%Y%m%d-%H%M%S") + (f"-{attempt}" if attempt > 1 else "")
+            spec["name"] = base[: 45 - len(suffix)].rstrip("-") + suffix
+            spec["env"] = {**dict(spec.get("env") or {}), self.ENV: iso(logical)}
+        return {"kind": "training", "spec": spec}

@@ -92,11 +92,14 @@ RUN_FIELDS = ("status", "started", "finished", "error", "external")
 COMPLETED_STEP = ("succeeded", "cached")
 RESUMABLE_RUN = ("failed", "cancelled")
 # Columns added after the first release, created on open in an older file.
-LATER_COLUMNS = {"runs": {"spec": "TEXT"}, "steps": {"files": "TEXT NOT NULL DEFAULT '[]'"}}
+LATER_COLUMNS = {
+    "runs": {"spec": "TEXT", "schedule": "TEXT", "logical_date": "TEXT"},
+    "steps": {"files": "TEXT NOT NULL DEFAULT '[]'"},
+}
 # A run as read: every column but the (large) spec, of which only whether it is there.
 SELECT_RUNS = (
     "SELECT id, user, path, pipeline, status, target, parameters, store, created, started, finished,"
-    " error, external, spec IS NOT NULL AS has_spec FROM runs"
+    " error, external, schedule, logical_date, spec IS NOT NULL AS has_spec FROM runs"
 )
 
 
@@ -148,6 +151,8 @@ class RunRecord:
     finished: str | None = None
     error: str | None = None
     external: str | None = None  # the cluster object running it (Argo Workflow name), if any
+    schedule: str | None = None  # the schedule that started it, and the logical time it stands for
+    logical_date: str | None = None
     steps: tuple[StepRecord, ...] = ()
     resumable: bool = False  # a local run, failed or cancelled, with steps left to run
 
@@ -182,6 +187,8 @@ class RunRecord:
             "started": self.started,
             "finished": self.finished,
             "error": self.error,
+            "schedule": self.schedule,
+            "logical_date": self.logical_date,
             "metrics": self.metrics,
             "resumable": self.resumable,
             "steps": [step.to_dict() for step in self.steps],
@@ -227,8 +234,8 @@ class RunHistory:
             with self._transaction() as db:
                 db.execute(
                     "INSERT INTO runs (id, user, path, pipeline, status, target, parameters, store, created,"
-                    " started, finished, error, external, driver_pid, driver_started, spec)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " started, finished, error, external, driver_pid, driver_started, spec, schedule,"
+                    " logical_date) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         run.id,
                         run.user,
@@ -246,6 +253,8 @@ class RunHistory:
                         driver.pid,
                         driver.create_time(),
                         json.dumps(spec) if spec is not None else None,
+                        run.schedule,
+                        run.logical_date,
                     ),
                 )
                 db.executemany(

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from cube_jupyter.pipelines.local.workers import WorkerPool
 
 LOG = logging.getLogger(__name__)
+# The parameter a scheduled run's logical time is given in, when the parameters cell names it.
+LOGICAL_DATE = "logical_date"
 
 
 class PipelineService:
@@ -137,11 +139,11 @@ class PipelineService:
             if request.notebook is None
             else _pipeline_of_content(request.path, request.notebook)
         )
-        if not pipeline.steps:
-            raise PipelineError(
-                f"{pipeline.path}: the notebook has no steps; tag a cell 'step:NAME'", field="path"
-            )
-        values = validate_parameters(pipeline, dict(request.parameters))
+        _require_steps(pipeline)
+        given = dict(request.parameters)
+        if request.logical_date is not None and any(p.name == LOGICAL_DATE for p in pipeline.parameters):
+            given.setdefault(LOGICAL_DATE, request.logical_date)
+        values = validate_parameters(pipeline, given)
 
         def record(
             store_url: str,
@@ -161,10 +163,23 @@ class PipelineService:
                 store=store_url,
                 created=now(),
                 external=external,
+                schedule=request.schedule,
+                logical_date=request.logical_date,
             )
             return self.history.create(run, [step.name for step in pipeline.steps], spec)
 
         return await target.launch(NewRun(caller, request, pipeline, values, full.parent, record), observer)
+
+    def snapshot(self, caller: str, request: RunRequest) -> NotebookNode:
+        """The notebook at `request.path`, checked now as `start_run` will check each scheduled run
+        of it (the target admits the caller, it is a pipeline, the parameters fit): what a schedule
+        saves and its runs execute, so an edit in progress never runs."""
+        self._target(request.target).admit(caller, request)
+        notebook = load_notebook(self.resolve(caller, request.path))
+        pipeline = build_pipeline(notebook, request.path)
+        _require_steps(pipeline)
+        validate_parameters(pipeline, dict(request.parameters))
+        return notebook
 
     async def resume_run(self, caller: str, run_id: object, *, observer: Observer | None = None) -> RunRecord:
         """Run a failed, cancelled or interrupted local run again from where it stopped (its
@@ -241,6 +256,13 @@ class PipelineService:
         """Stop every target: local runs still going are recorded as cancelled."""
         for target in self.targets.values():
             await target.close()
+
+
+def _require_steps(pipeline: Pipeline) -> None:
+    if not pipeline.steps:
+        raise PipelineError(
+            f"{pipeline.path}: the notebook has no steps; tag a cell 'step:NAME'", field="path"
+        )
 
 
 def _pipeline_of_content(path: str, notebook: object) -> Pipeline:

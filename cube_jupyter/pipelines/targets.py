@@ -22,6 +22,7 @@ from cube_jupyter.pipelines.history import RunRecord, StepRecord
 from cube_jupyter.pipelines.model import Pipeline
 
 TARGETS = ("local", "cluster")
+SCHEDULED = ("schedule", "logical_date")
 # What a started local run reports as its steps change (the CLI's progress display).
 Observer = Callable[[StepRecord], None]
 
@@ -41,12 +42,16 @@ class RunRequest:
     parallel: int | None = None  # steps at once; None: as many as the target allows
     no_cache: bool = False
     notebook: Mapping[str, Any] | None = None
+    # Set by a schedule, never by a request body: the schedule and the logical time (the fire time
+    # the run stands for, ISO 8601 UTC), recorded with the run and given to a `logical_date` parameter.
+    schedule: str | None = None
+    logical_date: str | None = None
 
     @classmethod
     def from_dict(cls, body: object, targets: tuple[str, ...] = TARGETS) -> RunRequest:
         """The request in a REST body; each bad field is InvalidInput naming it."""
         raw = fields.mapping(body, "body")
-        allowed = [f.name for f in dataclasses.fields(cls)]
+        allowed = [f.name for f in dataclasses.fields(cls) if f.name not in SCHEDULED]
         unknown = sorted(set(raw) - set(allowed))
         if unknown:
             raise InvalidInput(

@@ -1,0 +1,303 @@
+"""Schedules as users see them: save, edit, pause, delete, run now, backfill, and their runs by
+logical time. REST handlers and the CLI call this; the scheduler (`scheduler.Scheduler`, in the
+central workbench) does the running.
+
+A schedule belongs to its owner: a user sees and changes only their own, admins anyone's (`?user=`).
+What it runs is checked as its owner when it is saved (the notebook readable and a pipeline, the job
+spec valid, local execution allowed), and a notebook is snapshotted then: runs execute the snapshot,
+never a half-edited file, until the owner refreshes it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import secrets
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from cube_jupyter import access, fields
+from cube_jupyter.errors import Conflict, InvalidInput, NotFound
+from cube_jupyter.schedules import timing
+from cube_jupyter.schedules.config import ScheduleSettings
+from cube_jupyter.schedules.scheduler import Clock, Launcher, Scheduler, SystemClock
+from cube_jupyter.schedules.spec import ScheduleSpec
+from cube_jupyter.schedules.store import Schedule, ScheduleStore, Slot
+
+MAX_PREVIEW = 50
+BACKFILL_FIELDS = ("start", "end", "parallel", "dry_run", "rerun")
+
+
+class ClusterMirror(Protocol):
+    """Keeps a schedule's cluster object (an Argo CronWorkflow) as the schedule says."""
+
+    def mirrors(self, schedule: Schedule) -> bool:
+        """Whether Argo fires this schedule (a notebook schedule with target cluster)."""
+        ...
+
+    async def apply(self, schedule: Schedule, snapshot: str | None) -> None: ...
+
+    async def remove(self, schedule: Schedule) -> None: ...
+
+
+class ScheduleService:
+    def __init__(
+        self,
+        settings: ScheduleSettings,
+        store: ScheduleStore,
+        launchers: Mapping[str, Launcher],
+        *,
+        clock: Clock | None = None,
+        mirror: ClusterMirror | None = None,
+    ) -> None:
+        self.settings = settings
+        self.config = settings.schedules
+        self.store = store
+        self.launchers = launchers
+        self.clock = clock or SystemClock()
+        self.mirror = mirror
+        self.scheduler = Scheduler(
+            store,
+            launchers,
+            self.config,
+            self.clock,
+            fired_on_cluster=None if mirror is None else mirror.mirrors,
+        )
+        self.default_target = "cluster" if settings.workbench.backend == "kubernetes" else "local"
+
+    async def start(self) -> None:
+        """Run the scheduler here: the central workbench's job, never a user server's."""
+        self.scheduler.start()
+
+    async def close(self) -> None:
+        await self.scheduler.close()
+
+    # -- reads -------------------------------------------------------------------------------------
+
+    def list(self, caller: str, user: str | None = None, *, all_users: bool = False) -> list[dict[str, Any]]:
+        owner = access.listed_user(self.settings, caller, user, all_users, "schedules")
+        return [self.view(schedule) for schedule in self.store.list(owner)]
+
+    def get(self, caller: str, name: object, user: str | None = None) -> Schedule:
+        owner = access.owner(self.settings, caller, user, "schedules")
+        if not isinstance(name, str) or not name:
+            raise InvalidInput("name must be a schedule's name", field="name")
+        schedule = self.store.get(owner, name)
+        if schedule is None:
+            raise NotFound(f"user {owner!r} has no schedule named {name!r}", field="name")
+        return schedule
+
+    def view(self, schedule: Schedule) -> dict[str, Any]:
+        """The schedule with its words, state, and latest runs (what the list and the panel show)."""
+        recent = self.store.slots(schedule.owner, schedule.name, limit=50)
+        finished = [slot for slot in recent if slot.state not in ("pending", "running")]
+        ended = schedule.next_fire is None and not schedule.spec.paused
+        return {
+            **schedule.to_dict(),
+            "describe": schedule.spec.timing(timing.parse_iso(schedule.created)).describe(),
+            "state": "paused" if schedule.spec.paused else "ended" if ended else "active",
+            "last_run": finished[0].to_dict() if finished else None,
+            "running": sum(slot.state == "running" for slot in recent),
+            "pending": sum(slot.state == "pending" for slot in recent),
+        }
+
+    def runs(self, caller: str, name: object, user: str | None = None, limit: int = 500) -> builtins.list[Slot]:
+        schedule = self.get(caller, name, user)
+        return self.store.slots(schedule.owner, schedule.name, limit=limit)
+
+    def preview(self, query: Mapping[str, str]) -> dict[str, Any]:
+        """The next `count` fire times of a cron (or interval) and its words, as the form types."""
+        fields.reject_unknown(query, ("cron", "interval_seconds", "timezone", "count", "start"), "query")
+        raw: dict[str, Any] = {
+            "name": "preview",
+            "path": "preview.ipynb",
+            "timezone": query.get("timezone", "UTC"),
+        }
+        if "cron" in query:
+            raw["cron"] = query["cron"]
+        if "interval_seconds" in query:
+            raw["interval_seconds"] = _query_int(query["interval_seconds"], "interval_seconds")
+        if "start" in query:
+            raw["start"] = query["start"]
+        count = _query_int(query.get("count", "5"), "count")
+        if not 1 <= count <= MAX_PREVIEW:
+            raise InvalidInput(f"count must be between 1 and {MAX_PREVIEW}, got {count}", field="count")
+        spec = ScheduleSpec.from_dict(raw)
+        now = self.clock.now()
+        when = spec.timing(now)
+        times = when.between(now, now + timedelta(days=366 * 10), count)
+        return {
+            "describe": when.describe(),
+            "cron": spec.cron,
+            "timezone": spec.timezone,
+            "next": [timing.iso(moment) for moment in times],
+        }
+
+    # -- writes ------------------------------------------------------------------------------------
+
+    async def create(self, caller: str, body: object, user: str | None = None) -> Schedule:
+        owner = access.owner(self.settings, caller, user, "schedules")
+        spec = ScheduleSpec.from_dict(body, default_target=self.default_target)
+        self._check_dependency(owner, spec)
+        stamp = timing.iso(self.clock.now())
+        schedule = Schedule(owner, spec, created=stamp, updated=stamp, watermark=stamp, next_fire=None)
+        snapshot = self.launchers[spec.kind].prepare(owner, schedule)
+        schedule = replace(
+            schedule,
+            next_fire=self._next_fire(schedule),
+            snapshot_taken=stamp if snapshot is not None else None,
+        )
+        self.store.create(schedule, snapshot, limit=self.config.max_schedules_per_user)
+        await self._mirror(schedule, snapshot)
+        self.scheduler.wake()
+        return schedule
+
+    async def patch(self, caller: str, name: object, changes: object, user: str | None = None) -> Schedule:
+        """Edit any field but the name; `refresh_snapshot: true` takes the notebook anew (a changed
+        `path` always does). Fire times missed while paused are caught up per `catchup` on resume."""
+        schedule = self.get(caller, name, user)
+        body = fields.mapping(changes, "body")
+        refresh = fields.boolean(body.pop("refresh_snapshot", False), "refresh_snapshot")
+        spec = schedule.spec.patched(body)
+        self._check_dependency(schedule.owner, spec)
+        stamp = timing.iso(self.clock.now())
+        updated = replace(schedule, spec=spec, updated=stamp)
+        snapshot = None
+        if (
+            refresh
+            or spec.path != schedule.spec.path
+            or spec.job != schedule.spec.job
+            or spec.kind != schedule.spec.kind
+        ):
+            snapshot = self.launchers[spec.kind].prepare(schedule.owner, updated)
+            updated = replace(updated, snapshot_taken=stamp if snapshot is not None else None)
+        updated = replace(updated, next_fire=self._next_fire(updated))
+        self.store.update(updated, snapshot)
+        await self._mirror(
+            updated, snapshot if snapshot is not None else self.store.snapshot(updated.owner, updated.name)
+        )
+        self.scheduler.wake()
+        return updated
+
+    async def delete(self, caller: str, name: object, user: str | None = None) -> None:
+        """Delete the schedule and its run history by logical time; runs already going finish."""
+        schedule = self.get(caller, name, user)
+        dependents = self.store.dependents(schedule.owner, schedule.name)
+        if dependents:
+            raise Conflict(
+                f"schedule(s) {', '.join(map(repr, dependents))} depend on {schedule.name!r} "
+                "(depends_on); change or delete them first",
+                field="name",
+            )
+        if self.mirror is not None and self.mirror.mirrors(schedule):
+            await self.mirror.remove(schedule)
+        self.store.delete(schedule.owner, schedule.name)
+
+    def run_now(self, caller: str, name: object, user: str | None = None) -> Slot:
+        """A run for the logical time now, within the schedule's concurrency."""
+        schedule = self.get(caller, name, user)
+        stamp = timing.iso(self.clock.now())
+        slot = Slot(schedule.owner, schedule.name, stamp, "pending", "manual", created=stamp)
+        if not self.store.add_slots([slot]):
+            raise Conflict(f"schedule {schedule.name!r} already has a run for {stamp}", field="name")
+        self.scheduler.wake()
+        return slot
+
+    def backfill(self, caller: str, name: object, body: object, user: str | None = None) -> dict[str, Any]:
+        """The logical times in [start, end], at most `parallel` at once; those already succeeded are
+        skipped (unless `rerun`), those failed, skipped or cancelled run again. `dry_run` lists them."""
+        schedule = self.get(caller, name, user)
+        raw = fields.mapping(body, "body")
+        fields.reject_unknown(raw, BACKFILL_FIELDS, "")
+        start = timing.instant(raw.get("start"), "start", schedule.spec.timezone)
+        end = timing.instant(raw.get("end"), "end", schedule.spec.timezone)
+        if end < start:
+            raise InvalidInput(f"end {raw['end']!r} is before start {raw['start']!r}", field="end")
+        parallel = fields.integer(
+            raw.get("parallel", 1), "parallel", minimum=1, maximum=self.config.max_backfill_parallel
+        )
+        rerun = fields.boolean(raw.get("rerun", False), "rerun")
+        dry_run = fields.boolean(raw.get("dry_run", False), "dry_run")
+        when = schedule.spec.timing(timing.parse_iso(schedule.created))
+        limit = self.config.max_backfill_runs
+        moments = when.between(start - timedelta(microseconds=1), end, limit + 1)
+        if len(moments) > limit:
+            raise InvalidInput(
+                f"the range holds more than {limit} fire times (c.CubeSchedules.max_backfill_runs); "
+                "backfill a shorter range",
+                field="end",
+            )
+        logicals = [timing.iso(moment) for moment in moments]
+        existing = {
+            slot.logical: slot
+            for slot in self.store.slots(schedule.owner, schedule.name, logicals, len(logicals) or 1)
+        }
+        done = [t for t in logicals if t in existing and existing[t].state == "succeeded" and not rerun]
+        going = [t for t in logicals if t in existing and existing[t].state in ("pending", "running")]
+        chosen = [t for t in logicals if t not in done and t not in going]
+        result = {
+            "logical_dates": logicals,
+            "to_run": chosen,
+            "already_succeeded": done,
+            "in_progress": going,
+            "dry_run": dry_run,
+        }
+        if dry_run or not chosen:
+            return result
+        batch, stamp = secrets.token_hex(4), timing.iso(self.clock.now())
+        slots = [
+            Slot(
+                schedule.owner,
+                schedule.name,
+                t,
+                "pending",
+                "backfill",
+                batch=batch,
+                parallel=parallel,
+                created=stamp,
+            )
+            for t in chosen
+        ]
+        self.store.add_slots(slot for slot in slots if slot.logical not in existing)
+        self.store.rerun([slot for slot in slots if slot.logical in existing])
+        self.scheduler.wake()
+        return {**result, "batch": batch}
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    def _check_dependency(self, owner: str, spec: ScheduleSpec) -> None:
+        """`depends_on` names another schedule of the same owner, and no chain leads back."""
+        seen = {spec.name}
+        upstream = spec.depends_on
+        while upstream is not None:
+            if upstream in seen:
+                raise InvalidInput(
+                    f"depends_on {spec.depends_on!r} makes a cycle: {' -> '.join([*seen, upstream])}",
+                    field="depends_on",
+                )
+            seen.add(upstream)
+            other = self.store.get(owner, upstream)
+            if other is None:
+                raise InvalidInput(
+                    f"depends_on {upstream!r}: user {owner!r} has no schedule by that name (a schedule "
+                    "depends only on its owner's own)",
+                    field="depends_on",
+                )
+            upstream = other.spec.depends_on
+
+    def _next_fire(self, schedule: Schedule) -> str | None:
+        when = schedule.spec.timing(timing.parse_iso(schedule.created))
+        upcoming = when.next_after(timing.parse_iso(schedule.watermark))
+        return None if upcoming is None else timing.iso(upcoming)
+
+    async def _mirror(self, schedule: Schedule, snapshot: str | None) -> None:
+        if self.mirror is not None and self.mirror.mirrors(schedule):
+            await self.mirror.apply(schedule, snapshot)
+
+
+def _query_int(value: str, field: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise InvalidInput(f"{field} must be a whole number, got {value!r}", field=field) from None
