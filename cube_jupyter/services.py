@@ -295,7 +295,7 @@ class _ScheduledPipelines:
         return run.id
 
     def outcome(self, owner: str, run_id: str) -> Outcome | None:
-        from cube_jupyter.schedules.scheduler import Launcher, Outcome
+        from cube_jupyter.schedules.scheduler import Outcome
 
         run = self.pipelines.get_run(owner, run_id)
         if run.status in ("queued", "running"):
@@ -342,7 +342,7 @@ class _ScheduledTraining:
 
     def outcome(self, owner: str, run_id: str) -> Outcome | None:
         from cube_jupyter.errors import NotFound
-        from cube_jupyter.schedules.scheduler import Launcher, Outcome
+        from cube_jupyter.schedules.scheduler import Outcome
 
         try:
             job = self.jobs.get(owner, run_id)

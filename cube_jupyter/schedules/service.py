@@ -14,7 +14,7 @@ import builtins
 import secrets
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, Protocol
 
 from cube_jupyter import access, fields
@@ -102,7 +102,9 @@ class ScheduleService:
             "pending": sum(slot.state == "pending" for slot in recent),
         }
 
-    def runs(self, caller: str, name: object, user: str | None = None, limit: int = 500) -> builtins.list[Slot]:
+    def runs(
+        self, caller: str, name: object, user: str | None = None, limit: int = 500
+    ) -> builtins.list[Slot]:
         schedule = self.get(caller, name, user)
         return self.store.slots(schedule.owner, schedule.name, limit=limit)
 

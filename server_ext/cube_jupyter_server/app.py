@@ -21,6 +21,7 @@ from cube_jupyter_server.job_handlers import JOB_HANDLERS
 from cube_jupyter_server.lifecycle import STARTER_SETTING, BackendStarter
 from cube_jupyter_server.pipeline_handlers import PIPELINE_HANDLERS
 from cube_jupyter_server.router import ROUTE_PATTERN, NotebookRouterHandler
+from cube_jupyter_server.schedule_handlers import SCHEDULE_HANDLERS
 
 T = TypeVar("T")
 
@@ -73,6 +74,9 @@ class CubeJupyterApp(ExtensionApp):
                 "cube_settings": settings,
                 "cube_notebooks": None if settings.user_server else workbench.notebooks,
                 "cube_pipelines": self._or_exit(lambda: workbench.pipelines),
+                "cube_schedules": None
+                if settings.user_server
+                else self._or_exit(lambda: workbench.schedules),
                 "cube_caller": make_caller(settings),
                 INFO_SETTING: server_info(settings),
             }
@@ -95,6 +99,7 @@ class CubeJupyterApp(ExtensionApp):
         self.handlers.extend(INFO_HANDLERS)
         if not self.cube_settings.user_server:
             self.handlers.extend(HANDLERS)
+            self.handlers.extend(SCHEDULE_HANDLERS)
             self.handlers.append((ROUTE_PATTERN, NotebookRouterHandler))
         self.handlers.extend(PIPELINE_HANDLERS)
         self.handlers.extend(GPU_HANDLERS)
@@ -112,6 +117,8 @@ class CubeJupyterApp(ExtensionApp):
                 self.log.error("cube-jupyter: the owner's notebook servers cannot be read: %s", exc.message)
         await workbench.pipelines.start()  # a target that cannot start (no Argo) is said and left out
         await workbench.gpu.start()
+        if not self.cube_settings.user_server:
+            await workbench.schedules.start()  # the scheduler: here, never in a user's server
         try:
             await workbench.jobs.start()
         except CubeError as exc:  # jobs answer 503 saying why; the rest of the workbench serves on
@@ -119,7 +126,11 @@ class CubeJupyterApp(ExtensionApp):
 
     async def stop_extension(self) -> None:
         workbench = self.workbench
+        scheduler = (
+            () if self.cube_settings.user_server else (("stopping the scheduler", workbench.schedules.close),)
+        )
         for what, close in (
+            *scheduler,
             ("stopping pipeline runs", workbench.pipelines.close),
             ("stopping GPU sampling", workbench.gpu.close),
             ("stopping jobs", workbench.jobs.close),

@@ -18,7 +18,7 @@ from cube_jupyter_server.handlers import API_PREFIX, CubeAPIHandler, cube_endpoi
 
 INFO_SETTING = "cube_info"
 USER_FEATURES = ("pipelines", "jobs", "gpu")
-WORKBENCH_FEATURES = ("notebooks", *USER_FEATURES)
+WORKBENCH_FEATURES = ("notebooks", "schedules", *USER_FEATURES)
 
 
 def server_info(settings: Settings) -> dict[str, Any]:
@@ -50,11 +50,12 @@ class NotServedHandler(CubeAPIHandler):
         self.caller  # noqa: B018  - anonymous callers get 403
         settings: Settings = self.settings["cube_settings"]
         feature = path.split("/", 1)[0]
-        if settings.user_server and feature in ("notebooks", "profiles"):
+        if settings.user_server and feature in ("notebooks", "profiles", "schedules"):
             where = settings.workbench_url or "the workbench"
+            managed = "schedules" if feature == "schedules" else "notebook servers"
             message = (
                 f"{feature} are not served here: this is a notebook server of "
-                f"{settings.workbench.default_user!r}; notebook servers are managed at {where}"
+                f"{settings.workbench.default_user!r}; {managed} are managed at {where}"
             )
         else:
             message = f"no such API: /cube/api/v1/{path}"
