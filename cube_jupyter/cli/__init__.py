@@ -1,6 +1,6 @@
 """The `cube-jupyter` command: the same core the server uses, from a shell.
 
-    cube-jupyter notebook|pipeline|train|tune|serve|gpu ACTION ... [--config FILE]
+    cube-jupyter notebook|pipeline|schedule|train|tune|serve|gpu ACTION ... [--config FILE]
 
 Each command's parser is declared here with the standard library only (`notebook.py`, ...) and names
 its handlers in a sibling `*_commands.py` (`command.Command`), imported only when that command runs:
@@ -19,6 +19,7 @@ from cube_jupyter.cli.gpu import add_gpu_commands
 from cube_jupyter.cli.jobs import add_job_commands
 from cube_jupyter.cli.notebook import add_notebook_commands
 from cube_jupyter.cli.pipeline import add_pipeline_commands
+from cube_jupyter.cli.schedule import add_schedule_commands
 from cube_jupyter.startup import skip_schema_format_libraries
 
 
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     add_notebook_commands(commands)
     add_pipeline_commands(commands)
+    add_schedule_commands(commands)
     add_job_commands(commands)
     add_gpu_commands(commands)
     return parser

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from cube_jupyter.cli.jobs import COMMANDS
+from cube_jupyter.cli.table import print_rows
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import CubeError, InvalidInput, NotFound
 from cube_jupyter.jobs.model import Job, describe_progress
@@ -253,19 +254,19 @@ def _age(created: float) -> str:
 
 def print_table(jobs: list[Job]) -> None:
     header = ("NAME", "KIND", "FRAMEWORK", "PHASE", "REPLICAS", "GPUS", "AGE", "ENDPOINT")
-    rows = [header] + [
-        (
-            job.name,
-            job.kind,
-            job.framework or "-",
-            job.phase,
-            f"{sum(r.state in ('Running', 'Succeeded') for r in job.replicas)}/{len(job.replicas)}",
-            str(job.gpus),
-            _age(job.created),
-            job.endpoint or "-",
-        )
-        for job in jobs
-    ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    print_rows(
+        header,
+        [
+            (
+                job.name,
+                job.kind,
+                job.framework or "-",
+                job.phase,
+                f"{sum(r.state in ('Running', 'Succeeded') for r in job.replicas)}/{len(job.replicas)}",
+                str(job.gpus),
+                _age(job.created),
+                job.endpoint or "-",
+            )
+            for job in jobs
+        ],
+    )

@@ -32,7 +32,7 @@ INVALID = 2
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-def _parameters(pairs: list[list[str]]) -> dict[str, Any]:
+def parameter_values(pairs: list[list[str]]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name, text in pairs:
         try:
@@ -84,7 +84,7 @@ def compile_pipeline(args: argparse.Namespace, settings: Settings) -> int:
             settings.pipelines,
             run_id=args.run_id,
             store_url=args.store,
-            parameters=_parameters(args.parameter),
+            parameters=parameter_values(args.parameter),
         )
     except CubeError as exc:
         return _invalid(exc)
@@ -125,7 +125,7 @@ async def _run_async(args: argparse.Namespace, settings: Settings) -> int:
         started = time.perf_counter()
         request = RunRequest(
             path,
-            _parameters(args.parameter),
+            parameter_values(args.parameter),
             target=args.target,
             store=args.store,
             parallel=parallel,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -24,6 +25,8 @@ from cube_jupyter.schedules.store import Schedule, ScheduleStore, Slot
 from cube_jupyter.schedules.timing import iso, parse_iso
 
 LOG = logging.getLogger(__name__)
+# How often the running scheduler says so in the store (`cube-jupyter schedule` reads it).
+BEAT_SECONDS = 10.0
 
 
 class Clock(Protocol):
@@ -84,6 +87,7 @@ class Scheduler:
         self.config = config
         self.clock = clock or SystemClock()
         self._task: asyncio.Task[None] | None = None
+        self._last_beat: datetime | None = None
         self._wake = asyncio.Event()
 
     # -- the loop ----------------------------------------------------------------------------------
@@ -128,6 +132,9 @@ class Scheduler:
 
     async def tick(self) -> None:
         now = self.clock.now()
+        if self._last_beat is None or (now - self._last_beat).total_seconds() >= BEAT_SECONDS:
+            self.store.beat(os.getpid(), iso(now))
+            self._last_beat = now
         for schedule in self.store.due(iso(now)):
             self.plan(schedule, now)
         slots = self.store.active()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import builtins
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Protocol
@@ -41,6 +41,10 @@ class ClusterMirror(Protocol):
     async def remove(self, schedule: Schedule) -> None: ...
 
 
+# The cluster object a notebook schedule is on the kubernetes backend: (schedule, snapshot) -> object.
+Renderer = Callable[[Schedule, str | None], dict[str, Any]]
+
+
 class ScheduleService:
     def __init__(
         self,
@@ -50,7 +54,11 @@ class ScheduleService:
         *,
         clock: Clock | None = None,
         mirror: ClusterMirror | None = None,
+        renderer: Renderer | None = None,
     ) -> None:
+        """`renderer` makes the CronWorkflow of a notebook schedule (asking no cluster), `mirror`
+        keeps it on the cluster (kubernetes backend); both come from the composition root."""
+        self.renderer = renderer
         self.settings = settings
         self.config = settings.schedules
         self.store = store
@@ -136,6 +144,19 @@ class ScheduleService:
             "next": [timing.iso(moment) for moment in times],
         }
 
+    def render(self, caller: str, name: object, user: str | None = None) -> dict[str, Any]:
+        """The Argo CronWorkflow the kubernetes backend keeps for a notebook schedule."""
+        schedule = self.get(caller, name, user)
+        if schedule.spec.kind != "notebook":
+            raise InvalidInput(
+                f"schedule {schedule.name!r} runs a training job: the workbench's scheduler starts each "
+                "run (a CronWorkflow runs notebooks only)",
+                field="kind",
+            )
+        if self.renderer is None:
+            raise InvalidInput("this installation renders no CronWorkflows", field="name")
+        return self.renderer(schedule, self.store.snapshot(schedule.owner, schedule.name))
+
     # -- writes ------------------------------------------------------------------------------------
 
     async def create(self, caller: str, body: object, user: str | None = None) -> Schedule:
@@ -213,7 +234,7 @@ class ScheduleService:
         raw = fields.mapping(body, "body")
         fields.reject_unknown(raw, BACKFILL_FIELDS, "")
         start = timing.instant(raw.get("start"), "start", schedule.spec.timezone)
-        end = timing.instant(raw.get("end"), "end", schedule.spec.timezone)
+        end = timing.instant(raw.get("end"), "end", schedule.spec.timezone, end_of_day=True)
         if end < start:
             raise InvalidInput(f"end {raw['end']!r} is before start {raw['start']!r}", field="end")
         parallel = fields.integer(

@@ -90,7 +90,7 @@ class ScheduleSpec:
             )
         zone = timing.timezone(raw.get("timezone", "UTC"))
         start = None if raw.get("start") is None else timing.instant(raw["start"], "start", zone)
-        end = None if raw.get("end") is None else timing.instant(raw["end"], "end", zone)
+        end = None if raw.get("end") is None else timing.instant(raw["end"], "end", zone, end_of_day=True)
         if start is not None and end is not None and end <= start:
             raise InvalidInput(f"end {raw['end']!r} is not after start {raw['start']!r}", field="end")
         depends_on = raw.get("depends_on")

@@ -65,6 +65,8 @@ SCHEMA = (
     )
     """,
     "CREATE INDEX IF NOT EXISTS slots_active ON slots (state, not_before)",
+    # The running scheduler's heartbeat: whether a command's change will be picked up soon.
+    "CREATE TABLE IF NOT EXISTS scheduler (id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER, beat TEXT)",
 )
 
 
@@ -357,6 +359,18 @@ class ScheduleStore:
                 [*changes.values(), slot.owner, slot.schedule, slot.logical],
             )
         return replace(slot, **changes)
+
+    # -- the scheduler's heartbeat ----------------------------------------------------------------
+
+    def beat(self, pid: int, stamp: str) -> None:
+        with self._transaction() as db:
+            db.execute("INSERT OR REPLACE INTO scheduler (id, pid, beat) VALUES (1, ?, ?)", (pid, stamp))
+
+    def last_beat(self) -> tuple[int, str] | None:
+        """(pid, time) of the scheduler's latest pass, if one ever ran."""
+        with self._transaction(write=False) as db:
+            row = db.execute("SELECT pid, beat FROM scheduler WHERE id = 1").fetchone()
+        return None if row is None else (row["pid"], row["beat"])
 
     def _transaction(self, write: bool = True) -> AbstractContextManager[sqlite3.Connection]:
         return sqlite.transaction(self.path, write)

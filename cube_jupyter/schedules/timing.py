@@ -68,8 +68,9 @@ def timezone(value: object, field: str = "timezone") -> str:
     return value
 
 
-def instant(value: object, field: str, zone: str) -> datetime:
-    """An ISO 8601 date or time; one without an offset is read in `zone`. UTC on the way out."""
+def instant(value: object, field: str, zone: str, *, end_of_day: bool = False) -> datetime:
+    """An ISO 8601 date or time; one without an offset is read in `zone`. UTC on the way out. A bare
+    date that ends a range (`end_of_day`) means the whole day: its last second."""
     if not isinstance(value, str) or not value:
         raise InvalidInput(f"{field} must be an ISO 8601 time such as '2026-12-01T02:00:00Z'", field=field)
     try:
@@ -79,6 +80,8 @@ def instant(value: object, field: str, zone: str) -> datetime:
             f"{field} {value!r} is not an ISO 8601 time (e.g. '2026-12-01' or '2026-12-01T02:00:00+01:00')",
             field=field,
         ) from None
+    if end_of_day and len(value) == len("2026-12-31"):
+        parsed += timedelta(days=1, seconds=-1)
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=ZoneInfo(zone))
     return parsed.astimezone(UTC)
