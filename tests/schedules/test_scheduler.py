@@ -214,7 +214,7 @@ def test_backfill_dry_run_lists_and_parallel_bounds(env: Env) -> None:
     plan = env.service.backfill(
         "alice", "daily", {"start": "2026-11-01", "end": "2026-11-10", "parallel": 3, "dry_run": True}
     )
-    assert plan["to_run"][0] == "2026-11-01T02:00:00Z" and len(plan["to_run"]) == 9
+    assert plan["to_run"][0] == "2026-11-01T02:00:00Z" and len(plan["to_run"]) == 10  # the 10th included
     assert env.service.store.slots("alice", "daily") == []
     env.service.backfill("alice", "daily", {"start": "2026-11-01", "end": "2026-11-10", "parallel": 3})
     env.at(1)

@@ -1,0 +1,185 @@
+"""REST API of schedules on a real Jupyter server (local backend), checked against openapi.yaml.
+
+The scheduler runs in this server (the central workbench) with the real clock; "run now" and a
+backfill start real pipeline runs (papermill kernels), each carrying its logical time into the
+notebook's `logical_date` parameter. The rules of when runs start are tested with an injected clock
+in tests/schedules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.pipelines.notebooks import code, notebook, write
+from tests.server.openapi import assert_response_matches
+from tests.waiting import wait_until_async
+
+pytestmark = pytest.mark.timeout(240)
+
+DATED = notebook(
+    code("logical_date = None\nscale = 2", "parameters"),
+    code("stamp = logical_date\nsize = scale * 10", "step:extract"),
+    code("print('ran for', stamp, size)", "step:report"),
+    code("stamp", "metrics"),
+)
+
+
+@pytest.fixture
+def root(user_files: Any) -> Path:
+    area: Path = user_files("alice")
+    write(DATED, area / "dated.ipynb")
+    return area
+
+
+async def call(api: Any, method: str, path: str, spec_path: str, **kwargs: Any) -> tuple[int, Any]:
+    status, body = await api(method, path, **kwargs)
+    assert_response_matches(spec_path, method, status, body)
+    return status, body
+
+
+async def settled(api: Any, name: str, count: int, as_user: str = "alice") -> list[dict[str, Any]]:
+    """The schedule's runs once `count` of them have ended."""
+
+    async def runs() -> list[dict[str, Any]]:
+        status, body = await call(
+            api, "GET", f"schedules/{name}/runs", "/schedules/{name}/runs", as_user=as_user
+        )
+        assert status == 200, body
+        return list(body["runs"])
+
+    return await wait_until_async(
+        runs,
+        180,
+        f"{count} run(s) of {name} to end",
+        until=lambda found: sum(r["state"] not in ("pending", "running") for r in found) >= count,
+        interval=0.25,
+    )
+
+
+async def test_save_run_now_and_backfill_real_runs(api: Any, root: Path) -> None:
+    body = {
+        "name": "nightly",
+        "path": "dated.ipynb",
+        "cron": "0 2 * * *",
+        "timezone": "Europe/Berlin",
+        "parameters": {"scale": 3},
+        "max_concurrency": 2,
+    }
+    status, saved = await call(api, "POST", "schedules", "/schedules", body=body)
+    assert status == 201, saved
+    assert saved["describe"] == "At 02:00 every day (Europe/Berlin)" and saved["state"] == "active"
+    assert saved["next_fire"].endswith("T01:00:00Z") and saved["snapshot_taken"]
+    # The file changes after saving: runs execute the snapshot, never the edit.
+    write(notebook(code("raise SystemExit('half-edited')", "step:broken")), root / "dated.ipynb")
+
+    status, slot = await call(api, "POST", "schedules/nightly/run", "/schedules/{name}/run")
+    assert status == 201 and slot["state"] == "pending" and slot["origin"] == "manual"
+    (done,) = await settled(api, "nightly", 1)
+    assert done["state"] == "succeeded", done
+    status, run = await api("GET", f"pipelines/runs/{done['run_id']}")
+    assert status == 200 and run["schedule"] == "nightly" and run["logical_date"] == done["logical_date"]
+    assert run["parameters"] == {"logical_date": done["logical_date"], "scale": 3}
+    assert run["metrics"] == {"stamp": done["logical_date"]}
+
+    status, plan = await call(
+        api,
+        "POST",
+        "schedules/nightly/backfill",
+        "/schedules/{name}/backfill",
+        body={"start": "2026-11-01", "end": "2026-11-03", "parallel": 2, "dry_run": True},
+    )
+    assert status == 200 and plan["to_run"] == [
+        "2026-11-01T01:00:00Z",
+        "2026-11-02T01:00:00Z",
+        "2026-11-03T01:00:00Z",
+    ]
+    status, queued = await call(
+        api,
+        "POST",
+        "schedules/nightly/backfill",
+        "/schedules/{name}/backfill",
+        body={"start": "2026-11-01", "end": "2026-11-03", "parallel": 2},
+    )
+    assert status == 202 and queued["batch"]
+    runs = await settled(api, "nightly", 4)
+    assert {r["logical_date"]: r["state"] for r in runs if r["origin"] == "backfill"} == dict.fromkeys(
+        plan["to_run"], "succeeded"
+    )
+    # Again: every logical time already succeeded, nothing runs twice.
+    status, again = await call(
+        api,
+        "POST",
+        "schedules/nightly/backfill",
+        "/schedules/{name}/backfill",
+        body={"start": "2026-11-01", "end": "2026-11-03"},
+    )
+    assert status == 202 and again["to_run"] == [] and again["already_succeeded"] == plan["to_run"]
+
+    status, paused = await call(api, "PATCH", "schedules/nightly", "/schedules/{name}", body={"paused": True})
+    assert status == 200 and paused["state"] == "paused" and paused["next_fire"] is None
+    status, listed = await call(api, "GET", "schedules", "/schedules")
+    assert [s["name"] for s in listed["schedules"]] == ["nightly"]
+    assert listed["schedules"][0]["last_run"]["state"] == "succeeded"
+    status, _ = await call(api, "DELETE", "schedules/nightly", "/schedules/{name}")
+    assert status == 204
+    status, gone = await call(api, "GET", "schedules/nightly", "/schedules/{name}")
+    assert status == 404 and gone["field"] == "name"
+
+
+async def test_bad_input_names_the_field(api: Any, root: Path) -> None:
+    good = {"name": "ok", "path": "dated.ipynb", "cron": "0 2 * * *"}
+    cases = [
+        ({**good, "cron": "0 2 * *"}, "cron"),
+        ({**good, "timezone": "Europe/Atlantis"}, "timezone"),
+        ({**good, "start": "2026-12-02", "end": "2026-12-01"}, "end"),
+        ({**good, "depends_on": "missing"}, "depends_on"),
+        ({**good, "path": "missing.ipynb"}, "path"),
+        ({**good, "parameters": {"nope": 1}}, "parameters"),
+        ({**good, "max_concurrency": 0}, "max_concurrency"),
+        ("not json", "body"),
+    ]
+    for body, field in cases:
+        status, error = await call(api, "POST", "schedules", "/schedules", body=body)
+        missing = field == "path"  # a file that is not there is a 404, as for a pipeline run
+        assert status == (404 if missing else 400) and error["field"].startswith(field), (body, error)
+    status, error = await call(api, "GET", "schedules/preview", "/schedules/preview", cron="nonsense")
+    assert status == 400 and error["field"] == "cron"
+    status, preview = await call(
+        api, "GET", "schedules/preview", "/schedules/preview", cron="@hourly", count="2"
+    )
+    assert status == 200 and preview["describe"] == "At the start of every hour (UTC)"
+    assert len(preview["next"]) == 2
+
+
+async def test_owners_only_and_admins_by_user(api: Any, root: Path, user_files: Any) -> None:
+    status, _ = await api(
+        "POST", "schedules", body={"name": "mine", "path": "dated.ipynb", "cron": "0 2 * * *"}
+    )
+    assert status == 201
+    status, error = await call(api, "GET", "schedules/mine", "/schedules/{name}", as_user="bob")
+    assert status == 404
+    status, error = await call(api, "GET", "schedules/mine", "/schedules/{name}", as_user="bob", user="alice")
+    assert status == 403 and error["field"] == "user"
+    status, error = await call(
+        api, "PATCH", "schedules/mine", "/schedules/{name}", as_user="bob", body={"paused": True}
+    )
+    assert status == 404
+    status, seen = await call(
+        api, "GET", "schedules/mine", "/schedules/{name}", as_user="root-admin", user="alice"
+    )
+    assert status == 200 and seen["owner"] == "alice"
+    # bob cannot name alice's notebook, nor depend on her schedule.
+    user_files("bob")
+    status, error = await call(
+        api,
+        "POST",
+        "schedules",
+        "/schedules",
+        as_user="bob",
+        body={"name": "theirs", "path": "dated.ipynb", "cron": "0 2 * * *"},
+    )
+    assert status in (400, 403, 404) and error["field"] == "path"
+    status, error = await call(api, "GET", "schedules", "/schedules", as_user="bob", all="1")
+    assert status == 403
