@@ -180,9 +180,15 @@ class Workbench:
             "notebook": _ScheduledPipelines(self.pipelines),
             "training": _ScheduledTraining(self.jobs),
         }
-        return ScheduleService(
-            self.settings.schedules, ScheduleStore.in_state_dir(self.settings.state_dir), launchers
-        )
+        store = ScheduleStore.in_state_dir(self.settings.state_dir)
+        mirror = None
+        if self.cluster is not None and self.cluster_runs:  # Argo fires cluster notebook schedules
+            from cube_jupyter.schedules.kubernetes.mirror import CronWorkflowMirror
+
+            mirror = CronWorkflowMirror(
+                self.settings.schedules, self.cluster, store, _ScheduledWorkflow(self.settings)
+            )
+        return ScheduleService(self.settings.schedules, store, launchers, mirror=mirror)
 
     @cached_property
     def gpu(self) -> GpuService:
@@ -320,6 +326,34 @@ class _ScheduledPipelines:
             notebook=notebook,
             schedule=spec.name,
             logical_date=logical_date,
+        )
+
+
+class _ScheduledWorkflow:
+    """The Workflow a cluster notebook schedule's CronWorkflow runs (`schedules.kubernetes.mirror.
+    WorkflowOf`): its notebook snapshot compiled for its owner's namespace, `{{workflow.name}}` as each
+    run's id. A notebook with a `logical_date` parameter gets it as a workflow parameter, which the
+    CronWorkflow fills with the time Argo scheduled the run for."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def __call__(self, schedule: Schedule, snapshot: str | None, namespace: str) -> dict[str, Any]:
+        import json
+
+        from cube_jupyter.pipelines.dag import build_pipeline
+        from cube_jupyter.pipelines.kubernetes.argo import compile_workflow
+        from cube_jupyter.pipelines.service import LOGICAL_DATE
+
+        spec = schedule.spec
+        if snapshot is None or spec.path is None:
+            raise InvalidInput(f"schedule {schedule.name!r} has no notebook snapshot", field="path")
+        pipeline = build_pipeline(json.loads(snapshot), spec.path)
+        parameters = dict(spec.parameters)
+        if any(p.name == LOGICAL_DATE for p in pipeline.parameters):
+            parameters.setdefault(LOGICAL_DATE, None)
+        return compile_workflow(
+            pipeline, self.settings.pipelines, parameters=parameters, user=schedule.owner, namespace=namespace
         )
 
 

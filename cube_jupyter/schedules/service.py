@@ -36,6 +36,14 @@ class ClusterMirror(Protocol):
         """Whether Argo fires this schedule (a notebook schedule with target cluster)."""
         ...
 
+    def check(self, schedule: Schedule, snapshot: str | None) -> None:
+        """Refuse (InvalidInput naming the field) what the cluster object cannot say, before saving."""
+
+    async def start(self) -> None:
+        """Follow the runs the cluster starts by itself, into the schedules' history."""
+
+    async def close(self) -> None: ...
+
     async def apply(self, schedule: Schedule, snapshot: str | None) -> None: ...
 
     async def remove(self, schedule: Schedule) -> None: ...
@@ -76,10 +84,14 @@ class ScheduleService:
 
     async def start(self) -> None:
         """Run the scheduler here: the central workbench's job, never a user server's."""
+        if self.mirror is not None:
+            await self.mirror.start()
         self.scheduler.start()
 
     async def close(self) -> None:
         await self.scheduler.close()
+        if self.mirror is not None:
+            await self.mirror.close()
 
     # -- reads -------------------------------------------------------------------------------------
 
@@ -171,6 +183,7 @@ class ScheduleService:
             next_fire=self._next_fire(schedule),
             snapshot_taken=stamp if snapshot is not None else None,
         )
+        self._check_mirror(schedule, snapshot)
         self.store.create(schedule, snapshot, limit=self.config.max_schedules_per_user)
         await self._mirror(schedule, snapshot)
         self.scheduler.wake()
@@ -196,10 +209,12 @@ class ScheduleService:
             snapshot = self.launchers[spec.kind].prepare(schedule.owner, updated)
             updated = replace(updated, snapshot_taken=stamp if snapshot is not None else None)
         updated = replace(updated, next_fire=self._next_fire(updated))
+        current = snapshot if snapshot is not None else self.store.snapshot(updated.owner, updated.name)
+        self._check_mirror(updated, current)
         self.store.update(updated, snapshot)
-        await self._mirror(
-            updated, snapshot if snapshot is not None else self.store.snapshot(updated.owner, updated.name)
-        )
+        if self.mirror is not None and self.mirror.mirrors(schedule) and not self.mirror.mirrors(updated):
+            await self.mirror.remove(schedule)  # the workbench runs it now
+        await self._mirror(updated, current)
         self.scheduler.wake()
         return updated
 
@@ -313,6 +328,10 @@ class ScheduleService:
         when = schedule.spec.timing(timing.parse_iso(schedule.created))
         upcoming = when.next_after(timing.parse_iso(schedule.watermark))
         return None if upcoming is None else timing.iso(upcoming)
+
+    def _check_mirror(self, schedule: Schedule, snapshot: str | None) -> None:
+        if self.mirror is not None and self.mirror.mirrors(schedule):
+            self.mirror.check(schedule, snapshot)
 
     async def _mirror(self, schedule: Schedule, snapshot: str | None) -> None:
         if self.mirror is not None and self.mirror.mirrors(schedule):

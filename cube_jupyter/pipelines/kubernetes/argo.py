@@ -76,6 +76,7 @@ def compile_workflow(
     user: str | None = None,
     parallel: int | None = None,
     namespace: str | None = None,
+    labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The Workflow running `pipeline` on the cluster.
 
@@ -83,7 +84,8 @@ def compile_workflow(
     Profile's; else CubeWorkbench.namespace_template's) and labels it; `run_id` names the run's
     artifacts in the store (None: the Workflow's own name, for `argo submit`); `store_url` defaults to
     CubeStorage.url and must be S3, the only store pods can reach; `parameters` override the
-    notebook's defaults.
+    notebook's defaults; `labels` are added to the Workflow's (a scheduled run's schedule and logical
+    time, so the run for one logical time is found by label).
     """
     store = _cluster_store(store_url or config.storage.url)
     if run_id is not None and not RUN_ID.match(run_id):
@@ -128,11 +130,9 @@ def compile_workflow(
     }
     if ttl:
         spec["ttlStrategy"] = ttl
-    workflow = {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "metadata": _metadata(pipeline, config, run_id, user, namespace),
-    }
+    metadata = _metadata(pipeline, config, run_id, user, namespace)
+    metadata["labels"].update(labels or {})
+    workflow = {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata}
     workflow["spec"] = spec
     size = len(json.dumps(workflow))
     if size > MAX_WORKFLOW_BYTES:

@@ -184,8 +184,10 @@ class ClusterPipelineRuns:
         parameters: dict[str, Any] | None = None,
         *,
         parallel: int | None = None,
+        labels: dict[str, str] | None = None,
     ) -> str:
-        """Create the run's Workflow in the user's namespace; return its (generated) name.
+        """Create the run's Workflow in the user's namespace (`labels` added to its own); return its
+        (generated) name.
 
         One object holds the whole run (the pipeline travels inside it), so a failed create leaves
         nothing behind and there is nothing to roll back.
@@ -200,6 +202,7 @@ class ClusterPipelineRuns:
             user=user,
             parallel=parallel,
             namespace=namespace,
+            labels=labels,
         )
         if self._workflow(user, run_id) is not None:
             raise Conflict(f"user {user!r} already has a cluster run {run_id!r}", field="run_id")

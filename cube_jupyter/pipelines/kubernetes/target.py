@@ -7,6 +7,7 @@ from __future__ import annotations
 from cube_jupyter.errors import NotFound
 from cube_jupyter.fields import seconds_between
 from cube_jupyter.kube.cluster import Cluster
+from cube_jupyter.kube.labels import LOGICAL_DATE_LABEL, SCHEDULE_LABEL, logical_date_label
 from cube_jupyter.pipelines.config import PipelineSettings
 from cube_jupyter.pipelines.history import RunRecord, StepRecord
 from cube_jupyter.pipelines.kubernetes.runs import ClusterPipelineRuns, WorkflowRun
@@ -31,7 +32,13 @@ class ArgoRunTarget:
         run_id = new_run_id(run.pipeline)
         store_url = run.request.store or self.settings.storage.url
         name = await self.runs.submit(
-            run.pipeline, run.caller, run_id, store_url or None, run.values, parallel=run.request.parallel
+            run.pipeline,
+            run.caller,
+            run_id,
+            store_url or None,
+            run.values,
+            parallel=run.request.parallel,
+            labels=_scheduled_labels(run.request),
         )
         return run.record(store_url, run_id=run_id, external=name)
 
@@ -45,6 +52,17 @@ class ArgoRunTarget:
         except NotFound:
             return run
         return _merge_workflow(run, workflow)
+
+
+def _scheduled_labels(request: RunRequest) -> dict[str, str]:
+    """A scheduled run's schedule and logical time, as the Workflows Argo's CronWorkflow starts carry
+    them too: the run for one logical time of a schedule is found by label, whoever started it."""
+    labels = {}
+    if request.schedule is not None:
+        labels[SCHEDULE_LABEL] = request.schedule
+    if request.logical_date is not None:
+        labels[LOGICAL_DATE_LABEL] = logical_date_label(request.logical_date)
+    return labels
 
 
 def _merge_workflow(run: RunRecord, workflow: WorkflowRun) -> RunRecord:

@@ -1,0 +1,1 @@
+"""Schedules Argo fires: CronWorkflows of cluster notebook schedules (`cron`, `mirror`)."""
