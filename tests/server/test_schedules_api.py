@@ -183,3 +183,33 @@ async def test_owners_only_and_admins_by_user(api: Any, root: Path, user_files: 
     assert status in (400, 403, 404) and error["field"] == "path"
     status, error = await call(api, "GET", "schedules", "/schedules", as_user="bob", all="1")
     assert status == 403
+
+
+async def test_a_scheduled_training_job_gets_its_logical_time(api: Any, root: Path, jp_fetch: Any) -> None:
+    """Nightly retraining is often a script: `kind: training` runs a job per logical time, named
+    after it, with the logical time in CUBE_LOGICAL_DATE."""
+    import sys
+
+    job = {
+        "name": "retrain",
+        "framework": "pytorch",
+        "replicas": {"worker": 1},
+        "command": [sys.executable, "-c", "import os; print('logical', os.environ['CUBE_LOGICAL_DATE'])"],
+    }
+    body = {"name": "retrain", "kind": "training", "job": job, "interval_seconds": 86400, "retries": 1}
+    status, saved = await call(api, "POST", "schedules", "/schedules", body=body)
+    assert status == 201 and saved["kind"] == "training" and saved["path"] is None, saved
+    status, slot = await call(api, "POST", "schedules/retrain/run", "/schedules/{name}/run")
+    assert status == 201
+    (done,) = await settled(api, "retrain", 1)
+    assert done["state"] == "succeeded", done
+    compact = done["logical_date"].replace("-", "").replace(":", "").replace("T", "-").rstrip("Z")
+    assert done["run_id"] == f"retrain-{compact}"
+    logs = await jp_fetch(
+        "cube", "api", "v1", "jobs", done["run_id"], "logs",
+        params={"replica": "worker-0"}, headers={"kubeflow-userid": "alice"},
+    )
+    assert f"logical {done['logical_date']}" in logs.body.decode()
+    bad = {**body, "name": "broken", "job": {**job, "replicas": {"chief": 1}}}
+    status, error = await call(api, "POST", "schedules", "/schedules", body=bad)
+    assert status == 400 and error["field"].startswith("replicas"), error
