@@ -7,8 +7,10 @@ import { gpuPlugin } from './plugins/gpu';
 import { jobsPlugin } from './plugins/jobs';
 import { notebookServersPlugin } from './plugins/notebooks';
 import { pipelinePlugin } from './plugins/pipeline';
+import { schedulesPlugin } from './schedules/plugin';
 
 export { CubeApiError, CubeClient } from './common/api';
+export { ScheduleCommandIDs } from './schedules/commands';
 export {
   CommandIDs,
   GpuCommandIDs,
@@ -29,7 +31,8 @@ const plugins: JupyterFrontEndPlugin<unknown>[] = [
   notebookServersPlugin,
   pipelinePlugin,
   gpuPlugin,
-  jobsPlugin
+  jobsPlugin,
+  schedulesPlugin
 ];
 
 export default plugins;

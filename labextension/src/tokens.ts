@@ -42,7 +42,9 @@ export const PipelineCommandIDs = {
   open: 'cube:open-pipeline',
   run: 'cube:run-as-pipeline',
   /** The pipeline graph, large, in the main area. */
-  openGraph: 'cube:open-pipeline-graph'
+  openGraph: 'cube:open-pipeline-graph',
+  /** Show one run in the panel, with its notebook: `{path, run}` (not in the palette). */
+  openRun: 'cube:open-pipeline-run'
 } as const;
 
 /** Command ids of the GPU panel. */

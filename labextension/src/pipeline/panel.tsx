@@ -59,6 +59,16 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
     });
   }
 
+  /** "Schedule…" by Run, where the server offers schedules (null: not offered). */
+  get scheduleAction(): (() => void) | null {
+    return this._scheduleAction;
+  }
+
+  set scheduleAction(action: (() => void) | null) {
+    this._scheduleAction = action;
+    this.update();
+  }
+
   protected render(): JSX.Element {
     const model = this.model;
     const notebook = model.notebook;
@@ -206,6 +216,17 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
             >
               {model.starting.busy ? 'Starting…' : 'Run'}
             </Button>
+            {this._scheduleAction && (
+              <Button
+                className="cube-Button"
+                minimal
+                data-testid="cube-pipeline-schedule"
+                title="Run this notebook (as saved) as a pipeline on a schedule"
+                onClick={this._scheduleAction}
+              >
+                Schedule…
+              </Button>
+            )}
           </div>
           {runError && (
             <ErrorMessage
@@ -338,6 +359,8 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
       void content.scrollToCell(cell);
     }
   }
+
+  private _scheduleAction: (() => void) | null = null;
 
   private async _open(run: IRun, step: IRunStep): Promise<void> {
     try {

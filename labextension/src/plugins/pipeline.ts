@@ -16,7 +16,7 @@ import {
   INotebookTracker,
   NotebookPanel
 } from '@jupyterlab/notebook';
-import type { IDisposable } from '@lumino/disposable';
+import { DisposableSet, type IDisposable } from '@lumino/disposable';
 
 import { CubeClient, probe } from '../common/api';
 import { PipelineClient } from '../pipeline/client';
@@ -31,6 +31,8 @@ import { PipelineGraph } from '../pipeline/graphWidget';
 import { pipelineIcon } from '../pipeline/icons';
 import { PipelinePanel } from '../pipeline/panel';
 import type { IRun, IRunStep } from '../pipeline/types';
+import { ScheduleCommandIDs } from '../schedules/commands';
+import { scheduleIcon } from '../schedules/icons';
 import { PipelineCommandIDs } from '../tokens';
 import { offerIfAvailable } from './catalog';
 import { MainAreaPanel } from './mainAreaPanel';
@@ -40,12 +42,18 @@ function isStepNotebook(panel: NotebookPanel): boolean {
   return isStepNotebookPath(panel.context.path);
 }
 
-/** Adds "Run as pipeline" to each notebook panel's toolbar. */
+/**
+ * Adds "Run as pipeline" to each notebook panel's toolbar, and "Schedule…" after it where
+ * the server offers schedules (`schedule` says how, when it does).
+ */
 class RunAsPipelineButton implements DocumentRegistry.IWidgetExtension<
   NotebookPanel,
   INotebookModel
 > {
-  constructor(private readonly _run: (panel: NotebookPanel) => void) {}
+  constructor(
+    private readonly _run: (panel: NotebookPanel) => void,
+    private readonly _schedule: () => ((panel: NotebookPanel) => void) | null
+  ) {}
 
   createNew(panel: NotebookPanel): IDisposable | void {
     if (isStepNotebook(panel)) {
@@ -60,7 +68,24 @@ class RunAsPipelineButton implements DocumentRegistry.IWidgetExtension<
     });
     button.node.setAttribute('data-testid', 'cube-run-as-pipeline');
     panel.toolbar.insertItem(10, 'cube-run-as-pipeline', button);
-    return button;
+    const schedule = this._schedule();
+    if (!schedule) {
+      return button;
+    }
+    const scheduleButton = new ToolbarButton({
+      icon: scheduleIcon,
+      label: 'Schedule…',
+      tooltip: 'Run this notebook as a pipeline on a schedule',
+      className: 'cube-ScheduleNotebook',
+      onClick: () => schedule(panel)
+    });
+    scheduleButton.node.setAttribute('data-testid', 'cube-schedule-notebook');
+    panel.toolbar.insertAfter(
+      'cube-run-as-pipeline',
+      'cube-schedule-notebook',
+      scheduleButton
+    );
+    return DisposableSet.from([button, scheduleButton]);
   }
 }
 
@@ -122,6 +147,21 @@ export const pipelinePlugin: JupyterFrontEndPlugin<void> = {
       await model.startRun('local');
     };
 
+    // A run opened from elsewhere (a schedule's): its notebook becomes the panel's, then
+    // the run is selected as a pick from the history would.
+    const openRun = async (path: string, id: string): Promise<void> => {
+      const widget = await app.commands.execute('docmanager:open', {
+        path,
+        factory: 'Notebook'
+      });
+      if (widget instanceof NotebookPanel) {
+        model.setNotebook(widget);
+      }
+      show(null);
+      await model.refreshHistory();
+      model.selectRun(id);
+    };
+
     // Every server that lists `pipelines` in /info gets the panel (the workbench and the
     // user servers it starts); the first answer is the run targets and tag vocabulary.
     const available = offerIfAvailable(
@@ -157,13 +197,42 @@ export const pipelinePlugin: JupyterFrontEndPlugin<void> = {
             isEnabled: () => model.notebook !== null,
             execute: () => runAsPipeline(model.notebook)
           });
+          // Schedules are the central workbench's (their own plugin): "Schedule…" is
+          // offered here once its command is there.
+          const schedule = (path: string | null) =>
+            void app.commands.execute(ScheduleCommandIDs.create, { path });
+          const offerSchedule = () => {
+            panel.scheduleAction = app.commands.hasCommand(
+              ScheduleCommandIDs.create
+            )
+              ? () => schedule(model.path)
+              : null;
+          };
+          app.commands.commandChanged.connect(offerSchedule);
+          offerSchedule();
           app.docRegistry.addWidgetExtension(
             'Notebook',
-            new RunAsPipelineButton(notebook => void runAsPipeline(notebook))
+            new RunAsPipelineButton(
+              notebook => void runAsPipeline(notebook),
+              () =>
+                app.commands.hasCommand(ScheduleCommandIDs.create)
+                  ? notebook => schedule(notebook.context.path)
+                  : null
+            )
           );
+          app.commands.addCommand(PipelineCommandIDs.openRun, {
+            label: 'Open Pipeline Run',
+            caption: 'Show a run in the Pipeline panel, with its notebook',
+            icon: pipelineIcon,
+            execute: args => openRun(args.path as string, args.run as string)
+          });
         },
         palette,
-        commands: Object.values(PipelineCommandIDs)
+        commands: [
+          PipelineCommandIDs.open,
+          PipelineCommandIDs.run,
+          PipelineCommandIDs.openGraph
+        ]
       }
     );
     app.commands.addCommand(PipelineCommandIDs.openGraph, {
