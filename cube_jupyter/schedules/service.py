@@ -90,6 +90,7 @@ class ScheduleService:
 
     async def close(self) -> None:
         await self.scheduler.close()
+        self.store.close()
         if self.mirror is not None:
             await self.mirror.close()
 

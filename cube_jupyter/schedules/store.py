@@ -135,11 +135,7 @@ class ScheduleStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         sqlite.create(path)
-        db = sqlite.connect(path)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-        finally:
-            db.close()
+        self._db = sqlite.HeldConnection(path)
         with self._transaction() as db:
             for statement in SCHEMA:
                 db.execute(statement)
@@ -372,8 +368,11 @@ class ScheduleStore:
             row = db.execute("SELECT pid, beat FROM scheduler WHERE id = 1").fetchone()
         return None if row is None else (row["pid"], row["beat"])
 
+    def close(self) -> None:
+        self._db.close()
+
     def _transaction(self, write: bool = True) -> AbstractContextManager[sqlite3.Connection]:
-        return sqlite.transaction(self.path, write)
+        return self._db.transaction(write)
 
 
 _SELECT_SCHEDULES = (
