@@ -14,6 +14,7 @@ command builds, and imports, only what it uses.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -282,6 +283,7 @@ class _ScheduledPipelines:
 
     def __init__(self, pipelines: PipelineService) -> None:
         self.pipelines = pipelines
+        self._watching: set[asyncio.Task[None]] = set()
 
     def prepare(self, owner: str, schedule: Schedule) -> str | None:
         import json
@@ -289,7 +291,14 @@ class _ScheduledPipelines:
         notebook = self.pipelines.snapshot(owner, self._request(schedule))
         return json.dumps(notebook)
 
-    async def launch(self, schedule: Schedule, snapshot: str | None, logical: datetime, attempt: int) -> str:
+    async def launch(
+        self,
+        schedule: Schedule,
+        snapshot: str | None,
+        logical: datetime,
+        attempt: int,
+        on_end: Callable[[], None],
+    ) -> str:
         import json
 
         from cube_jupyter.schedules.timing import iso
@@ -298,7 +307,16 @@ class _ScheduledPipelines:
             raise InvalidInput(f"schedule {schedule.name!r} has no notebook snapshot", field="path")
         request = self._request(schedule, json.loads(snapshot), iso(logical))
         run = await self.pipelines.start_run(schedule.owner, request)
+        watch = asyncio.create_task(self._ended(schedule.owner, run.id, on_end))
+        self._watching.add(watch)
+        watch.add_done_callback(self._watching.discard)
         return run.id
+
+    async def _ended(self, owner: str, run_id: str, on_end: Callable[[], None]) -> None:
+        """Say when a local run has ended (a cluster run is read by the scheduler's next pass)."""
+        with contextlib.suppress(Exception):
+            await self.pipelines.wait(owner, run_id)
+            on_end()
 
     def outcome(self, owner: str, run_id: str) -> Outcome | None:
         from cube_jupyter.schedules.scheduler import Outcome
@@ -370,7 +388,14 @@ class _ScheduledTraining:
         self.jobs.parse_request(self._body(schedule, None, 1), owner)
         return None
 
-    async def launch(self, schedule: Schedule, snapshot: str | None, logical: datetime, attempt: int) -> str:
+    async def launch(
+        self,
+        schedule: Schedule,
+        snapshot: str | None,
+        logical: datetime,
+        attempt: int,
+        on_end: Callable[[], None],
+    ) -> str:
         job = await self.jobs.submit(schedule.owner, self._body(schedule, logical, attempt))
         return job.name
 

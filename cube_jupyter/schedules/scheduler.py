@@ -59,8 +59,16 @@ class Launcher(Protocol):
         the snapshot runs will execute (a notebook's JSON), if the kind has one."""
         ...
 
-    async def launch(self, schedule: Schedule, snapshot: str | None, logical: datetime, attempt: int) -> str:
-        """Start the run for `logical`, as the schedule's owner; its id."""
+    async def launch(
+        self,
+        schedule: Schedule,
+        snapshot: str | None,
+        logical: datetime,
+        attempt: int,
+        on_end: Callable[[], None],
+    ) -> str:
+        """Start the run for `logical`, as the schedule's owner; its id. `on_end` is called when the
+        run ends, where the launcher learns of it (a run driven here), so the next one starts then."""
         ...
 
     def outcome(self, owner: str, run_id: str) -> Outcome | None:
@@ -299,7 +307,9 @@ class Scheduler:
         launcher = self.launchers[schedule.spec.kind]
         try:
             snapshot = self.store.snapshot(schedule.owner, schedule.name)
-            run_id = await launcher.launch(schedule, snapshot, parse_iso(slot.logical), claimed.attempts)
+            run_id = await launcher.launch(
+                schedule, snapshot, parse_iso(slot.logical), claimed.attempts, self.wake
+            )
         except CubeError as exc:
             self._record(schedule, claimed, Outcome("failed", f"the run did not start: {exc.message}"), now)
             return None

@@ -60,7 +60,9 @@ class TimedLauncher:
     def prepare(self, owner: str, schedule: Schedule) -> str | None:
         return None
 
-    async def launch(self, schedule: Schedule, snapshot: str | None, logical: datetime, attempt: int) -> str:
+    async def launch(
+        self, schedule: Schedule, snapshot: str | None, logical: datetime, attempt: int, on_end: Any
+    ) -> str:
         self.lateness.append((self.clock.now() - logical).total_seconds())
         return f"{schedule.name}@{iso(logical)}"
 
@@ -175,7 +177,7 @@ async def idle_cpu(root: Path, seconds: float = 20.0) -> tuple[float, float]:
 async def catch_up(root: Path, count: int = 1000) -> tuple[float, float]:
     (root / "work").mkdir(parents=True)
     write(notebook(code("total = sum(range(1000))", "step:only")), root / "work" / "one.ipynb")
-    settings = _settings(root, max_catchup_runs=count, poll_seconds=0.05)
+    settings = _settings(root, max_catchup_runs=count)
     workbench = Workbench(settings, root_dir=str(root / "work"), pool_size=4)
     service = workbench.schedules
     await workbench.started_pipelines()

@@ -41,7 +41,9 @@ class DrivenLauncher:
     def prepare(self, owner: str, schedule: Schedule) -> str | None:
         return '{"cells": []}'
 
-    async def launch(self, schedule: Schedule, snapshot: str | None, logical: datetime, attempt: int) -> str:
+    async def launch(
+        self, schedule: Schedule, snapshot: str | None, logical: datetime, attempt: int, on_end: Any
+    ) -> str:
         if self.refuse:
             raise Forbidden(self.refuse, field="resources.gpu")
         run_id = f"{schedule.name}@{iso(logical)}#{attempt}"
