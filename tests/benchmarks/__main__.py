@@ -13,6 +13,7 @@ BENCHMARKS = [
     "bench_local_spawn",
     "bench_notebook_list",
     "bench_pipelines",
+    "bench_schedules",
     "bench_training",
     "bench_gpu_monitor",
     "bench_gpu_api",
