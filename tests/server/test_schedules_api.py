@@ -200,16 +200,40 @@ async def test_a_scheduled_training_job_gets_its_logical_time(api: Any, root: Pa
     status, saved = await call(api, "POST", "schedules", "/schedules", body=body)
     assert status == 201 and saved["kind"] == "training" and saved["path"] is None, saved
     status, slot = await call(api, "POST", "schedules/retrain/run", "/schedules/{name}/run")
-    assert status == 201
+    assert status == 201 and slot["origin"] == "manual"
     (done,) = await settled(api, "retrain", 1)
     assert done["state"] == "succeeded", done
     compact = done["logical_date"].replace("-", "").replace(":", "").replace("T", "-").rstrip("Z")
     assert done["run_id"] == f"retrain-{compact}"
     logs = await jp_fetch(
-        "cube", "api", "v1", "jobs", done["run_id"], "logs",
-        params={"replica": "worker-0"}, headers={"kubeflow-userid": "alice"},
+        "cube",
+        "api",
+        "v1",
+        "jobs",
+        done["run_id"],
+        "logs",
+        params={"replica": "worker-0"},
+        headers={"kubeflow-userid": "alice"},
     )
     assert f"logical {done['logical_date']}" in logs.body.decode()
     bad = {**body, "name": "broken", "job": {**job, "replicas": {"chief": 1}}}
     status, error = await call(api, "POST", "schedules", "/schedules", body=bad)
     assert status == 400 and error["field"].startswith("replicas"), error
+
+
+class TestLocalCodeExecutionForAdminsOnly:
+    """A schedule runs as its owner under the owner's rules: where only admins may run code on the
+    workbench, a non-admin's schedule is refused when saved, naming the rule; an admin's is saved."""
+
+    @pytest.fixture
+    def cube_config(self, cube_config: dict[str, Any]) -> dict[str, Any]:
+        cube_config["CubeWorkbench"]["local_code_execution"] = "admins"
+        return cube_config
+
+    async def test_a_non_admins_schedule_is_refused_when_saved(self, api: Any, root: Path) -> None:
+        body = {"name": "nightly", "path": "dated.ipynb", "cron": "0 2 * * *"}
+        status, error = await call(api, "POST", "schedules", "/schedules", body=body)
+        assert (status, error["field"]) == (403, "target"), error
+        assert "CubeWorkbench.local_code_execution" in error["message"]
+        status, listing = await call(api, "GET", "schedules", "/schedules")
+        assert listing["schedules"] == []

@@ -95,6 +95,10 @@ async def test_a_user_server_serves_its_owners_features_and_no_spawner(api: Any)
         code, error = await api("GET", path, as_user="")
         assert (code, error["reason"], error["field"]) == (404, "NotFound", "path"), error
         assert "notebook servers are managed at the workbench" in error["message"]
+    code, error = await api("GET", "schedules", as_user="")
+    assert (code, error["field"]) == (404, "path") and "schedules are managed at the workbench" in error[
+        "message"
+    ]
     code, jobs = await api("GET", "jobs", as_user="")
     assert code == 200 and jobs["user"] == "alice"
 
