@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from cube_jupyter.notebooks.service import NotebookService
     from cube_jupyter.pipelines.service import PipelineService
     from cube_jupyter.pipelines.targets import RunRequest
-    from cube_jupyter.schedules.scheduler import Launcher, Outcome
+    from cube_jupyter.schedules.scheduler import Launcher, Outcome, ScheduledRun
     from cube_jupyter.schedules.service import ScheduleService
     from cube_jupyter.schedules.store import Schedule
 
@@ -291,23 +291,17 @@ class _ScheduledPipelines:
         notebook = self.pipelines.snapshot(owner, self._request(schedule))
         return json.dumps(notebook)
 
-    async def launch(
-        self,
-        schedule: Schedule,
-        snapshot: str | None,
-        logical: datetime,
-        attempt: int,
-        on_end: Callable[[], None],
-    ) -> str:
+    async def launch(self, scheduled: ScheduledRun) -> str:
         import json
 
         from cube_jupyter.schedules.timing import iso
 
-        if snapshot is None:
+        schedule = scheduled.schedule
+        if scheduled.snapshot is None:
             raise InvalidInput(f"schedule {schedule.name!r} has no notebook snapshot", field="path")
-        request = self._request(schedule, json.loads(snapshot), iso(logical))
+        request = self._request(schedule, json.loads(scheduled.snapshot), iso(scheduled.logical))
         run = await self.pipelines.start_run(schedule.owner, request)
-        watch = asyncio.create_task(self._ended(schedule.owner, run.id, on_end))
+        watch = asyncio.create_task(self._ended(schedule.owner, run.id, scheduled.on_end))
         self._watching.add(watch)
         watch.add_done_callback(self._watching.discard)
         return run.id
@@ -388,15 +382,9 @@ class _ScheduledTraining:
         self.jobs.parse_request(self._body(schedule, None, 1), owner)
         return None
 
-    async def launch(
-        self,
-        schedule: Schedule,
-        snapshot: str | None,
-        logical: datetime,
-        attempt: int,
-        on_end: Callable[[], None],
-    ) -> str:
-        job = await self.jobs.submit(schedule.owner, self._body(schedule, logical, attempt))
+    async def launch(self, scheduled: ScheduledRun) -> str:
+        body = self._body(scheduled.schedule, scheduled.logical, scheduled.attempt)
+        job = await self.jobs.submit(scheduled.schedule.owner, body)
         return job.name
 
     def outcome(self, owner: str, run_id: str) -> Outcome | None:

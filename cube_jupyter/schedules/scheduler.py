@@ -51,6 +51,19 @@ class Outcome:
     message: str | None = None
 
 
+@dataclass(frozen=True)
+class ScheduledRun:
+    """One attempt at one logical time: what a launcher starts. `snapshot` is what the schedule saved
+    to run (a notebook's JSON); `on_end` is called when the run ends, where the launcher learns of it
+    (a run driven in this process), so the next one starts then rather than at the next poll."""
+
+    schedule: Schedule
+    snapshot: str | None
+    logical: datetime
+    attempt: int
+    on_end: Callable[[], None]
+
+
 class Launcher(Protocol):
     """Starts and reads the runs of one kind of schedule (`notebook`: pipeline runs; `training`: jobs)."""
 
@@ -59,16 +72,8 @@ class Launcher(Protocol):
         the snapshot runs will execute (a notebook's JSON), if the kind has one."""
         ...
 
-    async def launch(
-        self,
-        schedule: Schedule,
-        snapshot: str | None,
-        logical: datetime,
-        attempt: int,
-        on_end: Callable[[], None],
-    ) -> str:
-        """Start the run for `logical`, as the schedule's owner; its id. `on_end` is called when the
-        run ends, where the launcher learns of it (a run driven here), so the next one starts then."""
+    async def launch(self, run: ScheduledRun) -> str:
+        """Start the run, as the schedule's owner; its id."""
         ...
 
     def outcome(self, owner: str, run_id: str) -> Outcome | None:
@@ -308,7 +313,7 @@ class Scheduler:
         try:
             snapshot = self.store.snapshot(schedule.owner, schedule.name)
             run_id = await launcher.launch(
-                schedule, snapshot, parse_iso(slot.logical), claimed.attempts, self.wake
+                ScheduledRun(schedule, snapshot, parse_iso(slot.logical), claimed.attempts, self.wake)
             )
         except CubeError as exc:
             self._record(schedule, claimed, Outcome("failed", f"the run did not start: {exc.message}"), now)

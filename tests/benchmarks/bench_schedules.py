@@ -22,7 +22,7 @@ from typing import Any
 from traitlets.config import Config
 
 from cube_jupyter.config import Settings, load_settings
-from cube_jupyter.schedules.scheduler import Outcome
+from cube_jupyter.schedules.scheduler import Outcome, ScheduledRun
 from cube_jupyter.schedules.service import ScheduleService
 from cube_jupyter.schedules.store import Schedule, ScheduleStore
 from cube_jupyter.schedules.timing import iso
@@ -60,11 +60,9 @@ class TimedLauncher:
     def prepare(self, owner: str, schedule: Schedule) -> str | None:
         return None
 
-    async def launch(
-        self, schedule: Schedule, snapshot: str | None, logical: datetime, attempt: int, on_end: Any
-    ) -> str:
-        self.lateness.append((self.clock.now() - logical).total_seconds())
-        return f"{schedule.name}@{iso(logical)}"
+    async def launch(self, run: ScheduledRun) -> str:
+        self.lateness.append((self.clock.now() - run.logical).total_seconds())
+        return f"{run.schedule.name}@{iso(run.logical)}"
 
     def outcome(self, owner: str, run_id: str) -> Outcome | None:
         return Outcome("succeeded")

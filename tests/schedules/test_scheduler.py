@@ -19,7 +19,7 @@ from traitlets.config import Config
 
 from cube_jupyter.config import load_settings
 from cube_jupyter.errors import Conflict, Forbidden, InvalidInput, NotFound
-from cube_jupyter.schedules.scheduler import Outcome
+from cube_jupyter.schedules.scheduler import Outcome, ScheduledRun
 from cube_jupyter.schedules.service import ScheduleService
 from cube_jupyter.schedules.store import Schedule, ScheduleStore
 from cube_jupyter.schedules.timing import iso
@@ -41,9 +41,8 @@ class DrivenLauncher:
     def prepare(self, owner: str, schedule: Schedule) -> str | None:
         return '{"cells": []}'
 
-    async def launch(
-        self, schedule: Schedule, snapshot: str | None, logical: datetime, attempt: int, on_end: Any
-    ) -> str:
+    async def launch(self, run: ScheduledRun) -> str:
+        schedule, logical, attempt = run.schedule, run.logical, run.attempt
         if self.refuse:
             raise Forbidden(self.refuse, field="resources.gpu")
         run_id = f"{schedule.name}@{iso(logical)}#{attempt}"
