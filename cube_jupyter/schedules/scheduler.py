@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from cube_jupyter.errors import CubeError
+from cube_jupyter.errors import CubeError, NotFound
 from cube_jupyter.schedules.config import CubeSchedules
 from cube_jupyter.schedules.store import Schedule, ScheduleStore, Slot
 from cube_jupyter.schedules.timing import iso, parse_iso
@@ -218,8 +218,11 @@ class Scheduler:
         else:
             try:
                 outcome = self.launchers[schedule.spec.kind].outcome(slot.owner, slot.run_id)
-            except CubeError as exc:
-                outcome = Outcome("failed", f"run {slot.run_id!r} cannot be read: {exc.message}")
+            except NotFound as exc:
+                outcome = Outcome("failed", f"run {slot.run_id!r} is gone: {exc.message}")
+            except CubeError as exc:  # not readable now (a backend starting): asked again next pass
+                LOG.warning("cube-jupyter: run %s of %s: %s", slot.run_id, slot.schedule, exc.message)
+                return
         if outcome is None:
             return
         self._record(schedule, slot, outcome, now)

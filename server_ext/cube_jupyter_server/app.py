@@ -117,12 +117,12 @@ class CubeJupyterApp(ExtensionApp):
                 self.log.error("cube-jupyter: the owner's notebook servers cannot be read: %s", exc.message)
         await workbench.pipelines.start()  # a target that cannot start (no Argo) is said and left out
         await workbench.gpu.start()
-        if not self.cube_settings.user_server:
-            await workbench.schedules.start()  # the scheduler: here, never in a user's server
         try:
             await workbench.jobs.start()
         except CubeError as exc:  # jobs answer 503 saying why; the rest of the workbench serves on
             self.log.error("cube-jupyter: jobs are off: %s", exc.message)
+        if not self.cube_settings.user_server:
+            await workbench.schedules.start()  # the scheduler: here, never in a user's server
 
     async def stop_extension(self) -> None:
         workbench = self.workbench
