@@ -390,3 +390,21 @@ def test_the_loop_wakes_at_the_next_fire_time(env: Env) -> None:
 
     env.loop.run_until_complete(one_pass())
     assert env.clock.sleeps and env.clock.sleeps[0] == pytest.approx(0.25)
+
+
+def test_a_run_unreadable_for_now_stays_running_and_a_gone_one_fails(env: Env) -> None:
+    from cube_jupyter.errors import BackendUnavailable
+
+    env.create(name="job", interval_seconds=60)
+    env.at(60)
+    reads: list[Exception] = [BackendUnavailable("jobs are starting"), NotFound("no job", field="name")]
+
+    def outcome(owner: str, run_id: str) -> Outcome | None:
+        raise reads.pop(0)
+
+    env.launcher.outcome = outcome  # type: ignore[method-assign]
+    env.at(61)
+    assert env.states("job") == {"12:01:00": "running"}
+    env.at(62)
+    slot = env.service.store.slot("alice", "job", "2026-11-28T12:01:00Z")
+    assert slot is not None and slot.state == "failed" and "is gone" in (slot.reason or "")
