@@ -85,7 +85,7 @@ def test_schedule_a_notebook_run_it_backfill_edit_and_delete(lab: Lab, page: Pag
     form = panel.get_by_test_id("cube-schedule-form")
     expect(form).to_be_visible()
     expect(form).to_have_attribute("data-mode", "create")
-    expect(form).to_contain_text(NOTEBOOK)
+    expect(form.get_by_test_id("cube-schedule-path")).to_have_text(NOTEBOOK)
     # The notebook's parameters, their defaults filled in.
     n_samples = form.locator('[data-testid="cube-parameter"][data-name="n_samples"]')
     expect(n_samples).to_have_value("600")
@@ -246,6 +246,7 @@ def test_schedule_a_notebook_run_it_backfill_edit_and_delete(lab: Lab, page: Pag
     page.set_viewport_size(NARROW)
     shot(page, "58-schedules-narrow")
     nightly.get_by_test_id("cube-schedule-edit").click()
+    expect(words).to_have_text(f"At 09:30 on Friday ({ZONE})")
     shot(page, "59-schedules-form-narrow")
     form.get_by_test_id("cube-schedule-cancel").click()
     page.set_viewport_size(SCREEN)

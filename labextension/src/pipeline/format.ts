@@ -1,6 +1,19 @@
 /**
- * Display formatting of pipeline runs: durations and the errors the server recorded.
+ * Display formatting of pipeline runs: durations and the errors the server recorded;
+ * the text a parameter's input starts with.
  */
+import type { IParameter } from './types';
+
+/** The text a parameter's input starts with: strings bare, anything else as JSON. */
+export function parameterText(parameter: IParameter): string {
+  if (typeof parameter.default === 'string') {
+    return parameter.default;
+  }
+  if (parameter.default === null || parameter.default === undefined) {
+    return parameter.default_source;
+  }
+  return JSON.stringify(parameter.default);
+}
 
 /** `0.4s`, `12s`, `3m 05s`. */
 export function formatDuration(seconds: number | null): string {

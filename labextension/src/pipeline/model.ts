@@ -15,6 +15,7 @@ import { fieldError, IFieldError } from '../common/fieldError';
 import { PolledModel } from '../common/polledModel';
 import { RequestState } from '../common/request';
 import { PipelineClient } from './client';
+import { parameterText } from './format';
 import type {
   IParameter,
   IPipeline,
@@ -40,16 +41,7 @@ export function isEnded(run: IRun): boolean {
   return ENDED.has(run.status);
 }
 
-/** The text a parameter's input starts with: strings bare, anything else as JSON. */
-export function parameterText(parameter: IParameter): string {
-  if (typeof parameter.default === 'string') {
-    return parameter.default;
-  }
-  if (parameter.default === null || parameter.default === undefined) {
-    return parameter.default_source;
-  }
-  return JSON.stringify(parameter.default);
-}
+export { parameterText } from './format';
 
 /**
  * The panel's model; its poll follows the selected run while it has not ended (shown or

@@ -5,7 +5,7 @@
  */
 import { CubeApiError } from '../common/api';
 import { compact, numberOrText, textOrNothing } from '../common/form/values';
-import { parameterText } from '../pipeline/model';
+import { parameterText } from '../pipeline/format';
 import type { IParameter } from '../pipeline/types';
 import { ITimingText, timingFields, timingOf, wallTime } from './format';
 import type { ISchedule } from './types';

@@ -134,9 +134,16 @@ export function ScheduleForm(props: IScheduleFormProps): JSX.Element {
         props.onSave(body);
       }}
     >
-      <SectionTitle note={target.path}>
+      <SectionTitle>
         {editing ? `Edit schedule ${editing.name}` : 'New schedule'}
       </SectionTitle>
+      <div
+        className="cube-ScheduleForm-path"
+        data-testid="cube-schedule-path"
+        title="The notebook it runs, as saved"
+      >
+        {target.path}
+      </div>
       {target.unsaved && (
         <div
           className="cube-ScheduleForm-note"
@@ -164,7 +171,7 @@ export function ScheduleForm(props: IScheduleFormProps): JSX.Element {
         />
         <PreviewBox state={preview} />
         <fieldset className="cube-JobForm-group">
-          <legend>Between (optional, in its timezone)</legend>
+          <legend>Between (optional)</legend>
           <div className="cube-JobForm-row">
             <WhenField
               label="Start"
@@ -178,6 +185,9 @@ export function ScheduleForm(props: IScheduleFormProps): JSX.Element {
               type="datetime-local"
               {...bind('end')}
             />
+          </div>
+          <div className="cube-Backfill-hint">
+            Read in the schedule’s timezone; empty: from now on, forever.
           </div>
         </fieldset>
         <fieldset className="cube-JobForm-group">
