@@ -73,12 +73,12 @@ def create(args: argparse.Namespace, settings: Settings) -> int:
     ):
         if value is not None:
             body[key] = value
-    if args.notebook:
-        body["path"] = _relative(args.notebook)
-    else:
-        body.update(kind="training", job=read_spec_file(args.job))
 
     async def act(service: ScheduleService, caller: str) -> int:
+        if args.notebook:
+            body["path"] = _relative(args.notebook)
+        else:
+            body.update(kind="training", job=read_spec_file(args.job))
         schedule = await service.create(caller, body, args.user)
         view = service.view(schedule)
         print(f"schedule {schedule.name!r} saved: {view['describe']}; next run {view['next_fire'] or '-'}")

@@ -140,7 +140,7 @@ async def real_time_lateness(root: Path) -> tuple[list[float], list[float]]:
 
 
 async def idle_cpu(root: Path, seconds: float = 20.0) -> tuple[float, float]:
-    settings = _settings(root)
+    settings = _settings(root, max_schedules_per_user=500)
     service = ScheduleService(
         settings.schedules,
         ScheduleStore.in_state_dir(root / "state"),
