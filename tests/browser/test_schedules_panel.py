@@ -20,7 +20,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import Locator, Page, ViewportSize, expect
 
 from tests.browser.lab import Lab, LapTimer
 from tests.browser.test_notebook_servers_panel import confirm_dialog, dark_theme, open_lab
@@ -31,8 +31,8 @@ from tests.pipelines.notebooks import FANOUT_ML
 NOTEBOOK = "fanout.ipynb"
 PANEL = "#cube-schedules"
 ZONE = "Europe/Berlin"
-SCREEN = {"width": 1600, "height": 1000}
-NARROW = {"width": 900, "height": 1000}
+SCREEN: ViewportSize = {"width": 1600, "height": 1000}
+NARROW: ViewportSize = {"width": 900, "height": 1000}
 RUN_TIMEOUT = 90_000  # a real pipeline run of the example: several seconds, more on a loaded machine
 
 
