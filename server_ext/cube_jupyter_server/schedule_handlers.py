@@ -21,6 +21,7 @@ from cube_jupyter_server.handlers import API_PREFIX, CubeAPIHandler, cube_endpoi
 
 TRUE = ("1", "true", "yes")
 MAX_RUNS = 2000
+PREVIEW_ARGUMENTS = ("cron", "interval_seconds", "timezone", "count", "start")
 
 
 class ScheduleAPIHandler(CubeAPIHandler):
@@ -53,7 +54,12 @@ class PreviewHandler(ScheduleAPIHandler):
     @cube_endpoint
     async def get(self) -> None:
         self.caller  # noqa: B018  - anonymous callers get 403
-        query = {name: self.get_query_argument(name) for name in self.request.query_arguments}
+        # Only the preview's own arguments: a browser client adds a cache-busting one to each GET.
+        query = {
+            name: self.get_query_argument(name)
+            for name in PREVIEW_ARGUMENTS
+            if name in self.request.query_arguments
+        }
         self.write_json(self.schedules.preview(query))
 
 

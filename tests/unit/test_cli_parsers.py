@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from cube_jupyter.cli import build_parser
 from cube_jupyter.cli.command import Command
 
-COMMANDS = ("notebook", "pipeline", "jobs", "gpu")
+COMMANDS = ("notebook", "pipeline", "schedule", "jobs", "gpu")
 
 
 def leaves(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, argparse.ArgumentParser]]:
