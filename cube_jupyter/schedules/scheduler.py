@@ -120,6 +120,7 @@ class Scheduler:
 
     async def _loop(self) -> None:
         while True:
+            self._wake.clear()  # before the pass: a run that ends during it wakes the next one
             try:
                 await self.tick()
             except asyncio.CancelledError:
@@ -134,7 +135,6 @@ class Scheduler:
         earliest = self.store.earliest()
         if earliest is not None:
             wait = min(wait, max(0.0, (parse_iso(earliest) - self.clock.now()).total_seconds()))
-        self._wake.clear()
         sleeper = asyncio.ensure_future(self.clock.sleep(wait))
         waker = asyncio.ensure_future(self._wake.wait())
         try:
