@@ -306,11 +306,11 @@ class _ScheduledPipelines:
         watch.add_done_callback(self._watching.discard)
         return run.id
 
-    async def _ended(self, owner: str, run_id: str, on_end: Callable[[], None]) -> None:
+    async def _ended(self, owner: str, run_id: str, on_end: Callable[[str], None]) -> None:
         """Say when a local run has ended (a cluster run is read by the scheduler's next pass)."""
         with contextlib.suppress(Exception):
             await self.pipelines.wait(owner, run_id)
-            on_end()
+            on_end(run_id)
 
     def outcome(self, owner: str, run_id: str) -> Outcome | None:
         from cube_jupyter.schedules.scheduler import Outcome

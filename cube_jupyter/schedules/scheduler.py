@@ -61,7 +61,7 @@ class ScheduledRun:
     snapshot: str | None
     logical: datetime
     attempt: int
-    on_end: Callable[[], None]
+    on_end: Callable[[str], None]  # called with the run's id
 
 
 class Launcher(Protocol):
@@ -101,6 +101,8 @@ class Scheduler:
         self.clock = clock or SystemClock()
         self._task: asyncio.Task[None] | None = None
         self._last_beat: datetime | None = None
+        self._read_all_at: datetime | None = None
+        self._ended: set[str] = set()
         self._wake = asyncio.Event()
 
     # -- the loop ----------------------------------------------------------------------------------
@@ -150,11 +152,21 @@ class Scheduler:
             self._last_beat = now
         for schedule in self.store.due(iso(now)):
             self.plan(schedule, now)
-        slots = self.store.active()
-        running = [slot for slot in slots if slot.state == "running"]
-        for slot in running:
-            await self._settle(slot, now)
+        # Runs are read when they are said to have ended (`on_end`), and all of them every poll.
+        read_all = (
+            self._read_all_at is None or (now - self._read_all_at).total_seconds() >= self.config.poll_seconds
+        )
+        ended, self._ended = self._ended, set()
+        for slot in self.store.active():
+            if slot.state == "running" and (read_all or slot.run_id is None or slot.run_id in ended):
+                await self._settle(slot, now)
+        if read_all:
+            self._read_all_at = now
         await self._dispatch(now)
+
+    def _run_ended(self, run_id: str) -> None:
+        self._ended.add(run_id)
+        self.wake()
 
     # -- planning ----------------------------------------------------------------------------------
 
@@ -316,7 +328,7 @@ class Scheduler:
         try:
             snapshot = self.store.snapshot(schedule.owner, schedule.name)
             run_id = await launcher.launch(
-                ScheduledRun(schedule, snapshot, parse_iso(slot.logical), claimed.attempts, self.wake)
+                ScheduledRun(schedule, snapshot, parse_iso(slot.logical), claimed.attempts, self._run_ended)
             )
         except CubeError as exc:
             self._record(schedule, claimed, Outcome("failed", f"the run did not start: {exc.message}"), now)

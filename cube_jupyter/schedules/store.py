@@ -15,13 +15,13 @@ import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from cube_jupyter import sqlite
 from cube_jupyter.errors import Conflict, NotFound
-from cube_jupyter.schedules.spec import ScheduleSpec
+from cube_jupyter.schedules.spec import MAX_CONCURRENCY, ScheduleSpec
 
 SLOT_STATES = ("pending", "running", "succeeded", "failed", "skipped", "cancelled")
 ACTIVE_SLOT = ("pending", "running")
@@ -129,6 +129,9 @@ class Slot:
 
     def _retry_at(self) -> str | None:
         return self.not_before if self.state == "pending" and self.attempts else None
+
+
+SLOT_COLUMNS = tuple(f.name for f in fields(Slot))
 
 
 class ScheduleStore:
@@ -319,10 +322,14 @@ class ScheduleStore:
         return found[0] if found else None
 
     def active(self) -> builtins.list[Slot]:
-        """Every pending and running slot, oldest logical time first."""
+        """Every running slot, and the oldest pending ones of each schedule (and backfill): as many
+        as could start at once, so a pass over a long catch-up reads a few rows, not all of them."""
         with self._transaction(write=False) as db:
             rows = db.execute(
-                "SELECT * FROM slots WHERE state IN ('pending', 'running') ORDER BY logical, schedule"
+                "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY owner, schedule, batch, state"
+                " ORDER BY logical) AS place FROM slots WHERE state IN ('pending', 'running'))"
+                " WHERE state = 'running' OR place <= ? ORDER BY logical, schedule",
+                (MAX_CONCURRENCY,),
             ).fetchall()
         return [_slot(row) for row in rows]
 
@@ -393,4 +400,4 @@ def _schedule(row: sqlite3.Row) -> Schedule:
 
 
 def _slot(row: sqlite3.Row) -> Slot:
-    return Slot(**{key: row[key] for key in row.keys()})  # noqa: SIM118 - sqlite3.Row has no __iter__ of keys
+    return Slot(**{key: row[key] for key in SLOT_COLUMNS})

@@ -37,6 +37,7 @@ class DrivenLauncher:
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     cancelled: list[str] = field(default_factory=list)
     refuse: str | None = None
+    ends: dict[str, Any] = field(default_factory=dict)
 
     def prepare(self, owner: str, schedule: Schedule) -> str | None:
         return '{"cells": []}'
@@ -47,6 +48,7 @@ class DrivenLauncher:
             raise Forbidden(self.refuse, field="resources.gpu")
         run_id = f"{schedule.name}@{iso(logical)}#{attempt}"
         self.launches.append(run_id)
+        self.ends[run_id] = run.on_end
         return run_id
 
     def outcome(self, owner: str, run_id: str) -> Outcome | None:
@@ -57,9 +59,11 @@ class DrivenLauncher:
         self.outcomes[run_id] = Outcome("cancelled")
 
     def finish(self, state: str = "succeeded", message: str | None = None) -> None:
-        """End every run still going."""
+        """End every run still going, saying so as a launcher that drives its runs does."""
         for run_id in self.launches:
-            self.outcomes.setdefault(run_id, Outcome(state, message))
+            if run_id not in self.outcomes:
+                self.outcomes[run_id] = Outcome(state, message)
+                self.ends[run_id](run_id)
 
 
 @dataclass
@@ -408,3 +412,24 @@ def test_a_run_unreadable_for_now_stays_running_and_a_gone_one_fails(env: Env) -
     env.at(62)
     slot = env.service.store.slot("alice", "job", "2026-11-28T12:01:00Z")
     assert slot is not None and slot.state == "failed" and "is gone" in (slot.reason or "")
+
+
+def test_a_long_catch_up_runs_every_logical_time_in_order(tmp_path: Path) -> None:
+    """More pending slots than one pass reads (it reads as many as could start): all run, oldest first."""
+    clock, launcher = SteppedClock(T0), DrivenLauncher()
+    service = ScheduleService(
+        settings(tmp_path, max_catchup_runs=150),
+        ScheduleStore.in_state_dir(tmp_path / "state"),
+        {"notebook": launcher},
+        clock=clock,
+    )
+    loop = asyncio.new_event_loop()
+    body = {"name": "c", "path": "a.ipynb", "interval_seconds": 60, "catchup": "all", "max_concurrency": 3}
+    loop.run_until_complete(service.create("alice", body))
+    clock.advance(150 * 60 + 30)
+    for _ in range(60):
+        loop.run_until_complete(service.scheduler.tick())
+        launcher.finish()
+    logicals = [launch.split("@")[1].split("#")[0] for launch in launcher.launches]
+    assert len(logicals) == 150 and logicals == sorted(logicals) and len(set(logicals)) == 150
+    loop.close()
