@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
@@ -189,7 +190,8 @@ class Workbench:
             mirror = CronWorkflowMirror(
                 self.settings.schedules, self.cluster, store, _ScheduledWorkflow(self.settings)
             )
-        return ScheduleService(self.settings.schedules, store, launchers, mirror=mirror)
+        renderer = functools.partial(_render_cron_workflow, self.settings)
+        return ScheduleService(self.settings.schedules, store, launchers, mirror=mirror, renderer=renderer)
 
     @cached_property
     def gpu(self) -> GpuService:
@@ -367,6 +369,20 @@ class _ScheduledWorkflow:
         return compile_workflow(
             pipeline, self.settings.pipelines, parameters=parameters, user=schedule.owner, namespace=namespace
         )
+
+
+def _render_cron_workflow(settings: Settings, schedule: Schedule, snapshot: str | None) -> dict[str, Any]:
+    """The CronWorkflow a cluster would keep for a notebook schedule, in the namespace its owner's
+    namespace template names (`schedule render`: no cluster asked)."""
+    from datetime import UTC
+
+    from cube_jupyter.schedules.kubernetes.cron import render_cron_workflow
+
+    namespace = settings.namespace_for(schedule.owner)
+    workflow = _ScheduledWorkflow(settings)(schedule, snapshot, namespace)
+    return render_cron_workflow(
+        schedule, workflow, namespace, settings.schedules.schedules, datetime.now(UTC)
+    )
 
 
 class _ScheduledTraining:

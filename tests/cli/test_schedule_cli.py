@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.k8s_schemas import validate_object
 from tests.pipelines.notebooks import code, notebook, write
 from tests.schedules.test_restart import Workbench
 
@@ -21,6 +22,8 @@ CONFIG = """
 c.CubeWorkbench.state_dir = {state!r}
 c.CubeWorkbench.default_user = "alice"
 """
+# The same workbench with the S3 store a cluster's step pods would reach: what `render` needs.
+WITH_S3 = 'load_subconfig("cfg.py")\nc.CubeStorage.url = "s3://ml-artifacts/pipelines"\n'
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
 DATED = notebook(
     code("logical_date = None", "parameters"),
@@ -32,13 +35,14 @@ DATED = notebook(
 def folder(tmp_path: Path) -> Path:
     (tmp_path / "work").mkdir()
     (tmp_path / "work" / "cfg.py").write_text(CONFIG.format(state=str(tmp_path / "state")))
+    (tmp_path / "work" / "s3.py").write_text(WITH_S3)
     write(DATED, tmp_path / "work" / "dated.ipynb")
     return tmp_path / "work"
 
 
-def cli(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def cli(folder: Path, *args: str, config: str = "cfg.py") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cube_jupyter.cli", "schedule", *args, "--config", "cfg.py"],
+        [sys.executable, "-m", "cube_jupyter.cli", "schedule", *args, "--config", config],
         cwd=folder,
         env=ENV,
         capture_output=True,
@@ -91,9 +95,12 @@ def test_create_list_show_pause_and_delete(folder: Path) -> None:
         "to",
         "run",
     ]
-    rendered = cli(folder, "render", "nightly")
+    rendered = cli(folder, "render", "nightly", config="s3.py")
     assert rendered.returncode == 0, rendered.stderr
-    assert yaml.safe_load(rendered.stdout)["kind"] == "CronWorkflow"
+    cron = yaml.safe_load(rendered.stdout)
+    validate_object(cron)  # strict, against the upstream CronWorkflow CRD
+    assert cron["spec"]["schedules"] == ["0 2 * * *"] and cron["spec"]["timezone"] == "Europe/Berlin"
+    assert "S3 store" in cli(folder, "render", "nightly").stderr  # where pods could not reach the store
     assert cli(folder, "delete", "nightly").returncode == 0
     assert cli(folder, "show", "nightly").returncode == 1
 
