@@ -9,11 +9,8 @@ import {
   timingOf,
   wallTime
 } from '../src/schedules/format';
-import {
-  newScheduleText,
-  parametersToSend,
-  scheduleBody
-} from '../src/schedules/spec';
+import { parametersToSend } from '../src/pipeline/format';
+import { newScheduleText, scheduleBody } from '../src/schedules/spec';
 
 describe('presetCron', () => {
   it('writes each preset as the cron it stands for', () => {

@@ -1,7 +1,8 @@
 /**
  * Display formatting of pipeline runs: durations and the errors the server recorded;
- * the text a parameter's input starts with.
+ * the text a parameter's input starts with, and the values a parameters form sends.
  */
+import { CubeApiError } from '../common/api';
 import type { IParameter } from './types';
 
 /** The text a parameter's input starts with: strings bare, anything else as JSON. */
@@ -13,6 +14,38 @@ export function parameterText(parameter: IParameter): string {
     return parameter.default_source;
   }
   return JSON.stringify(parameter.default);
+}
+
+/**
+ * The parameters to send: those that differ from the notebook's defaults; strings as
+ * typed, others as JSON (a `CubeApiError` naming `parameters.NAME` when not JSON).
+ */
+export function parametersToSend(
+  parameters: readonly IParameter[],
+  texts: ReadonlyMap<string, string>
+): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const parameter of parameters) {
+    const text = texts.get(parameter.name);
+    if (text === undefined || text === parameterText(parameter)) {
+      continue;
+    }
+    if (typeof parameter.default === 'string') {
+      out[parameter.name] = text;
+      continue;
+    }
+    try {
+      out[parameter.name] = JSON.parse(text);
+    } catch {
+      throw new CubeApiError(
+        400,
+        `${parameter.name}: "${text}" is not a JSON value (e.g. 0.1, true, [1, 2] or "text")`,
+        'BadRequest',
+        `parameters.${parameter.name}`
+      );
+    }
+  }
+  return out;
 }
 
 /** `0.4s`, `12s`, `3m 05s`. */

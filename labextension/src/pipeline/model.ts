@@ -10,12 +10,12 @@
 import type { NotebookPanel } from '@jupyterlab/notebook';
 import { Debouncer } from '@lumino/polling';
 
-import { CubeApiError, errorMessage } from '../common/api';
+import { errorMessage } from '../common/api';
 import { fieldError, IFieldError } from '../common/fieldError';
 import { PolledModel } from '../common/polledModel';
 import { RequestState } from '../common/request';
 import { PipelineClient } from './client';
-import { parameterText } from './format';
+import { parametersToSend, parameterText } from './format';
 import type {
   IParameter,
   IPipeline,
@@ -262,7 +262,10 @@ export class PipelineModel extends PolledModel {
     const run = await this.starting.run(async () => {
       return this.client.startRun({
         path: panel.context.path,
-        parameters: this._parametersToSend(),
+        parameters: parametersToSend(
+          this._graph?.parameters ?? [],
+          this._texts()
+        ),
         target,
         no_cache: this._noCache,
         notebook: panel.context.model.toJSON()
@@ -334,33 +337,6 @@ export class PipelineModel extends PolledModel {
       void this.refreshHistory();
       void this.refreshGraph();
     }
-  }
-
-  /** Only values changed from their defaults are sent; strings as typed, others as JSON. */
-  private _parametersToSend(): Record<string, unknown> {
-    const parameters: Record<string, unknown> = {};
-    const texts = this._texts();
-    for (const parameter of this._graph?.parameters ?? []) {
-      const text = texts.get(parameter.name);
-      if (text === undefined || text === parameterText(parameter)) {
-        continue;
-      }
-      if (typeof parameter.default === 'string') {
-        parameters[parameter.name] = text;
-        continue;
-      }
-      try {
-        parameters[parameter.name] = JSON.parse(text);
-      } catch {
-        throw new CubeApiError(
-          400,
-          `${parameter.name}: "${text}" is not a JSON value (e.g. 0.1, true, [1, 2] or "text")`,
-          'BadRequest',
-          `parameters.${parameter.name}`
-        );
-      }
-    }
-    return parameters;
   }
 
   /** The parameter values typed for this notebook (kept while others are shown). */

@@ -3,7 +3,6 @@
  * when they are ones; never checked here (the server names the field that is wrong).
  * Pure, so the form's rules are tested without a browser.
  */
-import { CubeApiError } from '../common/api';
 import { compact, numberOrText, textOrNothing } from '../common/form/values';
 import { parameterText } from '../pipeline/format';
 import type { IParameter } from '../pipeline/types';
@@ -81,38 +80,6 @@ export function parameterStart(
       : JSON.stringify(value);
   }
   return parameterText(parameter);
-}
-
-/**
- * The parameters to send: those that differ from the notebook's defaults; strings as
- * typed, others as JSON (a `CubeApiError` naming `parameters.NAME` when not JSON).
- */
-export function parametersToSend(
-  parameters: readonly IParameter[],
-  texts: ReadonlyMap<string, string>
-): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const parameter of parameters) {
-    const text = texts.get(parameter.name);
-    if (text === undefined || text === parameterText(parameter)) {
-      continue;
-    }
-    if (typeof parameter.default === 'string') {
-      out[parameter.name] = text;
-      continue;
-    }
-    try {
-      out[parameter.name] = JSON.parse(text);
-    } catch {
-      throw new CubeApiError(
-        400,
-        `${parameter.name}: "${text}" is not a JSON value (e.g. 0.1, true, [1, 2] or "text")`,
-        'BadRequest',
-        `parameters.${parameter.name}`
-      );
-    }
-  }
-  return out;
 }
 
 /**

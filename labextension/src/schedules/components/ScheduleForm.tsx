@@ -18,6 +18,7 @@ import {
   useFormText
 } from '../../common/form';
 import { ParametersForm } from '../../pipeline/components/ParametersForm';
+import { parametersToSend } from '../../pipeline/format';
 import type { IParameter } from '../../pipeline/types';
 import type { ScheduleClient } from '../client';
 import {
@@ -33,7 +34,6 @@ import {
   IScheduleText,
   newScheduleText,
   parameterStart,
-  parametersToSend,
   scheduleBody,
   scheduleText
 } from '../spec';
