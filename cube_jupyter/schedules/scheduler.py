@@ -101,8 +101,8 @@ class Scheduler:
         self.clock = clock or SystemClock()
         self._task: asyncio.Task[None] | None = None
         self._last_beat: datetime | None = None
-        self._read_all_at: datetime | None = None
         self._ended: set[str] = set()
+        self._read_all_at: datetime | None = None
         self._wake = asyncio.Event()
 
     # -- the loop ----------------------------------------------------------------------------------
@@ -121,18 +121,19 @@ class Scheduler:
             self._task = None
 
     async def _loop(self) -> None:
+        woken = False
         while True:
             self._wake.clear()  # before the pass: a run that ends during it wakes the next one
             try:
-                await self.tick()
+                await self.tick(woken=woken)
             except asyncio.CancelledError:
                 raise
             except Exception:  # one bad pass never stops the schedules for good
                 LOG.exception("cube-jupyter: a scheduler pass failed")
-            await self._pause()
+            woken = await self._pause()
 
-    async def _pause(self) -> None:
-        """Until the next fire or retry time, at most `poll_seconds`, or until woken."""
+    async def _pause(self) -> bool:
+        """Until the next fire or retry time, at most `poll_seconds`, or until woken (True)."""
         wait = self.config.poll_seconds
         earliest = self.store.earliest()
         if earliest is not None:
@@ -144,18 +145,19 @@ class Scheduler:
         finally:
             sleeper.cancel()
             waker.cancel()
+        return not sleeper.done() or sleeper.cancelled()
 
-    async def tick(self) -> None:
+    async def tick(self, *, woken: bool = False) -> None:
         now = self.clock.now()
         if self._last_beat is None or (now - self._last_beat).total_seconds() >= BEAT_SECONDS:
             self.store.beat(os.getpid(), iso(now))
             self._last_beat = now
         for schedule in self.store.due(iso(now)):
             self.plan(schedule, now)
-        # Runs are read when they are said to have ended (`on_end`), and all of them every poll.
-        read_all = (
-            self._read_all_at is None or (now - self._read_all_at).total_seconds() >= self.config.poll_seconds
-        )
+        # A pass a run's end woke reads the runs said to have ended; any other pass, and one at least
+        # every poll, reads them all (runs on a cluster or jobs say nothing when they end).
+        last = self._read_all_at
+        read_all = not woken or last is None or (now - last).total_seconds() >= self.config.poll_seconds
         ended, self._ended = self._ended, set()
         for slot in self.store.active():
             if slot.state == "running" and (read_all or slot.run_id is None or slot.run_id in ended):
