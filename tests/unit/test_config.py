@@ -25,6 +25,7 @@ BAD_VALUE_PER_CLASS: list[tuple[str, str, Any, str]] = [
     ("CubePipelines", "runner_command", [], "CubePipelines.runner_command"),
     ("CubeJobs", "katib_metrics_format", "(unclosed", "CubeJobs.katib_metrics_format"),
     ("CubeJobs", "ttl_seconds_after_finished", "a day", "CubeJobs.ttl_seconds_after_finished"),
+    ("CubeSchedules", "max_catchup_runs", 0, "CubeSchedules.max_catchup_runs"),
     ("CubePods", "service_account", "Bad_SA", "CubeSpawner.service_account"),
     ("CubeNamespaces", "namespace_template", "fixed", "CubeWorkbench.namespace_template"),
     ("CubePrometheus", "prometheus_url", "ftp://prom", "CubeWorkbench.prometheus_url"),
@@ -394,6 +395,7 @@ def test_valid_values_in_every_configurable_load_as_given() -> None:
             "runtime_injection": "always",
             "images_with_runtime": ["registry.example.com/ml/", "registry.example.com/tools/step"],
         },
+        "CubeSchedules": {"poll_seconds": 0.5, "on_time_seconds": 120.0, "max_catchup_runs": 50},
     }
     config = Config()
     for section, traits in values.items():
@@ -407,6 +409,7 @@ def test_valid_values_in_every_configurable_load_as_given() -> None:
         "CubeGPU": settings.gpu.gpu,
         "CubePipelines": settings.pipelines.pipelines,
         "CubeJobs": settings.jobs.jobs,
+        "CubeSchedules": settings.schedules.schedules,
     }
     normalized = {
         ("CubeWorkbench", "prometheus_url"): "http://prom:9090/",
