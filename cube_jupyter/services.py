@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cube_jupyter.config import Settings
-from cube_jupyter.errors import InvalidInput
+from cube_jupyter.errors import CubeError, InvalidInput
 from cube_jupyter.ledger import GpuLedger
 
 if TYPE_CHECKING:
@@ -287,10 +287,11 @@ class _ScheduledPipelines:
         self.pipelines = pipelines
         self._watching: set[asyncio.Task[None]] = set()
 
-    def prepare(self, owner: str, schedule: Schedule) -> str | None:
+    def prepare(self, owner: str, schedule: Schedule, snapshot: str | None) -> str | None:
         import json
 
-        notebook = self.pipelines.snapshot(owner, self._request(schedule))
+        content = None if snapshot is None else json.loads(snapshot)
+        notebook = self.pipelines.snapshot(owner, self._request(schedule, content))
         return json.dumps(notebook)
 
     async def launch(self, scheduled: ScheduledRun) -> str:
@@ -394,8 +395,12 @@ class _ScheduledTraining:
     def __init__(self, jobs: JobService) -> None:
         self.jobs = jobs
 
-    def prepare(self, owner: str, schedule: Schedule) -> str | None:
-        self.jobs.parse_request(self._body(schedule, None, 1), owner)
+    def prepare(self, owner: str, schedule: Schedule, snapshot: str | None) -> str | None:
+        try:
+            self.jobs.parse_request(self._body(schedule, None, 1), owner)
+        except CubeError as exc:  # named within the schedule: its `job`
+            exc.field = f"job.{exc.field}" if exc.field else "job"
+            raise
         return None
 
     async def launch(self, scheduled: ScheduledRun) -> str:

@@ -170,12 +170,14 @@ class PipelineService:
 
         return await target.launch(NewRun(caller, request, pipeline, values, full.parent, record), observer)
 
-    def snapshot(self, caller: str, request: RunRequest) -> NotebookNode:
-        """The notebook at `request.path`, checked now as `start_run` will check each scheduled run
-        of it (the target admits the caller, it is a pipeline, the parameters fit): what a schedule
-        saves and its runs execute, so an edit in progress never runs."""
+    def snapshot(self, caller: str, request: RunRequest) -> Mapping[str, Any]:
+        """The notebook at `request.path` (or `request.notebook`, a snapshot taken before), checked
+        now as `start_run` will check each scheduled run of it (the target admits the caller, the
+        file is still theirs, it is a pipeline, the parameters fit): what a schedule saves and its
+        runs execute, so an edit in progress never runs."""
         self._target(request.target).admit(caller, request)
-        notebook = load_notebook(self.resolve(caller, request.path))
+        full = self.resolve(caller, request.path)
+        notebook = load_notebook(full) if request.notebook is None else request.notebook
         pipeline = build_pipeline(notebook, request.path)
         _require_steps(pipeline)
         validate_parameters(pipeline, dict(request.parameters))

@@ -25,6 +25,10 @@ from cube_jupyter.schedules.store import Schedule, ScheduleStore, Slot
 from cube_jupyter.schedules.timing import iso, parse_iso
 
 LOG = logging.getLogger(__name__)
+# Slots of fire times (on time, caught up): held while their schedule is paused, unlike those a user
+# asked for (run now, a backfill).
+FIRED = ("schedule", "catchup")
+PAUSED = "waiting: the schedule is paused"
 # How often the running scheduler says so in the store (`cube-jupyter schedule` reads it).
 BEAT_SECONDS = 10.0
 
@@ -67,9 +71,10 @@ class ScheduledRun:
 class Launcher(Protocol):
     """Starts and reads the runs of one kind of schedule (`notebook`: pipeline runs; `training`: jobs)."""
 
-    def prepare(self, owner: str, schedule: Schedule) -> str | None:
-        """Check what the schedule runs as its owner (InvalidInput, Forbidden naming the field);
-        the snapshot runs will execute (a notebook's JSON), if the kind has one."""
+    def prepare(self, owner: str, schedule: Schedule, snapshot: str | None) -> str | None:
+        """Check what the schedule runs, as its owner (InvalidInput, Forbidden naming the field):
+        against `snapshot` when given (an edit that keeps it), else taking one. The snapshot its runs
+        execute (a notebook's JSON), if the kind has one."""
         ...
 
     async def launch(self, run: ScheduledRun) -> str:
@@ -269,7 +274,11 @@ class Scheduler:
             if key not in schedules:
                 schedules[key] = self.store.get(*key)
             schedule = schedules[key]
-            if schedule is None or schedule.spec.paused:
+            if schedule is None:
+                continue
+            if schedule.spec.paused and slot.origin in FIRED:  # what was asked for still runs
+                if slot.reason != PAUSED:
+                    self.store.settle(slot, reason=PAUSED)
                 continue
             if not self._dependency_met(schedule, slot, now):
                 continue

@@ -5,7 +5,9 @@ central workbench) does the running.
 A schedule belongs to its owner: a user sees and changes only their own, admins anyone's (`?user=`).
 What it runs is checked as its owner when it is saved (the notebook readable and a pipeline, the job
 spec valid, local execution allowed), and a notebook is snapshotted then: runs execute the snapshot,
-never a half-edited file, until the owner refreshes it.
+never a half-edited file, until the owner refreshes it. The file must stay where it is (its folder is
+the steps' working directory, and it must still be the owner's), but its content is not read again.
+An edit is checked as a new schedule is, against the snapshot it keeps.
 """
 
 from __future__ import annotations
@@ -178,7 +180,7 @@ class ScheduleService:
         self._check_dependency(owner, spec)
         stamp = timing.iso(self.clock.now())
         schedule = Schedule(owner, spec, created=stamp, updated=stamp, watermark=stamp, next_fire=None)
-        snapshot = self.launchers[spec.kind].prepare(owner, schedule)
+        snapshot = self.launchers[spec.kind].prepare(owner, schedule, None)
         schedule = replace(
             schedule,
             next_fire=self._next_fire(schedule),
@@ -200,17 +202,14 @@ class ScheduleService:
         self._check_dependency(schedule.owner, spec)
         stamp = timing.iso(self.clock.now())
         updated = replace(schedule, spec=spec, updated=stamp)
-        snapshot = None
-        if (
-            refresh
-            or spec.path != schedule.spec.path
-            or spec.job != schedule.spec.job
-            or spec.kind != schedule.spec.kind
-        ):
-            snapshot = self.launchers[spec.kind].prepare(schedule.owner, updated)
+        retake = refresh or spec.path != schedule.spec.path or spec.kind != schedule.spec.kind
+        kept = None if retake else self.store.snapshot(schedule.owner, schedule.name)
+        # Checked as a new schedule is (parameters, target, the job), against the snapshot it keeps.
+        current = self.launchers[spec.kind].prepare(schedule.owner, updated, kept)
+        snapshot = current if retake else None
+        if retake:
             updated = replace(updated, snapshot_taken=stamp if snapshot is not None else None)
         updated = replace(updated, next_fire=self._next_fire(updated))
-        current = snapshot if snapshot is not None else self.store.snapshot(updated.owner, updated.name)
         self._check_mirror(updated, current)
         self.store.update(updated, snapshot)
         if self.mirror is not None and self.mirror.mirrors(schedule) and not self.mirror.mirrors(updated):
@@ -236,6 +235,17 @@ class ScheduleService:
     def run_now(self, caller: str, name: object, user: str | None = None) -> Slot:
         """A run for the logical time now, within the schedule's concurrency."""
         schedule = self.get(caller, name, user)
+        waiting = [
+            s
+            for s in self.store.slots(schedule.owner, schedule.name, limit=200)
+            if s.state == "pending" and s.origin == "manual"
+        ]
+        if waiting:
+            raise Conflict(
+                f"the run of {schedule.name!r} asked for at {waiting[0].logical} has not started yet "
+                f"(it waits for a place: max_concurrency {schedule.spec.max_concurrency})",
+                field="name",
+            )
         stamp = timing.iso(self.clock.now())
         slot = Slot(schedule.owner, schedule.name, stamp, "pending", "manual", created=stamp)
         if not self.store.add_slots([slot]):
@@ -266,6 +276,13 @@ class ScheduleService:
                 f"the range holds more than {limit} fire times (c.CubeSchedules.max_backfill_runs); "
                 "backfill a shorter range",
                 field="end",
+            )
+        unanchored = schedule.spec.interval_seconds is not None and schedule.spec.start is None
+        if not moments and unanchored and end < timing.parse_iso(schedule.created):
+            raise InvalidInput(
+                f"an interval counts from the schedule's start, and {schedule.name!r} has none: it "
+                f"fires from when it was made ({schedule.created}); set `start` to backfill earlier",
+                field="start",
             )
         logicals = [timing.iso(moment) for moment in moments]
         existing = {
@@ -307,15 +324,15 @@ class ScheduleService:
 
     def _check_dependency(self, owner: str, spec: ScheduleSpec) -> None:
         """`depends_on` names another schedule of the same owner, and no chain leads back."""
-        seen = {spec.name}
+        chain = [spec.name]
         upstream = spec.depends_on
         while upstream is not None:
-            if upstream in seen:
+            if upstream in chain:
                 raise InvalidInput(
-                    f"depends_on {spec.depends_on!r} makes a cycle: {' -> '.join([*seen, upstream])}",
+                    f"depends_on {spec.depends_on!r} makes a cycle: {' -> '.join([*chain, upstream])}",
                     field="depends_on",
                 )
-            seen.add(upstream)
+            chain.append(upstream)
             other = self.store.get(owner, upstream)
             if other is None:
                 raise InvalidInput(

@@ -10,13 +10,14 @@ Replace) and Airflow's where it does not (`catchup`, `logical_date`).
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from cube_jupyter import access, fields
-from cube_jupyter.errors import InvalidInput
+from cube_jupyter.errors import InvalidInput, PayloadTooLarge
 from cube_jupyter.names import validate_dns_label
 from cube_jupyter.schedules import timing
 
@@ -29,6 +30,9 @@ MAX_NAME = 52
 MAX_CONCURRENCY = 64
 MAX_RETRIES = 10
 MAX_SECONDS = 30 * 86400
+MAX_PATH = 1024
+MAX_PARAMETERS_BYTES = 64 * 1024
+MAX_JOB_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,11 @@ class ScheduleSpec:
             kind=kind,
             path=path,
             job=job,
-            parameters=fields.mapping(raw.get("parameters") or {}, "parameters"),
+            parameters=_bounded(
+                {} if raw.get("parameters") is None else fields.mapping(raw["parameters"], "parameters"),
+                "parameters",
+                MAX_PARAMETERS_BYTES,
+            ),
             target=fields.choice(raw.get("target", "local"), "target", TARGETS, fold_case=False),
             cron=None if cron is None else timing.cron_fields(cron),
             interval_seconds=None
@@ -158,9 +166,20 @@ def _what_runs(kind: str, raw: Mapping[str, Any]) -> tuple[str | None, dict[str,
     if kind == "notebook":
         if raw.get("job") is not None:
             raise InvalidInput("job is for kind 'training'; a notebook schedule takes path", field="job")
-        return str(access.file_path(raw.get("path"), "path")), None
+        path = str(access.file_path(raw.get("path"), "path"))
+        if len(path) > MAX_PATH:
+            raise InvalidInput(f"path is {len(path)} characters long; the limit is {MAX_PATH}", field="path")
+        return path, None
     if raw.get("path") is not None:
         raise InvalidInput("path is for kind 'notebook'; a training schedule takes job", field="path")
     if raw.get("job") is None:
         raise InvalidInput("job is required for kind 'training': a training job spec", field="job")
-    return None, fields.mapping(raw["job"], "job")
+    return None, _bounded(fields.mapping(raw["job"], "job"), "job", MAX_JOB_BYTES)
+
+
+def _bounded(value: dict[str, Any], field: str, limit: int) -> dict[str, Any]:
+    """`value` if its JSON is at most `limit` bytes: a schedule is read on every pass and listing."""
+    size = len(json.dumps(value, default=str))
+    if size > limit:
+        raise PayloadTooLarge(f"{field} is {size} bytes as JSON; the limit is {limit}", field=field)
+    return value

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from cronsim import CronSim, CronSimError
@@ -29,6 +29,12 @@ MACROS = {
     "@hourly": "0 * * * *",
 }
 MIN_INTERVAL_SECONDS = 1
+# The years a schedule's times may name: wide enough for any real schedule, far from the calendar's
+# ends (and from the local mean times zones kept before 1900).
+MIN_YEAR, MAX_YEAR = 1970, 9000
+MAX_CRON_LENGTH = 256
+# Names the zone database holds that are no place's time: this machine's own, and placeholders.
+NOT_A_PLACE = frozenset({"localtime", "Factory", "posixrules", "posix", "right"})
 MAX_INTERVAL_SECONDS = 366 * 86400
 
 
@@ -36,6 +42,10 @@ def cron_fields(value: object, field: str = "cron") -> str:
     """A 5-field cron expression (or a macro such as @daily), normalized to single spaces."""
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(f"{field} must be a cron expression such as '0 2 * * *'", field=field)
+    if len(value) > MAX_CRON_LENGTH:
+        raise InvalidInput(
+            f"{field} is {len(value)} characters long; the limit is {MAX_CRON_LENGTH}", field=field
+        )
     text = MACROS.get(value.strip().lower(), " ".join(value.split()))
     parts = text.split(" ")
     if len(parts) != 5:
@@ -55,7 +65,7 @@ def timezone(value: object, field: str = "timezone") -> str:
     """An IANA timezone name (Europe/Berlin, UTC)."""
     if not isinstance(value, str) or not value:
         raise InvalidInput(f"{field} must be an IANA timezone name such as 'Europe/Berlin'", field=field)
-    if value not in available_timezones() and value != "UTC":
+    if value in NOT_A_PLACE or (value not in available_timezones() and value != "UTC"):
         raise InvalidInput(
             f"{field} {value!r} is not an IANA timezone name (e.g. 'UTC', 'Europe/Berlin', "
             "'America/New_York')",
@@ -80,16 +90,27 @@ def instant(value: object, field: str, zone: str, *, end_of_day: bool = False) -
             f"{field} {value!r} is not an ISO 8601 time (e.g. '2026-12-01' or '2026-12-01T02:00:00+01:00')",
             field=field,
         ) from None
-    if end_of_day and len(value) == len("2026-12-31"):
+    if not MIN_YEAR <= parsed.year <= MAX_YEAR:
+        raise InvalidInput(f"{field} {value!r} must be in the years {MIN_YEAR} to {MAX_YEAR}", field=field)
+    if end_of_day and _date_only(value):
         parsed += timedelta(days=1, seconds=-1)
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=ZoneInfo(zone))
     return parsed.astimezone(UTC)
 
 
+def _date_only(value: str) -> bool:
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
 def iso(moment: datetime) -> str:
     """The one text form of a fire time: UTC, seconds, 'Z' (sortable, the run history's key)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    utc = moment.astimezone(UTC)
+    return f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}Z"
 
 
 def parse_iso(text: str) -> datetime:
@@ -136,12 +157,32 @@ class Timing:
             after = max(after, first - timedelta(microseconds=1)) + timedelta(
                 seconds=skip * self.interval_seconds
             )
+        if self.cron is not None:  # backwards from `until`: a long downtime costs `count` steps
+            return self._cron_latest(after, until, count)
         newest: deque[datetime] = deque(maxlen=count)
         for moment in self.fire_times(after):
             if moment > until:
                 break
             newest.append(moment)
         return list(newest)
+
+    def _cron_latest(self, after: datetime, until: datetime, count: int) -> list[datetime]:
+        assert self.cron is not None
+        zone = ZoneInfo(self.timezone)
+        if self.end is not None:
+            until = min(until, self.end)
+        if self.start is not None:
+            after = max(after, self.start - timedelta(microseconds=1))
+        # cronsim steps backwards from just after `until` (whole seconds) and yields times before it.
+        start = (until + timedelta(seconds=1)).astimezone(zone).replace(microsecond=0)
+        newest: list[datetime] = []
+        for moment in CronSim(self.cron, start, reverse=True):
+            moment = moment.astimezone(UTC)
+            if moment <= after or len(newest) >= count:
+                break
+            if moment <= until:
+                newest.append(moment)
+        return newest[::-1]
 
     def next_after(self, after: datetime) -> datetime | None:
         return next(self.fire_times(after), None)

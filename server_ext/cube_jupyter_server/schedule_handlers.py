@@ -13,6 +13,8 @@ Admins may name another user with `?user=` (and list everyone's with `?all=1`).
 
 from __future__ import annotations
 
+import re
+
 from tornado import web
 
 from cube_jupyter.errors import InvalidInput
@@ -40,7 +42,7 @@ class SchedulesHandler(ScheduleAPIHandler):
     async def get(self) -> None:
         caller = self.caller
         listed = self.schedules.list(
-            caller, self.user_param, all_users=self.get_query_argument("all", "") in TRUE
+            caller, self.user_param, all_users=self.get_query_argument("all", "").lower() in TRUE
         )
         self.write_json({"user": caller, "schedules": listed})
 
@@ -93,14 +95,14 @@ class BackfillHandler(ScheduleAPIHandler):
     @cube_endpoint
     async def post(self, name: str) -> None:
         result = self.schedules.backfill(self.caller, name, self.json_body(), self.user_param)
-        self.write_json(result, status=200 if result["dry_run"] else 202)
+        self.write_json(result, status=202 if "batch" in result else 200)  # 202: runs were queued
 
 
 class ScheduleRunsHandler(ScheduleAPIHandler):
     @cube_endpoint
     async def get(self, name: str) -> None:
         text = self.get_query_argument("limit", "500")
-        if not text.isdigit() or not 1 <= int(text) <= MAX_RUNS:
+        if not re.fullmatch(r"[0-9]{1,4}", text) or not 1 <= int(text) <= MAX_RUNS:
             raise InvalidInput(
                 f"limit must be a whole number from 1 to {MAX_RUNS}, got {text!r}", field="limit"
             )

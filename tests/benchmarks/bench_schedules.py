@@ -57,7 +57,7 @@ class TimedLauncher:
         self.clock = clock
         self.lateness: list[float] = []
 
-    def prepare(self, owner: str, schedule: Schedule) -> str | None:
+    def prepare(self, owner: str, schedule: Schedule, snapshot: str | None) -> str | None:
         return None
 
     async def launch(self, run: ScheduledRun) -> str:

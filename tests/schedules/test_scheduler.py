@@ -18,7 +18,7 @@ import pytest
 from traitlets.config import Config
 
 from cube_jupyter.config import load_settings
-from cube_jupyter.errors import Conflict, Forbidden, InvalidInput, NotFound
+from cube_jupyter.errors import Conflict, Forbidden, InvalidInput, NotFound, PayloadTooLarge
 from cube_jupyter.schedules.scheduler import Outcome, ScheduledRun
 from cube_jupyter.schedules.service import ScheduleService
 from cube_jupyter.schedules.store import Schedule, ScheduleStore
@@ -39,7 +39,7 @@ class DrivenLauncher:
     refuse: str | None = None
     ends: dict[str, Any] = field(default_factory=dict)
 
-    def prepare(self, owner: str, schedule: Schedule) -> str | None:
+    def prepare(self, owner: str, schedule: Schedule, snapshot: str | None) -> str | None:
         return '{"cells": []}'
 
     async def launch(self, run: ScheduledRun) -> str:
@@ -334,16 +334,22 @@ def test_bad_schedules_are_refused_naming_the_field(env: Env) -> None:
         ({"name": "x", "cron": "0 2 * * *", "colour": "red"}, "colour"),
         ({"name": "x", "cron": "0 2 * * *", "path": "../outside.ipynb"}, "path"),
         ({"name": "x", "kind": "training", "cron": "0 2 * * *", "path": None}, "job"),
+        ({"name": "x", "cron": "0 2 * * *", "start": "0999-01-01T00:00:00Z"}, "start"),
+        ({"name": "x", "cron": "0 2 * * *", "end": "9999-12-31"}, "end"),
+        ({"name": "x", "cron": "0 2 * * *", "timezone": "localtime"}, "timezone"),
+        ({"name": "x", "cron": "0 2 * * *", "parameters": []}, "parameters"),
+        ({"name": "x", "cron": "0 2 * * *", "parameters": {"blob": "x" * 70_000}}, "parameters"),
+        ({"name": "x", "cron": ",".join(["1"] * 200) + " * * * *"}, "cron"),
     ]
     for body, field_name in cases:
-        with pytest.raises((InvalidInput, Forbidden)) as refused:
+        with pytest.raises((InvalidInput, Forbidden, PayloadTooLarge)) as refused:
             env.create(**body)
         assert refused.value.field == field_name, body
     env.create(name="a", cron="0 2 * * *")
     env.create(name="b", cron="0 2 * * *", depends_on="a")
     with pytest.raises(InvalidInput) as cycle:
         env.patch("a", depends_on="b")
-    assert cycle.value.field == "depends_on" and "cycle" in cycle.value.message
+    assert cycle.value.field == "depends_on" and "makes a cycle: a -> b -> a" in cycle.value.message
     env.create(caller="bob", name="theirs", cron="0 2 * * *")
     with pytest.raises(InvalidInput) as other:
         env.create(name="c", cron="0 2 * * *", depends_on="theirs")
@@ -433,3 +439,75 @@ def test_a_long_catch_up_runs_every_logical_time_in_order(tmp_path: Path) -> Non
     logicals = [launch.split("@")[1].split("#")[0] for launch in launcher.launches]
     assert len(logicals) == 150 and logicals == sorted(logicals) and len(set(logicals)) == 150
     loop.close()
+
+
+def test_paused_holds_fire_times_but_runs_what_was_asked_for(env: Env) -> None:
+    env.create(name="p", interval_seconds=60, paused=True)
+    slot = env.service.run_now("alice", "p")
+    with pytest.raises(Conflict) as twice:
+        env.service.run_now("alice", "p")  # the first has not started yet
+    assert twice.value.field == "name" and slot.logical in twice.value.message
+    env.service.backfill(
+        "alice", "p", {"start": "2026-11-28T12:01:00Z", "end": "2026-11-28T12:02:00Z", "parallel": 2}
+    )
+    env.at(1)
+    assert sorted(run.split("#")[0] for run in env.launcher.launches) == [
+        "p@2026-11-28T12:00:00Z",
+        "p@2026-11-28T12:01:00Z",
+        "p@2026-11-28T12:02:00Z",
+    ]
+    env.launcher.finish()
+    env.patch("p", paused=False, catchup="all")
+    env.patch("p", paused=True)
+    env.at(3 * 60 + 1)  # nothing fires while paused
+    assert len(env.launcher.launches) == 3
+
+
+def test_a_long_downtime_of_a_frequent_cron_is_planned_at_once(env: Env) -> None:
+    """A minutely cron paused for 18 months: the plan walks back from now (a few steps), not
+    forward through 777,600 minutes, and keeps what `catchup: latest` keeps."""
+    import cronsim
+
+    steps = 0
+    forward = cronsim.CronSim.__next__
+
+    def counted(self: cronsim.CronSim) -> datetime:
+        nonlocal steps
+        steps += 1
+        return forward(self)
+
+    env.create(name="minutely", cron="* * * * *", catchup="latest", paused=True)
+    env.clock.advance(540 * 86400)
+    env.patch("minutely", paused=False)
+    cronsim.CronSim.__next__ = counted  # type: ignore[method-assign]
+    try:
+        env.loop.run_until_complete(env.service.scheduler.tick())
+    finally:
+        cronsim.CronSim.__next__ = forward  # type: ignore[method-assign]
+    assert steps < 2000
+    assert [run.split("@")[1][:16] for run in env.launcher.launches] == ["2028-05-21T12:00"]
+
+
+def test_edits_are_checked_as_a_new_schedule_is(env: Env) -> None:
+    env.create(name="e", cron="0 2 * * *")
+    refusal = Forbidden("the target refuses", field="target")
+
+    def prepare(owner: str, schedule: Schedule, snapshot: str | None) -> str | None:
+        assert snapshot == '{"cells": []}'  # checked against the snapshot it keeps, not a new one
+        if schedule.spec.target == "cluster":
+            raise refusal
+        return snapshot
+
+    env.launcher.prepare = prepare  # type: ignore[method-assign]
+    with pytest.raises(Forbidden):
+        env.patch("e", target="cluster")
+    assert env.service.get("alice", "e").spec.target == "local"  # nothing changed
+
+
+def test_compact_dates_and_backfills_before_an_interval_began(env: Env) -> None:
+    env.create(name="d", cron="0 2 * * *", end="20261231")
+    assert env.service.get("alice", "d").spec.end == "2026-12-31T23:59:59Z"
+    env.create(name="i", interval_seconds=3600)
+    with pytest.raises(InvalidInput) as before:
+        env.service.backfill("alice", "i", {"start": "2026-11-01", "end": "2026-11-02"})
+    assert before.value.field == "start" and "set `start`" in before.value.message
