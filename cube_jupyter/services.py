@@ -304,13 +304,14 @@ class _ScheduledPipelines:
             raise InvalidInput(f"schedule {schedule.name!r} has no notebook snapshot", field="path")
         request = self._request(schedule, json.loads(scheduled.snapshot), iso(scheduled.logical))
         run = await self.pipelines.start_run(schedule.owner, request)
-        watch = asyncio.create_task(self._ended(schedule.owner, run.id, scheduled.on_end))
-        self._watching.add(watch)
-        watch.add_done_callback(self._watching.discard)
+        if run.target == "local":  # driven here: its end is known at once
+            watch = asyncio.create_task(self._ended(schedule.owner, run.id, scheduled.on_end))
+            self._watching.add(watch)
+            watch.add_done_callback(self._watching.discard)
         return run.id
 
     async def _ended(self, owner: str, run_id: str, on_end: Callable[[str], None]) -> None:
-        """Say when a local run has ended (a cluster run is read by the scheduler's next pass)."""
+        """Say when a local run has ended (a cluster run is read by the scheduler's passes)."""
         with contextlib.suppress(Exception):
             await self.pipelines.wait(owner, run_id)
             on_end(run_id)
