@@ -274,3 +274,20 @@ def test_pipeline_panel_offers_schedule(lab: Lab, page: Page) -> None:
     expect(form.locator('[data-testid="cube-parameter"][data-name="n_samples"]')).to_have_value("600")
     form.get_by_test_id("cube-schedule-cancel").click()
     expect(form).to_have_count(0)
+
+
+def test_a_training_schedule_shows_its_job(lab: Lab, page: Page) -> None:
+    """A schedule saved with the CLI or REST as `kind: training` is listed by the job it runs."""
+    job = {"name": "retrain", "framework": "pytorch", "replicas": {"worker": 1}, "command": ["true"]}
+    body = {"name": "weekly-retrain", "kind": "training", "job": job, "cron": "0 3 * * 0"}
+    status, saved = lab.request("POST", "cube/api/v1/schedules", body)
+    assert status == 201, saved
+    try:
+        open_lab(page, lab)
+        run_command(page, "cube:open-schedules")
+        weekly = card(page, "weekly-retrain")
+        expect(weekly.locator(".cube-ScheduleCard-facts")).to_contain_text("Job")
+        expect(weekly.locator(".cube-ScheduleCard-path")).to_have_text("retrain")
+        expect(weekly.get_by_test_id("cube-schedule-describe")).to_have_text("At 03:00 on Sunday (UTC)")
+    finally:
+        lab.request("DELETE", "cube/api/v1/schedules/weekly-retrain")

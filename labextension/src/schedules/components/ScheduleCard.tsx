@@ -55,9 +55,9 @@ export function ScheduleCard(props: IScheduleCardProps): JSX.Element {
         {schedule.describe}
       </div>
       <dl className="cube-ScheduleCard-facts">
-        <dt>Notebook</dt>
-        <dd className="cube-ScheduleCard-path" title={schedule.path ?? ''}>
-          {schedule.path}
+        <dt>{schedule.kind === 'training' ? 'Job' : 'Notebook'}</dt>
+        <dd className="cube-ScheduleCard-path" title={runsWhat(schedule)}>
+          {runsWhat(schedule)}
         </dd>
         <dt>Next</dt>
         <dd
@@ -148,4 +148,13 @@ export function ScheduleCard(props: IScheduleCardProps): JSX.Element {
       {props.backfill}
     </li>
   );
+}
+
+/** What a schedule runs: its notebook, or its training job's name. */
+function runsWhat(schedule: ISchedule): string {
+  if (schedule.kind === 'training') {
+    const name = schedule.job?.name;
+    return typeof name === 'string' ? name : schedule.name;
+  }
+  return schedule.path ?? '';
 }
