@@ -34,7 +34,7 @@ def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.Argument
     graph.set_defaults(run=Command("cube_jupyter.cli.pipeline_commands:graph"))
 
     run = action("run", "run the pipeline here: steps in parallel worker processes, cached by content")
-    _parameter_option(run)
+    parameter_option(run)
     run.add_argument("--store", metavar="URL", help="artifact store: a path, file:// or s3://bucket/prefix")
     run.add_argument(
         "--parallel",
@@ -69,11 +69,12 @@ def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.Argument
     compile_.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     compile_.add_argument("--store", metavar="URL", help="s3://bucket/prefix (default: CubeStorage.url)")
     compile_.add_argument("--run-id", help="name the run's artifacts (default: the Workflow's own name)")
-    _parameter_option(compile_)
+    parameter_option(compile_)
     compile_.set_defaults(run=Command("cube_jupyter.cli.pipeline_commands:compile_pipeline"))
 
 
-def _parameter_option(parser: argparse.ArgumentParser) -> None:
+def parameter_option(parser: argparse.ArgumentParser) -> None:
+    """`-p NAME VALUE`, repeatable: a value for the notebook's parameters cell (papermill's flag)."""
     parser.add_argument(
         "-p",
         "--parameter",

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 
 from cube_jupyter.cli.command import Command
+from cube_jupyter.cli.pipeline import parameter_option
 
 HANDLERS = "cube_jupyter.cli.schedule_commands"
 
@@ -66,15 +67,7 @@ def add_schedule_commands(commands: argparse._SubParsersAction[argparse.Argument
     create.add_argument(
         "--target", choices=["local", "cluster"], help="where runs go (default: the backend's)"
     )
-    create.add_argument(
-        "-p",
-        "--parameter",
-        nargs=2,
-        action="append",
-        default=[],
-        metavar=("NAME", "VALUE"),
-        help="a parameter of the notebook's parameters cell; VALUE is JSON or text",
-    )
+    parameter_option(create)
 
     listing = action("list", "list schedules", named=False, handler="list_schedules")
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
