@@ -98,17 +98,22 @@ def settings(root: Path, **schedules: Any):  # type: ignore[no-untyped-def]
     return load_settings(Config(config)).schedules
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> Iterator[Env]:
+def make_env(root: Path, **schedules: Any) -> Env:
+    """A schedule service at T0 on the stepped clock, its runs started by a `DrivenLauncher`."""
     clock = SteppedClock(T0)
     launcher = DrivenLauncher()
     launchers = {"notebook": launcher, "training": launcher}
     service = ScheduleService(
-        settings(tmp_path), ScheduleStore.in_state_dir(tmp_path / "state"), launchers, clock=clock
+        settings(root, **schedules), ScheduleStore.in_state_dir(root / "state"), launchers, clock=clock
     )
-    loop = asyncio.new_event_loop()
-    yield Env(service, clock, launcher, loop)
-    loop.close()
+    return Env(service, clock, launcher, asyncio.new_event_loop())
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[Env]:
+    made = make_env(tmp_path)
+    yield made
+    made.loop.close()
 
 
 def test_an_interval_fires_each_time_once_and_records_it(env: Env) -> None:
@@ -162,14 +167,8 @@ def test_missed_fire_times_run_as_catchup_says(env: Env, catchup: str, expected:
 
 
 def test_catchup_all_is_bounded_and_runs_at_most_max_concurrency(tmp_path: Path) -> None:
-    clock, launcher = SteppedClock(T0), DrivenLauncher()
-    service = ScheduleService(
-        settings(tmp_path, max_catchup_runs=5),
-        ScheduleStore.in_state_dir(tmp_path / "state"),
-        {"notebook": launcher},
-        clock=clock,
-    )
-    loop = asyncio.new_event_loop()
+    made = make_env(tmp_path, max_catchup_runs=5)
+    service, clock, launcher, loop = made.service, made.clock, made.launcher, made.loop
     loop.run_until_complete(
         service.create(
             "alice",
@@ -422,14 +421,8 @@ def test_a_run_unreadable_for_now_stays_running_and_a_gone_one_fails(env: Env) -
 
 def test_a_long_catch_up_runs_every_logical_time_in_order(tmp_path: Path) -> None:
     """More pending slots than one pass reads (it reads as many as could start): all run, oldest first."""
-    clock, launcher = SteppedClock(T0), DrivenLauncher()
-    service = ScheduleService(
-        settings(tmp_path, max_catchup_runs=150),
-        ScheduleStore.in_state_dir(tmp_path / "state"),
-        {"notebook": launcher},
-        clock=clock,
-    )
-    loop = asyncio.new_event_loop()
+    made = make_env(tmp_path, max_catchup_runs=150)
+    service, clock, launcher, loop = made.service, made.clock, made.launcher, made.loop
     body = {"name": "c", "path": "a.ipynb", "interval_seconds": 60, "catchup": "all", "max_concurrency": 3}
     loop.run_until_complete(service.create("alice", body))
     clock.advance(150 * 60 + 30)
