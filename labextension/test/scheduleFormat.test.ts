@@ -10,6 +10,7 @@ import {
   wallTime
 } from '../src/schedules/format';
 import { parametersToSend } from '../src/pipeline/format';
+import { opensRun, tooltip } from '../src/schedules/components/RunGrid';
 import { newScheduleText, scheduleBody } from '../src/schedules/spec';
 
 describe('presetCron', () => {
@@ -165,5 +166,35 @@ describe('parametersToSend', () => {
     expect(() =>
       parametersToSend(parameters, new Map([['lr', 'fast']]))
     ).toThrow(/lr: "fast" is not a JSON value/);
+  });
+});
+
+describe('the run grid', () => {
+  const run = {
+    logical_date: '2026-11-28T02:00:00Z',
+    state: 'succeeded' as const,
+    origin: 'schedule' as const,
+    attempts: 1,
+    run_id: 'fanout-20261128-020000-abc123',
+    reason: null,
+    created: '2026-11-28T02:00:00Z',
+    started: '2026-11-28T02:00:00Z',
+    finished: '2026-11-28T02:00:09Z',
+    retry_at: null
+  };
+
+  it('opens the workbench’s pipeline runs, not the Workflows Argo started', () => {
+    expect(opensRun(run)).toBe(true);
+    expect(opensRun({ ...run, run_id: null })).toBe(false);
+    const argo = {
+      ...run,
+      origin: 'cluster' as const,
+      run_id: 'every-minute-1764295200'
+    };
+    expect(opensRun(argo)).toBe(false);
+    expect(tooltip(argo, 'UTC')).toContain(
+      'Argo Workflow every-minute-1764295200'
+    );
+    expect(tooltip(run, 'UTC')).toContain('run fanout-20261128-020000-abc123');
   });
 });

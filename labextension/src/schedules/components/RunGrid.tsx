@@ -1,7 +1,7 @@
 /**
  * A schedule's runs by logical time, oldest to newest: one small square each, coloured
  * by its state; the tooltip says when, the state, the attempts and why. A square whose
- * run can be shown (a pipeline run) opens it.
+ * run can be shown (a pipeline run; not a Workflow Argo's CronWorkflow started) opens it.
  */
 import * as React from 'react';
 
@@ -17,7 +17,12 @@ export interface IRunGridProps {
   onOpen: ((run: IScheduleRun) => void) | null;
 }
 
-function tooltip(run: IScheduleRun, timezone: string): string {
+/** Whether a run can be opened here: a pipeline run of the workbench's (Argo's own are Workflows). */
+export function opensRun(run: IScheduleRun): boolean {
+  return Boolean(run.run_id) && run.origin !== 'cluster';
+}
+
+export function tooltip(run: IScheduleRun, timezone: string): string {
   const lines = [
     `${formatFireTime(run.logical_date, timezone)} (${timezone})`,
     `${run.state}, ${plural(run.attempts, 'attempt')}, ${run.origin}`
@@ -26,7 +31,9 @@ function tooltip(run: IScheduleRun, timezone: string): string {
     lines.push(run.reason);
   }
   if (run.run_id) {
-    lines.push(`run ${run.run_id}`);
+    lines.push(
+      `${run.origin === 'cluster' ? 'Argo Workflow' : 'run'} ${run.run_id}`
+    );
   }
   return lines.join('\n');
 }
@@ -43,7 +50,7 @@ export function RunGrid(props: IRunGridProps): JSX.Element {
   return (
     <div className="cube-RunGrid" data-testid="cube-schedule-runs">
       {oldestFirst.map(run => {
-        const open = props.onOpen && run.run_id ? props.onOpen : null;
+        const open = props.onOpen && opensRun(run) ? props.onOpen : null;
         return (
           <button
             key={run.logical_date}
