@@ -29,6 +29,7 @@ LOG = logging.getLogger(__name__)
 # asked for (run now, a backfill).
 FIRED = ("schedule", "catchup")
 PAUSED = "waiting: the schedule is paused"
+CLUSTER = "cluster"  # the origin of a run Argo's CronWorkflow started
 # How often the running scheduler says so in the store (`cube-jupyter schedule` reads it).
 BEAT_SECONDS = 10.0
 
@@ -165,7 +166,9 @@ class Scheduler:
         read_all = not woken or last is None or (now - last).total_seconds() >= self.config.poll_seconds
         ended, self._ended = self._ended, set()
         for slot in self.store.active():
-            if slot.state == "running" and (read_all or slot.run_id is None or slot.run_id in ended):
+            if slot.state != "running" or slot.origin == CLUSTER:  # Argo's own: the mirror writes them
+                continue
+            if read_all or slot.run_id is None or slot.run_id in ended:
                 await self._settle(slot, now)
         if read_all:
             self._read_all_at = now

@@ -203,3 +203,60 @@ def test_an_update_is_a_merge_patch_that_removes_what_the_schedule_no_longer_say
         "schedules": ["0 3 * * *"],
         "workflowSpec": {"parallelism": None, "entrypoint": "p"},
     }
+
+
+def test_argos_runs_are_in_the_history_while_they_run_and_once_they_end(tmp_path: Any) -> None:
+    """A Workflow the CronWorkflow started is its logical time's slot, running, then as it ended; a
+    logical time the workbench already has a run for keeps it; the scheduler leaves these slots to the
+    mirror."""
+    import asyncio
+
+    from cube_jupyter.kube.labels import SCHEDULE_LABEL as SCHEDULE
+    from cube_jupyter.kube.labels import USER_ANNOTATION
+    from cube_jupyter.schedules.kubernetes.mirror import FiredRuns
+    from cube_jupyter.schedules.scheduler import Scheduler
+    from cube_jupyter.schedules.store import ScheduleStore, Slot
+
+    store = ScheduleStore.in_state_dir(tmp_path)
+    store.create(scheduled(cron="0 2 * * *"), "{}", limit=10)
+    store.add_slots([Slot(OWNER, "nightly", "2026-11-27T02:00:00Z", "succeeded", "backfill", created="x")])
+    runs = FiredRuns(store)
+
+    def fired(name: str, day: int, phase: str | None) -> dict[str, Any]:
+        return {
+            "metadata": {
+                "name": name,
+                "uid": f"uid-{name}",
+                "labels": {SCHEDULE: "nightly"},
+                "annotations": {
+                    USER_ANNOTATION: OWNER,
+                    "workflows.argoproj.io/scheduled-time": f"2026-11-{day}T02:00:00Z",
+                },
+            },
+            "status": {}
+            if phase is None
+            else {"phase": phase, "message": "boom" if phase == "Failed" else ""},
+        }
+
+    assert runs.record([fired("nightly-1", 28, None), fired("nightly-0", 27, "Succeeded")]) == 1
+    going = store.slot(OWNER, "nightly", "2026-11-28T02:00:00Z")
+    assert going is not None and (going.state, going.origin, going.run_id) == (
+        "running",
+        "cluster",
+        "nightly-1",
+    )
+    kept = store.slot(OWNER, "nightly", "2026-11-27T02:00:00Z")
+    assert kept is not None and kept.origin == "backfill"  # one slot per logical time
+
+    class NeverAsked:
+        def outcome(self, owner: str, run_id: str) -> None:
+            raise AssertionError("the scheduler read a run Argo started")
+
+    scheduler = Scheduler(store, {"notebook": NeverAsked()}, CONFIG)  # type: ignore[dict-item]
+    asyncio.run(scheduler.tick())
+    assert runs.unsettled(fired("nightly-1", 28, "Running"))
+    assert runs.record([fired("nightly-1", 28, "Failed")]) == 1
+    ended = store.slot(OWNER, "nightly", "2026-11-28T02:00:00Z")
+    assert ended is not None and (ended.state, ended.reason) == ("failed", "boom")
+    assert not runs.unsettled(fired("nightly-1", 28, "Failed"))
+    store.close()

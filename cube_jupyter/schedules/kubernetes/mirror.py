@@ -9,16 +9,16 @@ Workflow to run comes from the composition root (`WorkflowOf`: the pipelines fea
 notebook's snapshot), so schedules never import pipelines.
 
 Argo's runs reach the history through one informer of the Workflows its CronWorkflows started
-(`workflows.argoproj.io/cron-workflow`) that carry a schedule's label: each finished one becomes its
-logical time's slot (origin `cluster`), inserted once whatever else asked for that time. Only finished
-runs are recorded: a slot left pending or running would be the scheduler's to launch or settle.
+(`workflows.argoproj.io/cron-workflow`) that carry a schedule's label: each one becomes its
+logical time's slot (origin `cluster`), inserted once whatever else asked for that time, running while
+the Workflow runs (`FiredRuns`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from cube_jupyter.errors import Conflict
@@ -63,7 +63,7 @@ class CronWorkflowMirror:
         self.sync_timeout = sync_timeout
         self.user_namespaces = UserNamespaces(settings, cluster)
         self.fired = cluster.informer(WORKFLOW_API, WORKFLOW_KIND, label_selector=FIRED_SELECTOR)
-        self._recorded: set[str] = set()
+        self.runs = FiredRuns(store)
         self._task: asyncio.Task[None] | None = None
 
     # -- service.ClusterMirror ---------------------------------------------------------------------
@@ -120,18 +120,9 @@ class CronWorkflowMirror:
             await self.clock.sleep(self.config.poll_seconds)
 
     def record_fired(self) -> int:
-        """Each finished Workflow a schedule's CronWorkflow started, as its logical time's slot (read
-        from the informer's cache); the number of slots added."""
-        added = 0
-        for obj in self.fired.list(predicate=lambda o: uid_of(o) not in self._recorded):
-            slot = _slot(obj)
-            if slot is None:
-                continue
-            if self.store.get(slot.owner, slot.schedule) is not None and self.store.add_slots([slot]):
-                self.store.settle(slot, run_id=metadata_of(obj).get("name"))
-                added += 1
-            self._recorded.add(uid_of(obj))
-        return added
+        """The Workflows the schedules' CronWorkflows started, from the informer's cache, into the
+        history (`FiredRuns`); the number of slots written."""
+        return self.runs.record(self.fired.list(predicate=self.runs.unsettled))
 
     # -- writes ------------------------------------------------------------------------------------
 
@@ -163,13 +154,46 @@ def merge_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return patch
 
 
+class FiredRuns:
+    """Argo's runs of the schedules in the history: each Workflow a CronWorkflow started is its logical
+    time's slot (origin `cluster`, the Workflow's name as its run), running while it runs, then how it
+    ended. A logical time the workbench already has a slot for (a catch-up, a backfill) keeps it: one
+    slot per logical time. The scheduler never launches nor reads these slots; only this writes them."""
+
+    def __init__(self, store: ScheduleStore) -> None:
+        self.store = store
+        self._states: dict[str, str] = {}  # by Workflow uid: the state last written
+
+    def unsettled(self, obj: Obj) -> bool:
+        """Whether a Workflow may still change its slot (not seen ended yet)."""
+        return self._states.get(uid_of(obj)) in (None, "running")
+
+    def record(self, workflows: Iterable[Obj]) -> int:
+        written = 0
+        for obj in workflows:
+            slot = _slot(obj)
+            if slot is None or self.store.get(slot.owner, slot.schedule) is None:
+                continue
+            name = metadata_of(obj).get("name")
+            stored = self.store.slot(slot.owner, slot.schedule, slot.logical)
+            if stored is None:
+                if self.store.add_slots([slot]):
+                    self.store.settle(slot, run_id=name)
+                    written += 1
+            elif (stored.origin, stored.run_id) == ("cluster", name) and stored.state != slot.state:
+                self.store.settle(stored, state=slot.state, reason=slot.reason, finished=slot.finished)
+                written += 1
+            self._states[uid_of(obj)] = slot.state
+        return written
+
+
 def _slot(obj: Obj) -> Slot | None:
-    """A finished Workflow of a CronWorkflow as its logical time's slot; None before it ends."""
+    """A Workflow of a CronWorkflow as its logical time's slot: running until Argo says how it ended."""
     status = obj.get("status") or {}
-    state = ENDED.get(str(status.get("phase") or ""))
+    state = ENDED.get(str(status.get("phase") or ""), "running")
     logical = logical_date_of(obj)
     owner = owner_of(obj)
-    if state is None or logical is None or not owner:
+    if logical is None or not owner:
         return None
     return Slot(
         owner,
