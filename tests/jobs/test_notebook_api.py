@@ -23,6 +23,7 @@ from typing import Any
 import psutil
 import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+from tornado.simple_httpclient import HTTPStreamClosedError
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
 from tests.local.support import KERNEL_V1, execute_request, receive, send_shell
@@ -87,7 +88,12 @@ class Server:
             return response.code == 200 and bool(list((self.root / "runtime").glob("jpserver-*.json")))
 
         await wait_until_async(
-            answers, 60, "the server to answer and write its runtime file", ignoring=(OSError,), interval=0.2
+            answers,
+            60,
+            "the server to answer and write its runtime file",
+            # not listening yet, or listening and closing the connection while it starts
+            ignoring=(OSError, HTTPStreamClosedError),
+            interval=0.2,
         )
 
     async def kernel(self) -> WebSocketClientConnection:
