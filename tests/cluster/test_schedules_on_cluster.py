@@ -109,9 +109,14 @@ def test_a_cluster_schedule_is_a_cron_workflow_argo_fires_and_the_history_record
 
         [workflow, *_] = await eventually("Argo firing the CronWorkflow", fired, bool)
         seen["workflow"] = workflow
+        # In the history as it ran (origin cluster), then as it ended (the informer saw it finish).
         slots = await eventually(
-            "Argo's run in the schedule's history",
-            lambda: [s for s in schedules.runs(ALICE, "every-minute") if s.origin == "cluster"],
+            "Argo's finished run in the schedule's history",
+            lambda: [
+                s
+                for s in schedules.runs(ALICE, "every-minute")
+                if s.origin == "cluster" and s.run_id == workflow["metadata"]["name"] and s.state != "running"
+            ],
             bool,
         )
         seen["slot"] = slots[-1]
