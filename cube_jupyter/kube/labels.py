@@ -16,3 +16,13 @@ LOGICAL_DATE_LABEL = "cube-jupyter/logical-date"
 def logical_date_label(logical_date: str) -> str:
     """A logical time ('2026-11-28T02:00:00Z') as a label value may hold it: '20261128T020000Z'."""
     return logical_date.replace("-", "").replace(":", "")
+
+
+def logical_date_from_label(value: str) -> str | None:
+    """The logical time a `logical_date_label` holds ('20261128T020000Z' → '2026-11-28T02:00:00Z')."""
+    if len(value) != 16 or value[8] != "T" or not value.endswith("Z"):
+        return None
+    date, time = value[:8], value[9:15]
+    if not (date + time).isdigit():
+        return None
+    return f"{date[:4]}-{date[4:6]}-{date[6:]}T{time[:2]}:{time[2:4]}:{time[4:]}Z"

@@ -18,9 +18,10 @@ from kubernetes import client as k8s
 from cube_jupyter.errors import InvalidInput, NotFound
 from cube_jupyter.kube.client import KubeClient
 from cube_jupyter.kube.cluster import Cluster
-from cube_jupyter.kube.labels import LOGICAL_DATE_LABEL, SCHEDULE_LABEL, logical_date_label
-from cube_jupyter.schedules.kubernetes.cron import API_VERSION, KIND
+from cube_jupyter.kube.labels import LOGICAL_DATE_LABEL, SCHEDULE_LABEL
+from cube_jupyter.schedules.kubernetes.cron import API_VERSION, KIND, logical_date_of
 from cube_jupyter.schedules.kubernetes.mirror import CRON_WORKFLOW_LABEL
+from cube_jupyter.schedules.kubernetes.upstream import phases_for
 from cube_jupyter.schedules.service import ScheduleService
 from cube_jupyter.services import Workbench
 from tests.cluster.conftest import USERS, api_client
@@ -151,8 +152,10 @@ def test_a_cluster_schedule_is_a_cron_workflow_argo_fires_and_the_history_record
     assert workflow["status"]["phase"] == "Succeeded", workflow["status"].get("message")
     labels = workflow["metadata"]["labels"]
     assert labels[SCHEDULE_LABEL] == "every-minute"
-    # Argo's labelsFrom wrote the logical time, the one the history keeps for this run
-    assert labels[LOGICAL_DATE_LABEL] == logical_date_label(slot.logical)
+    # the logical time Argo scheduled it for, the one the history keeps for this run
+    assert logical_date_of(workflow) == slot.logical
+    # what a depends_on task of another schedule finds for that time, through the real API server
+    assert phases_for(KubeClient(admin), NAMESPACE, "every-minute", slot.logical) == ["Succeeded"]
     assert slot.state == "succeeded" and slot.run_id == workflow["metadata"]["name"]
     steps = [t for t in workflow["spec"]["templates"] if "container" in t]
     assert all("{{workflow.scheduledTime}}" in t["container"]["args"] for t in steps)

@@ -26,6 +26,7 @@ from cube_jupyter.schedules.kubernetes.cron import (
     WAIT_TEMPLATE,
     logical_date_of,
     render_cron_workflow,
+    scheduled_time_in_utc,
 )
 from cube_jupyter.schedules.kubernetes.mirror import merge_patch
 from cube_jupyter.schedules.kubernetes.upstream import verdict
@@ -78,8 +79,7 @@ def test_a_cron_schedule_is_a_strict_valid_cron_workflow_of_the_notebooks_workfl
     assert cron["metadata"]["labels"] == labels
     compiled = workflow()["spec"]
     assert spec["workflowSpec"]["templates"] == compiled["templates"]  # no retries, no depends_on
-    labels_from = spec["workflowSpec"]["workflowMetadata"]["labelsFrom"]
-    assert "workflow.scheduledTime" in labels_from[LOGICAL_DATE_LABEL]["expression"]
+    assert "workflowMetadata" not in spec["workflowSpec"]  # no labelsFrom: Argo loses it at times
     assert "retryStrategy" not in spec["workflowSpec"]["templates"][0]
 
 
@@ -113,7 +113,11 @@ def test_the_steps_logical_date_is_the_time_argo_scheduled_the_run_for() -> None
     }
     assert logical_date_of(created) == "2026-11-28T02:00:00Z"
     assert logical_date_label("2026-11-28T02:00:00Z") == "20261128T020000Z"
+    submitted = {"metadata": {"labels": {LOGICAL_DATE_LABEL: "20261128T020000Z"}}}  # by the workbench
+    assert logical_date_of(submitted) == "2026-11-28T02:00:00Z"
     assert logical_date_of({"metadata": {}}) is None
+    assert logical_date_of({"metadata": {"labels": {LOGICAL_DATE_LABEL: "2026112xT020000Z"}}}) is None
+    assert scheduled_time_in_utc("yesterday") is None
 
 
 @pytest.mark.parametrize(

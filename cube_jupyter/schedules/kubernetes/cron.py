@@ -21,8 +21,9 @@ How the schedule maps, and where Argo has no word for it:
 - `paused` → `suspend: true`.
 - the logical time: Argo annotates each Workflow it starts with `workflows.argoproj.io/scheduled-time`
   and offers `{{workflow.scheduledTime}}` (RFC 3339, in `timezone`); the steps get that as
-  `logical_date` (when the notebook has that parameter), and `labelsFrom` labels the Workflow with it
-  in UTC, as the workbench labels the runs it submits itself.
+  `logical_date` (when the notebook has that parameter). The annotation is how a run's logical time
+  is known (`logical_date_of`), not a label: Argo's `labelsFrom` is evaluated once, racing the
+  controller's own updates, and is sometimes lost (argo-workflows#12167; seen on the test plane).
 - `depends_on` → a first DAG task, in the steps' own image (runtime included), that waits until the
   other schedule's Workflow for the same logical time has succeeded (`upstream.py`), for at most
   `depends_timeout_seconds` (its `activeDeadlineSeconds`). Not an Argo `resource` template: its `get`
@@ -38,7 +39,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cube_jupyter.errors import InvalidInput
-from cube_jupyter.kube.labels import LOGICAL_DATE_LABEL, SCHEDULE_LABEL
+from cube_jupyter.kube.labels import LOGICAL_DATE_LABEL, SCHEDULE_LABEL, logical_date_from_label
 from cube_jupyter.schedules import timing
 from cube_jupyter.schedules.config import CubeSchedules
 from cube_jupyter.schedules.store import Schedule
@@ -49,11 +50,6 @@ KIND = "CronWorkflow"
 ARGO_CRON = re.compile(r"^([0-9*,/?-]+\s+){4}[0-9*,/?-]+$")
 SCHEDULED_TIME = "{{workflow.scheduledTime}}"
 LOGICAL_DATE = "logical_date"
-# The scheduled time as a label value, in UTC: 20261128T020000Z (`kube.labels.logical_date_label`).
-LOGICAL_DATE_EXPRESSION = (
-    'sprig.dateInZone("20060102T150405Z", '
-    'sprig.toDate("2006-01-02T15:04:05Z07:00", workflow.scheduledTime), "UTC")'
-)
 LATE_RUN_SECONDS = 366 * 86400
 WAIT_TASK = "depends-on"
 WAIT_TEMPLATE = "cube-depends-on"
@@ -188,15 +184,13 @@ def _entry(workflow_spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _logical_date(workflow_spec: dict[str, Any]) -> None:
-    """The steps' `logical_date` is the time Argo scheduled the run for, and the Workflow is labelled
-    with it: Argo resolves both when it starts the Workflow."""
+    """The steps' `logical_date` is the time Argo scheduled the run for, which Argo resolves when it
+    starts the Workflow."""
     reference = "{{workflow.parameters." + LOGICAL_DATE + "}}"
     for template in workflow_spec["templates"]:
         container = template.get("container")
         if container is not None:
             container["args"] = [SCHEDULED_TIME if arg == reference else arg for arg in container["args"]]
-    metadata = workflow_spec.setdefault("workflowMetadata", {})
-    metadata["labelsFrom"] = {LOGICAL_DATE_LABEL: {"expression": LOGICAL_DATE_EXPRESSION}}
 
 
 def _wait_for(workflow_spec: dict[str, Any], upstream: str, timeout: int) -> None:
@@ -237,10 +231,17 @@ def _wait_for(workflow_spec: dict[str, Any], upstream: str, timeout: int) -> Non
 
 
 def logical_date_of(workflow: dict[str, Any]) -> str | None:
-    """The logical time ('2026-11-28T02:00:00Z') of a Workflow Argo's CronWorkflow started."""
-    stamp = workflow.get("metadata", {}).get("annotations", {}).get("workflows.argoproj.io/scheduled-time")
+    """The logical time ('2026-11-28T02:00:00Z') of a scheduled run's Workflow: the time Argo's
+    CronWorkflow scheduled it for, or the label the workbench gave one it submitted itself."""
+    metadata = workflow.get("metadata") or {}
+    stamp = (metadata.get("annotations") or {}).get("workflows.argoproj.io/scheduled-time")
     if not stamp:
-        return None
+        return logical_date_from_label((metadata.get("labels") or {}).get(LOGICAL_DATE_LABEL, ""))
+    return scheduled_time_in_utc(stamp)
+
+
+def scheduled_time_in_utc(stamp: str) -> str | None:
+    """Argo's scheduled time (RFC 3339 in the schedule's zone) as a logical time, in UTC."""
     try:
         return timing.iso(datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone(UTC))
     except ValueError:

@@ -5,8 +5,9 @@ ended otherwise. Argo's `activeDeadlineSeconds` on the task is the timeout (depe
     python -m cube_jupyter.schedules.kubernetes.upstream --schedule NAME --namespace NS \\
         --scheduled-time 2026-11-28T03:00:00+01:00
 
-It runs in the step's pod, as the steps' ServiceAccount, and lists Workflows of its own namespace by
-the labels every scheduled run carries, Argo's and the workbench's alike.
+It runs in the step's pod, as the steps' ServiceAccount, and lists the other schedule's Workflows of
+its own namespace (by the label every scheduled run carries), Argo's and the workbench's alike; a
+run's logical time is `cron.logical_date_of`.
 """
 
 from __future__ import annotations
@@ -14,13 +15,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from datetime import UTC, datetime
 
 from cube_jupyter.kube.client import KubeClient, make_api_client
-from cube_jupyter.kube.labels import LOGICAL_DATE_LABEL, SCHEDULE_LABEL, logical_date_label
-from cube_jupyter.schedules.timing import iso
+from cube_jupyter.kube.labels import SCHEDULE_LABEL
+from cube_jupyter.schedules.kubernetes.cron import API_VERSION, logical_date_of, scheduled_time_in_utc
 
-API_VERSION, KIND = "argoproj.io/v1alpha1", "Workflow"
+KIND = "Workflow"
 POLL_SECONDS = 10.0
 FAILED = ("Failed", "Error")
 
@@ -34,19 +34,27 @@ def verdict(phases: list[str]) -> bool | None:
     return None
 
 
+def phases_for(client: KubeClient, namespace: str, schedule: str, logical: str) -> list[str]:
+    """The phases of `schedule`'s runs for the logical time `logical`, in `namespace`."""
+    found = client.list(API_VERSION, KIND, namespace, label_selector=f"{SCHEDULE_LABEL}={schedule}")
+    return [
+        str((w.get("status") or {}).get("phase") or "") for w in found.items if logical_date_of(w) == logical
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--schedule", required=True)
     parser.add_argument("--namespace", required=True)
     parser.add_argument("--scheduled-time", required=True, help="RFC 3339, as Argo writes it")
     args = parser.parse_args(argv)
-    logical = iso(datetime.fromisoformat(args.scheduled_time.replace("Z", "+00:00")).astimezone(UTC))
-    selector = f"{SCHEDULE_LABEL}={args.schedule},{LOGICAL_DATE_LABEL}={logical_date_label(logical)}"
+    logical = scheduled_time_in_utc(args.scheduled_time)
+    if logical is None:
+        parser.error(f"--scheduled-time: {args.scheduled_time!r} is not an RFC 3339 time")
     client = KubeClient(make_api_client())
     print(f"waiting for schedule {args.schedule!r} to succeed for {logical}", flush=True)
     while True:
-        found = client.list(API_VERSION, KIND, args.namespace, label_selector=selector)
-        phases = [str((w.get("status") or {}).get("phase") or "") for w in found.items]
+        phases = phases_for(client, args.namespace, args.schedule, logical)
         outcome = verdict(phases)
         if outcome is not None:
             print(f"schedule {args.schedule!r} for {logical}: {', '.join(phases)}", flush=True)
