@@ -33,10 +33,11 @@ cube_jupyter/labextension/package.json: $(VENV)/.python node_modules/.installed 
 
 frontend: cube_jupyter/labextension/package.json
 
-# With the `examples` extra: what examples/ imports (pandas, scikit-learn, the CPU build of torch).
+# With the `examples` extra: what examples/ imports (pandas, scikit-learn, the CPU build of torch);
+# with `kfp`: KFP's compiler, for `--target kfp`.
 $(VENV)/.installed: $(VENV)/.python cube_jupyter/labextension/package.json pyproject.toml
 	rm -rf $(VENV)/share/jupyter/labextensions/cube-jupyter
-	HATCH_BUILD_NO_HOOKS=true $(BIN)/pip install -q --no-build-isolation -e ".[examples]"
+	HATCH_BUILD_NO_HOOKS=true $(BIN)/pip install -q --no-build-isolation -e ".[examples,kfp]"
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml

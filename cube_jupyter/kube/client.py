@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
+from urllib.parse import urlencode
 
 import urllib3
 from kubernetes import config as kube_config
@@ -429,34 +430,34 @@ class KubeClient:
         content_type: str = "application/json",
         timeout: tuple[float, float] = REQUEST_TIMEOUT,
     ) -> urllib3.BaseHTTPResponse:
-        """Serialize with the ApiClient (auth, token refresh, default headers) and send; no raise on 4xx."""
-        headers = {"Accept": "application/json"}
+        """Send with the ApiClient's connection pool (TLS, client certificates, proxy, retries), default
+        headers and credentials (a refreshed token); no raise on 4xx.
+
+        Only what every client generation kfp allows (kubernetes<31) and the newest share is used:
+        `Configuration.auth_settings()` and `rest_client.pool_manager`. The request helpers of the
+        generated client changed shape at 31 (`param_serialize`), and raise on 4xx before it."""
+        headers = {**self.api_client.default_headers, "Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
+        url = self.host + path + (f"?{urlencode(query)}" if query else "")
         try:
-            method, url, header_params, serialized, post_params = self.api_client.param_serialize(
-                method,
-                path,
-                query_params=query or [],
-                header_params=headers,
-                body=body,
-                auth_settings=["BearerToken"],
-            )
-            rest_response = self.api_client.call_api(
+            for auth in self.api_client.configuration.auth_settings().values():
+                if auth.get("in") == "header" and auth.get("value"):
+                    headers[auth["key"]] = auth["value"]
+            response: urllib3.BaseHTTPResponse = self.api_client.rest_client.pool_manager.request(
                 method,
                 url,
-                header_params=header_params,
-                body=serialized,
-                post_params=post_params,
-                _request_timeout=timeout,
+                body=None if body is None else json.dumps(body).encode(),
+                headers=headers,
+                preload_content=False,
+                timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]),
             )
-        except ApiException as exc:  # TLS failures and Retry-After exhaustion surface here
+        except ApiException as exc:  # a token refresh hook that failed
             raise translate_api_exception(exc, action) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise BackendUnavailable(
                 f"{action} failed: the Kubernetes API at {self.host} is unreachable ({_short(exc)})"
             ) from None
-        response: urllib3.BaseHTTPResponse = rest_response.response
         return response
 
 
