@@ -4,7 +4,7 @@
     cube-jupyter pipeline run NOTEBOOK [-p NAME VALUE]... [--store URL] [--parallel N] [--no-cache]
                                        [--output-dir DIR]
     cube-jupyter pipeline resume [RUN_ID] [--output-dir DIR]
-    cube-jupyter pipeline compile NOTEBOOK --target argo [-o FILE]
+    cube-jupyter pipeline compile NOTEBOOK --target argo|kfp [-o FILE]
 
 `run` exits 0 when every step succeeded (or was cached), 1 when a step failed, 2 when the pipeline
 or an argument is invalid, 130 when cancelled with Ctrl-C (running kernels are killed, the run is
@@ -64,11 +64,16 @@ def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.Argument
     resume.add_argument("--config", metavar="FILE", help="a jupyter_server_config.py with c.Cube* settings")
     resume.set_defaults(run=Command("cube_jupyter.cli.pipeline_commands:resume"))
 
-    compile_ = action("compile", "print the pipeline as an Argo Workflow (YAML)")
-    compile_.add_argument("--target", choices=["argo"], required=True, help="what to compile to")
+    compile_ = action("compile", "print the pipeline as an Argo Workflow or Kubeflow Pipelines v2 IR (YAML)")
+    compile_.add_argument(
+        "--target",
+        choices=["argo", "kfp"],
+        required=True,
+        help="what to compile to: an Argo Workflow, or KFP IR (PipelineSpec) built by KFP's compiler",
+    )
     compile_.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
-    compile_.add_argument("--store", metavar="URL", help="s3://bucket/prefix (default: CubeStorage.url)")
-    compile_.add_argument("--run-id", help="name the run's artifacts (default: the Workflow's own name)")
+    compile_.add_argument("--store", metavar="URL", help="argo: s3://bucket/prefix (default: CubeStorage.url)")
+    compile_.add_argument("--run-id", help="argo: name the run's artifacts (default: the Workflow's own name)")
     parameter_option(compile_)
     compile_.set_defaults(run=Command("cube_jupyter.cli.pipeline_commands:compile_pipeline"))
 

@@ -74,21 +74,28 @@ def compile_pipeline(args: argparse.Namespace, settings: Settings) -> int:
     import yaml
 
     from cube_jupyter.pipelines.kubernetes.argo import compile_workflow
+    from cube_jupyter.pipelines.kubernetes.kfp import compile_kfp
 
     root, path = _locate(args.notebook)
     try:
         service = Workbench(settings, root_dir=str(root), cluster_runs=False).pipelines
         pipeline = service.load(settings.workbench.default_user, path)
-        workflow = compile_workflow(
-            pipeline,
-            settings.pipelines,
-            run_id=args.run_id,
-            store_url=args.store,
-            parameters=parameter_values(args.parameter),
-        )
+        parameters = parameter_values(args.parameter)
+        if args.target == "kfp":
+            if args.store or args.run_id:
+                raise InvalidInput(
+                    "--store and --run-id are Argo's: on KFP, artifacts go under the pipeline root "
+                    "and the run id is KFP's",
+                    field="store" if args.store else "run_id",
+                )
+            text = compile_kfp(pipeline, settings.pipelines, parameters=parameters)
+        else:
+            workflow = compile_workflow(
+                pipeline, settings.pipelines, run_id=args.run_id, store_url=args.store, parameters=parameters
+            )
+            text = yaml.safe_dump(workflow, sort_keys=False, default_flow_style=False)
     except CubeError as exc:
         return _invalid(exc)
-    text = yaml.safe_dump(workflow, sort_keys=False, default_flow_style=False)
     if args.output:
         Path(args.output).write_text(text)
         print(f"wrote {args.output}", file=sys.stderr)

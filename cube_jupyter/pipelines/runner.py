@@ -7,6 +7,10 @@ a cluster pod runs the same thing as
         --store s3://bucket/prefix [-p NAME JSON_VALUE]...
 
 which prints the StepResult as JSON and exits 0 (succeeded), 1 (the step failed) or 2 (bad input).
+On Kubeflow Pipelines, inputs and outputs are files the launcher moves (`kfp_io.py`):
+
+    python -m cube_jupyter.pipelines.runner --pipeline-json JSON --step train --run-id R \
+        --input-file X PATH --output-file model PATH URI --executor-output PATH [--text-parameter N V]
 """
 
 from __future__ import annotations
@@ -482,6 +486,32 @@ def main(argv: list[str] | None = None) -> int:
         "--input", nargs=2, action="append", default=[], metavar=("VAR", "KEY"), help="read VAR from KEY"
     )
     parser.add_argument("--timeout", type=float, default=None, help="seconds (default: the step's tag)")
+    parser.add_argument(
+        "--text-parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="VALUE as text",
+    )
+    parser.add_argument(
+        "--input-file",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("VAR", "PATH"),
+        help="read VAR from PATH",
+    )
+    parser.add_argument(
+        "--output-file",
+        nargs=3,
+        action="append",
+        default=[],
+        metavar=("NAME", "PATH", "URI"),
+        help="write output NAME to PATH (URI: where it is uploaded to)",
+    )
+    parser.add_argument("--executor-output", help="write KFP's executor output (artifact metadata) here")
+    parser.add_argument("--code-hash", help="the step's code hash (part of KFP's cache key); not read")
     parser.add_argument("--cwd", default=None, help="the kernel's working directory")
     args = parser.parse_args(argv)
 
@@ -501,17 +531,36 @@ def main(argv: list[str] | None = None) -> int:
                 raw = json.loads(args.pipeline_json)
             except ValueError as exc:
                 raise PipelineError(f"--pipeline-json is not JSON: {exc}", field="pipeline") from None
-        result = run_step(
-            pipeline_from_dict(raw),
-            args.step,
-            args.run_id,
-            args.store,
-            {name: _parse_value(value) for name, value in args.parameter},
-            cwd=args.cwd or os.getcwd(),
-            timeout=args.timeout,
-            log=say,
-            inputs=dict(args.input) if args.input else None,
-        )
+        parameters = {name: _parse_value(value) for name, value in args.parameter}
+        parameters |= dict(args.text_parameter)
+        pipeline, cwd = pipeline_from_dict(raw), args.cwd or os.getcwd()
+        if args.input_file or args.output_file or args.executor_output:
+            from cube_jupyter.pipelines.kfp_io import OutputFile, run_step_with_files
+
+            result = run_step_with_files(
+                pipeline,
+                args.step,
+                args.run_id,
+                parameters,
+                inputs=dict(args.input_file),
+                outputs=[OutputFile(*output) for output in args.output_file],
+                executor_output=args.executor_output,
+                cwd=cwd,
+                timeout=args.timeout,
+                log=say,
+            )
+        else:
+            result = run_step(
+                pipeline,
+                args.step,
+                args.run_id,
+                args.store,
+                parameters,
+                cwd=cwd,
+                timeout=args.timeout,
+                log=say,
+                inputs=dict(args.input) if args.input else None,
+            )
     except CubeError as exc:
         say(f"error: {exc.message}")
         return 2
