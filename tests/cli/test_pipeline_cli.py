@@ -156,6 +156,18 @@ def test_compile_writes_an_argo_workflow(folder: Path) -> None:
     assert sorted(task["name"] for task in dag["dag"]["tasks"]) == ["make", "show"]
 
 
+def test_compile_writes_kfp_ir_and_refuses_argos_flags(folder: Path) -> None:
+    result = cube(
+        folder, "compile", "good.ipynb", "--target", "kfp", "-p", "rate", "2", "-o", "pipeline.yaml"
+    )
+    assert result.returncode == 0, result.stderr
+    spec = yaml.safe_load((folder / "pipeline.yaml").read_text())
+    assert sorted(spec["root"]["dag"]["tasks"]) == ["step-make", "step-show"]
+    assert spec["root"]["inputDefinitions"]["parameters"]["rate"]["defaultValue"] == 2
+    refused = cube(folder, "compile", "good.ipynb", "--target", "kfp", "--store", "s3://ml/runs")
+    assert refused.returncode == 2 and "--store" in refused.stderr and "Traceback" not in refused.stderr
+
+
 def test_metrics_are_printed_in_katibs_stdout_format(folder: Path) -> None:
     write(
         notebook(

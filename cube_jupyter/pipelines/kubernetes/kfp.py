@@ -72,20 +72,26 @@ def compile_kfp(
         ) from None
     if not pipeline.steps:
         raise PipelineError(f"{pipeline.path}: the notebook has no steps to run", field="steps")
-    defaults = _parameter_defaults(pipeline, parameters or {})
-    types = {name: _parameter_type(name, value) for name, value in defaults.items()}
+    typed = _parameter_defaults(pipeline, parameters or {})
+    types = {name: kind for name, (kind, _value) in typed.items()}
     components = {step.name: _component(dsl, pipeline, step, config, types) for step in pipeline.steps}
 
     def body(*values: Any) -> None:
         given = dict(zip(types, values, strict=True))
         tasks: dict[str, Any] = {}
         for step in pipeline.steps:
+            upstream = set(step.after) | {e.upstream for e in pipeline.edges if e.downstream == step.name}
+            missing = sorted(upstream - set(tasks))
+            if missing:
+                raise PipelineError(
+                    f"step {step.name!r} runs after {missing[0]!r}, which is not an earlier step",
+                    field=f"steps.{step.name}.after",
+                )
             arguments = {name: given[name] for name in types}
-            for edge in pipeline.edges:
-                if edge.downstream == step.name:
-                    arguments |= {v: tasks[edge.upstream].outputs[v] for v in edge.variables}
+            for name in step.inputs:
+                arguments[name] = tasks[_producer(pipeline, step, name).name].outputs[name]
             task = components[step.name](**arguments)
-            task.after(*(tasks[name] for name in step.after if name in tasks))
+            task.after(*(tasks[name] for name in sorted(upstream)))
             _configure(task, step, config)
             tasks[step.name] = task
 
@@ -93,7 +99,7 @@ def compile_kfp(
     body.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [
             inspect.Parameter(
-                name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=kind, default=defaults[name]
+                name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=kind, default=typed[name][1]
             )
             for name, kind in types.items()
         ]
@@ -197,9 +203,10 @@ def _dotted(node: ast.expr) -> list[str]:
     return parts[::-1]
 
 
-def _parameter_defaults(pipeline: Pipeline, overrides: dict[str, Any]) -> dict[str, Any]:
-    """Each parameter with a literal value (override, else the notebook's default); an expression
-    default (`lr = 1 / 3`) is left to the step's parameters cell unless overridden."""
+def _parameter_defaults(pipeline: Pipeline, overrides: dict[str, Any]) -> dict[str, tuple[type, Any]]:
+    """Each parameter with a literal value, its type the notebook's default's, its value the override
+    (of that type) or the default; an expression default (`lr = 1 / 3`) is left to the step's
+    parameters cell unless overridden."""
     known = {p.name for p in pipeline.parameters}
     unknown = sorted(set(overrides) - known)
     if unknown:
@@ -208,13 +215,26 @@ def _parameter_defaults(pipeline: Pipeline, overrides: dict[str, Any]) -> dict[s
             f"parameter {unknown[0]!r} is not in the notebook's parameters cell (parameters: {offered})",
             field=f"parameters.{unknown[0]}",
         )
-    values = {}
+    typed = {}
     for parameter in pipeline.parameters:
-        if parameter.name in overrides:
-            values[parameter.name] = overrides[parameter.name]
-        elif parameter.default is not None:
-            values[parameter.name] = parameter.default
-    return values
+        if parameter.default is not None:
+            kind = _parameter_type(parameter.name, parameter.default)
+            value = overrides.get(parameter.name, parameter.default)
+        elif parameter.name in overrides:
+            value = overrides[parameter.name]
+            kind = _parameter_type(parameter.name, value)
+        else:
+            continue
+        if kind is float and type(value) is int:
+            value = float(value)
+        if type(value) is not kind:
+            raise InvalidInput(
+                f"parameter {parameter.name!r} is a {kind.__name__} in the notebook, got "
+                f"{type(value).__name__} {value!r}",
+                field=f"parameters.{parameter.name}",
+            )
+        typed[parameter.name] = (kind, value)
+    return typed
 
 
 def _parameter_type(name: str, value: Any) -> type:
@@ -302,7 +322,9 @@ def _component(
 def _producer(pipeline: Pipeline, step: Step, variable: str) -> Step:
     for edge in pipeline.edges:
         if edge.downstream == step.name and variable in edge.variables:
-            return pipeline.step(edge.upstream)
+            producer = pipeline.step(edge.upstream)
+            if variable in producer.outputs:
+                return producer
     raise PipelineError(
         f"step {step.name!r} needs {variable!r}, but no upstream edge carries it",
         field=f"steps.{step.name}.inputs",
