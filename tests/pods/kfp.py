@@ -24,7 +24,11 @@ What is KFP's, from its backend (backend/src/v2/driver, backend/src/v2/component
   `{{$.outputs.artifacts['x'].uri|path}}`, `{{$.outputs.parameters['x'].output_file}}`,
   `{{$.outputs.output_file}}`; and the run's `{{$.pipeline_job_name}}` ... `{{$.pipeline_root}}`. The
   structured `{"Concat": [...]}` (one argument) and `{"IfPresent": {"InputName", "Then", "Else"}}`
-  (spliced arguments) as the SDK defines them. A `{{$...}}` left unresolved fails the task;
+  (spliced arguments) as the SDK defines them. A `{{$...}}` left unresolved fails the task (stricter
+  than the launcher_v2.go read, which replaces the placeholders it knows and leaves others as text: a
+  compiler's typo should fail here, not run with a literal `{{$...}}`); the run-level placeholders in
+  command/args and the structured ones are resolved as Vertex AI and the SDK's docs define them (the
+  KFP backend sources read resolve run-level ones only as `runtimeValue` constants);
 - local paths (LocalPathForURI): gs://b/k → /gcs/b/k, minio://b/k → /minio/b/k, s3://b/k → /s3/b/k;
   input artifacts are downloaded there (a single object, or every object under `k/`), and after the
   command exits 0 the executor output file is read (its parameterValues first, then each output
@@ -740,7 +744,8 @@ def run_kfp(
             if not ready:
                 if blocked:
                     continue
-                done.update(n for n in tasks_spec if n not in done)  # fail-fast, or a cycle
+                assert fail_fast and failed, f"the DAG cannot go on after {sorted(done)}"
+                done.update(tasks_spec)  # fail-fast: nothing new starts after a failure
                 break
             list(pool.map(lambda n: _run_task(run, n, tasks_spec[n]), ready))
             done.update(ready)

@@ -9,7 +9,6 @@ checkout's venv (kfp 2.17.3, the compiler's version) as a layer of `kfp_sdk_imag
 """
 
 # No `from __future__ import annotations`: KFP reads the components' annotations as objects.
-import json
 from pathlib import Path
 
 import pytest
@@ -174,10 +173,34 @@ def broken() -> dsl.ContainerSpec:
     )
 
 
+WRITE_DIR = "import os, sys; os.makedirs(sys.argv[1]); open(sys.argv[1] + '/part-0', 'w').write(sys.argv[2])"
+READ_DIR = (
+    "import sys, pathlib as p; "
+    "p.Path(sys.argv[1]).write_text(p.Path(sys.argv[2], 'part-0').read_text() + sys.argv[3])"
+)
+
+
+@dsl.container_component
+def write_dir(rows: dsl.Output[Dataset]) -> dsl.ContainerSpec:
+    return dsl.ContainerSpec(
+        image=IMAGE, command=["python", "-c", WRITE_DIR], args=[rows.path, dsl.PIPELINE_ROOT_PLACEHOLDER]
+    )
+
+
+@dsl.container_component
+def read_dir(rows: dsl.Input[Dataset], out: dsl.OutputPath(str)) -> dsl.ContainerSpec:
+    return dsl.ContainerSpec(
+        image=IMAGE,
+        command=["python", "-c", READ_DIR],
+        args=[out, rows.path, dsl.ConcatPlaceholder([" ", rows.uri])],
+    )
+
+
 @dsl.pipeline(name="placeholders")
 def placeholders(message: str = "hi") -> None:
     echo(message=message)
     broken().set_retry(num_retries=0)
+    read_dir(rows=write_dir().outputs["rows"])
 
 
 def test_structured_placeholders_resolve_and_an_unresolved_one_fails_its_task(
@@ -195,6 +218,10 @@ def test_structured_placeholders_resolve_and_an_unresolved_one_fails_its_task(
     broken_task = run.tasks["broken"]
     assert broken_task.state == "FAILED" and broken_task.attempts[0].containers == []  # never started
     assert broken_task.errors == ["unresolved placeholder {{$.inputs.parameters['nope']}}"]
-    assert json.loads(json.dumps(run.tasks["echo"].executor_input))["outputs"]["outputFile"] == (
-        "/tmp/kfp_outputs/output_metadata.json"
+    assert (
+        run.tasks["echo"].executor_input["outputs"]["outputFile"] == "/tmp/kfp_outputs/output_metadata.json"
     )
+    # A directory artifact: uploaded file by file under its key, downloaded back into a directory.
+    rows_uri = run.tasks["write-dir"].artifacts["rows"]["uri"]
+    assert uri_object(s3.client(), rows_uri + "/part-0").decode() == run.pipeline_root
+    assert run.tasks["read-dir"].parameters == {"out": f"{run.pipeline_root} {rows_uri}"}, run.describe()
