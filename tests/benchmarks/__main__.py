@@ -14,6 +14,7 @@ BENCHMARKS = [
     "bench_notebook_list",
     "bench_pipelines",
     "bench_schedules",
+    "bench_kfp_compile",
     "bench_training",
     "bench_gpu_monitor",
     "bench_gpu_api",
