@@ -12,19 +12,77 @@ local runs and jobs; image, resources, GPU placement and service account are `Cu
 with jobs; this class only holds what the Argo compiler adds on top. `load_settings` checks all of it
 once at startup, so a bad value is a ConfigError naming the field, never a Workflow the cluster
 rejects.
+
+Kubeflow Pipelines is a second cluster target (`kfp`, beside Argo's `cluster`), reached over its REST
+API as the user: `cluster_target` says whether it is offered, the `kfp_*` traits how it is reached.
+
+    c.CubePipelines.cluster_target = "kfp"
+    c.CubePipelines.kfp_url = "http://ml-pipeline.kubeflow:8888"
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from traitlets import CaselessStrEnum, Float, Int, List, Unicode
 
-from cube_jupyter.configurable import CubeWorkload, checked, non_negative, not_empty, positive
+from cube_jupyter.configurable import (
+    CubeWorkload,
+    checked,
+    is_http_url,
+    non_negative,
+    not_empty,
+    optional,
+    positive,
+)
+from cube_jupyter.errors import InvalidInput
 from cube_jupyter.workbench import WorkloadSettings
 
 RUNNER_COMMAND = ["python", "-m", "cube_jupyter.pipelines.runner"]
 POD_GC_STRATEGIES = ["", "OnPodCompletion", "OnPodSuccess", "OnWorkflowCompletion", "OnWorkflowSuccess"]
+CLUSTER_TARGETS = ["auto", "argo", "kfp"]
+KFP_AUTH = ["userid-header", "service-account-token"]
+# Where KFP keeps artifacts: the object stores its launcher writes to.
+PIPELINE_ROOT_SCHEMES = ("s3", "gs", "minio")
+# An HTTP header name (RFC 9110 token); a header value never holds a line break.
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+def http_url(value: str, field: str) -> str:
+    """An http(s) base URL without query, kept without its trailing '/' (paths are added to it)."""
+    if not is_http_url(value.strip()):
+        raise InvalidInput(f"{field} {value!r} must be an http(s) URL with a host and no query", field=field)
+    return value.strip().rstrip("/")
+
+
+def header_name(value: str, field: str) -> None:
+    if not HEADER_NAME.match(value):
+        raise InvalidInput(
+            f"{field} {value!r} must be an HTTP header name, e.g. 'kubeflow-userid'", field=field
+        )
+
+
+def header_value(value: str, field: str) -> None:
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in value):
+        raise InvalidInput(f"{field} {value!r} must not hold control characters", field=field)
+
+
+def absolute_path(value: str, field: str) -> None:
+    if not value.startswith("/"):
+        raise InvalidInput(f"{field} {value!r} must be an absolute path", field=field)
+
+
+def object_store_url(value: str, field: str) -> str:
+    parts = urlsplit(value.strip())
+    if parts.scheme not in PIPELINE_ROOT_SCHEMES or not parts.netloc:
+        raise InvalidInput(
+            f"{field} {value!r} must name a bucket in an object store KFP writes to "
+            f"({', '.join(s + '://' for s in PIPELINE_ROOT_SCHEMES)}), e.g. 's3://ml-artifacts/pipelines'",
+            field=field,
+        )
+    return value.strip().rstrip("/")
 
 
 class CubePipelines(CubeWorkload):
@@ -66,6 +124,46 @@ class CubePipelines(CubeWorkload):
         300.0, help="A local pipeline worker idle this long exits with its kernel, giving its memory back."
     )
 
+    cluster_target = CaselessStrEnum(
+        CLUSTER_TARGETS,
+        default_value="auto",
+        help="Whether Kubeflow Pipelines is offered as run target 'kfp' beside Argo's 'cluster': 'kfp' "
+        "always, 'argo' never, 'auto' when the cluster serves KFP's ScheduledWorkflow CRD "
+        "(scheduledworkflows.kubeflow.org).",
+    )
+    kfp_url = Unicode(
+        "http://ml-pipeline.kubeflow:8888",
+        help="KFP's API server (its v2beta1 REST API), as the workbench reaches it.",
+    )
+    kfp_auth = CaselessStrEnum(
+        KFP_AUTH,
+        default_value="userid-header",
+        help="How KFP learns who asks: 'userid-header' (the central workbench names the user in "
+        "`kfp_userid_header`, as Kubeflow's gateway does; KFP must trust it from the workbench) or "
+        "'service-account-token' (a user server sends its pod's token from `kfp_token_file`).",
+    )
+    kfp_userid_header = Unicode("kubeflow-userid", help="The header that names the user to KFP.")
+    kfp_userid_prefix = Unicode(
+        "",
+        help="Put before the user name in that header, as Kubeflow's `userid-prefix` "
+        "(e.g. 'accounts.google.com:').",
+    )
+    kfp_token_file = Unicode(
+        "/var/run/secrets/kubeflow/pipelines/token",
+        help="The pod's ServiceAccount token for KFP (audience pipelines.kubeflow.org, as Kubeflow's "
+        "PodDefault projects it), read on every request since it rotates.",
+    )
+    pipeline_root = Unicode(
+        "",
+        help="Where KFP runs keep their artifacts (s3://, gs:// or minio://bucket/prefix); "
+        "'': CubeStorage.url.",
+    )
+    kfp_ui_url = Unicode(
+        "",
+        help="KFP's UI as users open it (e.g. 'https://kubeflow.example.com/pipelines'), for links "
+        "to runs; '': no links.",
+    )
+
     _runner_command_ok = checked(not_empty, "runner_command")
     _limits_ok = checked(
         positive, "max_parallel_per_run", "max_parallel_per_user", "max_workers", "worker_idle_seconds"
@@ -73,6 +171,12 @@ class CubePipelines(CubeWorkload):
     _seconds_ok = checked(
         non_negative, "retry_backoff_seconds", "ttl_seconds_after_success", "ttl_seconds_after_failure"
     )
+    _kfp_url_ok = checked(http_url, "kfp_url")
+    _kfp_ui_url_ok = checked(optional(http_url), "kfp_ui_url")
+    _kfp_userid_header_ok = checked(header_name, "kfp_userid_header")
+    _kfp_userid_prefix_ok = checked(header_value, "kfp_userid_prefix")
+    _kfp_token_file_ok = checked(absolute_path, "kfp_token_file")
+    _pipeline_root_ok = checked(optional(object_store_url), "pipeline_root")
 
 
 @dataclass(frozen=True, kw_only=True)
