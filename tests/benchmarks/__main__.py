@@ -15,6 +15,7 @@ BENCHMARKS = [
     "bench_pipelines",
     "bench_schedules",
     "bench_kfp_compile",
+    "bench_pipeline_targets",
     "bench_training",
     "bench_gpu_monitor",
     "bench_gpu_api",
