@@ -5,8 +5,8 @@ Features never import each other; what one needs of another is handed to it here
 counts the notebook backend's servers and the job backend's jobs (one ledger, one per-user lock,
 shared with the workbench server, its notebook servers and the CLI through the state directory), the
 GPU report names pods and kernels after the notebook backend's servers, and pipelines get the cluster
-target on the kubernetes backend. Every feature on the cluster shares one API client and one informer
-registry (`kube.cluster.Cluster`).
+targets on the kubernetes backend (Argo's, and KFP's as `CubePipelines.cluster_target` says). Every
+feature on the cluster shares one API client and one informer registry (`kube.cluster.Cluster`).
 
 A service is built when first asked for, complete (nothing is patched into it afterwards), so a CLI
 command builds, and imports, only what it uses.
@@ -158,16 +158,22 @@ class Workbench:
     def pipelines(self) -> PipelineService:
         from cube_jupyter.pipelines.service import PipelineService
 
-        cluster = None
+        settings = self.settings.pipelines
+        cluster = kfp = None
         if self.cluster is not None and self.cluster_runs:
             from cube_jupyter.pipelines.kubernetes.target import ArgoRunTarget
 
-            cluster = ArgoRunTarget(self.settings.pipelines, self.cluster)
+            cluster = ArgoRunTarget(settings, self.cluster)
+            if settings.pipelines.cluster_target != "argo":  # "auto": when the cluster has KFP
+                from cube_jupyter.pipelines.kubernetes.kfp_target import KfpRunTarget
+
+                kfp = KfpRunTarget(settings, self.cluster)
         return PipelineService(
-            self.settings.pipelines,
+            settings,
             self.root_dir or Path.cwd(),
             pool_size=self.pool_size,
             cluster=cluster,
+            kfp=kfp,
             multi_user=self.multi_user,
         )
 

@@ -47,9 +47,10 @@ def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.Argument
     run.add_argument("--user", help="whose run it is in the history (default: CubeWorkbench.default_user)")
     run.add_argument(
         "--target",
-        choices=["local", "cluster"],
+        choices=["local", "cluster", "kfp"],
         default="local",
-        help="where steps run: worker processes here, or an Argo Workflow (kubernetes backend)",
+        help="where steps run: worker processes here, an Argo Workflow or a Kubeflow Pipelines run "
+        "(kubernetes backend; kfp as CubePipelines.cluster_target allows)",
     )
     run.set_defaults(run=Command("cube_jupyter.cli.pipeline_commands:run"))
 

@@ -114,7 +114,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 async def _run_async(args: argparse.Namespace, settings: Settings) -> int:
     root, path = _locate(args.notebook)
     parallel = args.parallel or min(os.cpu_count() or 1, settings.pipelines.pipelines.max_parallel_per_run)
-    cluster = args.target == "cluster"
+    cluster = args.target != "local"
     options = {"root_dir": str(root), "pool_size": parallel, "cluster_runs": cluster}
     async with open_workbench(settings, **options) as workbench:
         service = workbench.pipelines
@@ -196,7 +196,7 @@ async def _follow(
     """Follow a started run to its end (Ctrl-C cancels it), print the summary; the exit code."""
     interrupted = _cancel_on_ctrl_c(service, user, run.id)
     try:
-        if args.target == "cluster":
+        if args.target != "local":
             assert display is not None
             run = await _follow_cluster_run(service, user, run.id, display)
         else:
@@ -216,7 +216,7 @@ async def _follow(
 async def _follow_cluster_run(
     service: PipelineService, user: str, run_id: str, display: StepDisplay, interval: float = 1.0
 ) -> RunRecord:
-    """Show each step's state as Argo reports it, until the Workflow has finished."""
+    """Show each step's state as the cluster (Argo, KFP) reports it, until the run has finished."""
     shown: dict[str, tuple[str, int]] = {}
     while True:
         run = service.get_run(user, run_id)

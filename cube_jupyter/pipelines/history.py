@@ -150,7 +150,8 @@ class RunRecord:
     started: str | None = None
     finished: str | None = None
     error: str | None = None
-    external: str | None = None  # the cluster object running it (Argo Workflow name), if any
+    external: str | None = None  # the cluster object running it (Argo Workflow name, KFP run id), if any
+    link: str | None = None  # the run in its engine's own UI (KFP's), set as it is read, never stored
     schedule: str | None = None  # the schedule that started it, and the logical time it stands for
     logical_date: str | None = None
     steps: tuple[StepRecord, ...] = ()
@@ -187,6 +188,7 @@ class RunRecord:
             "started": self.started,
             "finished": self.finished,
             "error": self.error,
+            "link": self.link,
             "schedule": self.schedule,
             "logical_date": self.logical_date,
             "metrics": self.metrics,

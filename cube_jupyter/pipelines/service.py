@@ -4,8 +4,8 @@ REST handlers and the CLI call this. Paths are relative to the Jupyter root dir 
 `root_dir`; the CLI's working directory) and never leave it. Runs belong to the user who started
 them: a user sees and cancels only their own, admins everyone's. A run executes on a target behind
 one protocol (`targets.RunTarget`): this machine (`local.target`, always here) or a cluster
-(`kubernetes.target`, Argo Workflows, given on the kubernetes backend); both are recorded in the same
-history.
+(`kubernetes.target`, Argo Workflows, and `kubernetes.kfp_target`, Kubeflow Pipelines, given on the
+kubernetes backend); all are recorded in the same history.
 """
 
 from __future__ import annotations
@@ -48,9 +48,11 @@ class PipelineService:
         pool: WorkerPool | None = None,
         pool_size: int | None = None,
         cluster: RunTarget | None = None,
+        kfp: RunTarget | None = None,
         multi_user: bool = False,
     ) -> None:
-        """`cluster` is the cluster target (the composition root's, on the kubernetes backend).
+        """`cluster` and `kfp` are the cluster targets (Argo's, KFP's: the composition root's, on the
+        kubernetes backend).
         `multi_user`: a workbench many users reach (trusted-header identity), where each reads only
         their own files (`access.readable_file`) and runs code here only as
         `access.require_local_execution` allows."""
@@ -72,6 +74,8 @@ class PipelineService:
         self.targets: dict[str, RunTarget] = {"local": self.local}
         if cluster is not None:
             self.targets["cluster"] = cluster
+        if kfp is not None:
+            self.targets["kfp"] = kfp
         self.off: dict[str, str] = {}  # why a target that did not start is off
 
     async def start(self) -> None:
@@ -84,6 +88,11 @@ class PipelineService:
                 LOG.error("cube-jupyter: %s pipeline runs are off: %s", name, exc.message)
                 del self.targets[name]
                 self.off[name] = exc.message
+
+    def target_names(self) -> tuple[str, ...]:
+        """Every target configured here, those that did not start included (a run asking for one is
+        told why it is off)."""
+        return (*self.targets, *self.off)
 
     def config(self) -> dict[str, Any]:
         return {
@@ -202,7 +211,8 @@ class PipelineService:
         if target is None:
             raise InvalidInput(
                 f"target {name!r} is not offered here ({', '.join(self.targets)}); target 'cluster' "
-                "needs the kubernetes backend (c.CubeWorkbench.backend = 'kubernetes') with Argo Workflows",
+                "needs the kubernetes backend (c.CubeWorkbench.backend = 'kubernetes') with Argo Workflows, "
+                "target 'kfp' that backend with Kubeflow Pipelines (c.CubePipelines.cluster_target)",
                 field="target",
             )
         return target

@@ -72,7 +72,8 @@ class RunsHandler(PipelineAPIHandler):
     @cube_endpoint
     async def post(self) -> None:
         caller = self.caller
-        run = await self.pipelines.start_run(caller, RunRequest.from_dict(self.json_body()))
+        request = RunRequest.from_dict(self.json_body(), self.pipelines.target_names())
+        run = await self.pipelines.start_run(caller, request)
         self.write_json(run.to_dict(), status=201)
 
 
