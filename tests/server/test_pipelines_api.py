@@ -308,6 +308,7 @@ async def test_runs_and_their_cache_are_private_to_their_user(api: Any, root: Pa
         ({"path": "../linear.ipynb"}, "path"),
         ({"path": "linear.ipynb", "target": "mars"}, "target"),
         ({"path": "linear.ipynb", "target": "cluster"}, "target"),
+        ({"path": "linear.ipynb", "target": "kfp"}, "target"),
         ({"path": "linear.ipynb", "parameters": [1]}, "parameters"),
         ({"path": "linear.ipynb", "parameters": {"nope": 1}}, "parameters.nope"),
         ({"path": "linear.ipynb", "parallel": 0}, "parallel"),
