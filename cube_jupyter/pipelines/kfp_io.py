@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Protocol
 
 from cube_jupyter.errors import InvalidInput
 from cube_jupyter.pipelines.model import Pipeline
-from cube_jupyter.pipelines.runner import Log, StepResult, run_step
 from cube_jupyter.pipelines.stepnb import input_keys
 from cube_jupyter.storage.local import LocalStore
 
@@ -37,45 +37,113 @@ class OutputFile:
     uri: str  # where it lands under the pipeline root (recorded in the executor output)
 
 
-def run_step_with_files(
-    pipeline: Pipeline,
-    step: str,
-    run_id: str,
-    parameters: Mapping[str, Any],
-    *,
-    inputs: Mapping[str, str],
-    outputs: list[OutputFile],
-    executor_output: str | None,
-    cwd: str,
-    timeout: float | None = None,
-    log: Log | None = None,
-) -> StepResult:
-    """Run `step` reading `inputs` ({variable: path}) and writing `outputs`; CubeError on bad input."""
-    with tempfile.TemporaryDirectory(prefix="cube-step-files-") as folder:
-        store = LocalStore(folder)
-        keys = input_keys(pipeline, pipeline.step(step), run_id)
-        for name, path in inputs.items():
-            if name not in keys:
-                raise InvalidInput(
-                    f"--input-file {name!r}: step {step!r} loads no such variable (it loads "
-                    f"{', '.join(sorted(keys)) or 'none'})",
-                    field="input-file",
-                )
-            store.put(keys[name], _read(path, name))
-        missing = sorted(set(keys) - set(inputs))
+class SavedOutput(Protocol):
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def sha256(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def size(self) -> int: ...
+
+
+class StepOutcome(Protocol):
+    """What `runner.run_step` returns, as far as the files are concerned."""
+
+    @property
+    def step(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def notebook(self) -> str | None: ...
+
+    @property
+    def outputs(self) -> Mapping[str, SavedOutput]: ...
+
+    @property
+    def metrics(self) -> Mapping[str, Any]: ...
+
+
+@dataclass
+class StepFiles:
+    """A private store for one step, its inputs put in from their files on entry; `export` writes
+    the outputs to theirs. Use as a context manager: the store is removed on exit."""
+
+    pipeline: Pipeline
+    step: str
+    run_id: str
+    inputs: Mapping[str, str]  # {variable: path}
+    outputs: list[OutputFile]
+    executor_output: str | None
+    _folder: tempfile.TemporaryDirectory[str] = field(init=False)
+    store: LocalStore = field(init=False)
+
+    def __enter__(self) -> StepFiles:
+        keys = input_keys(self.pipeline, self.pipeline.step(self.step), self.run_id)
+        unknown = sorted(set(self.inputs) - set(keys))
+        if unknown:
+            raise InvalidInput(
+                f"--input-file {unknown[0]!r}: step {self.step!r} loads no such variable (it loads "
+                f"{', '.join(sorted(keys)) or 'none'})",
+                field="input-file",
+            )
+        missing = sorted(set(keys) - set(self.inputs))
         if missing:
-            raise InvalidInput(f"step {step!r} needs --input-file {missing[0]} PATH", field="input-file")
-        result = run_step(pipeline, step, run_id, store, parameters, cwd=cwd, timeout=timeout, log=log)
+            raise InvalidInput(f"step {self.step!r} needs --input-file {missing[0]} PATH", field="input-file")
+        self._folder = tempfile.TemporaryDirectory(prefix="cube-step-files-")
+        self.store = LocalStore(self._folder.name)
+        for name, path in self.inputs.items():
+            self.store.put(keys[name], _read(path, name))
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self._folder.cleanup()
+
+    def export(self, result: StepOutcome) -> None:
+        """Write each output to its path (only the notebook when the step failed) and what KFP shows
+        of them into the executor output file."""
         artifacts = {
-            output.name: {"artifacts": [{"uri": output.uri, "metadata": _export(store, result, output)}]}
-            for output in outputs
+            output.name: {"artifacts": [{"uri": output.uri, "metadata": self._export(result, output)}]}
+            for output in self.outputs
             if result.status == "succeeded" or output.name == NOTEBOOK_OUTPUT
         }
-    if executor_output:
-        target = Path(executor_output)
+        if self.executor_output:
+            target = Path(self.executor_output)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps({"artifacts": artifacts}))
+
+    def _export(self, result: StepOutcome, output: OutputFile) -> dict[str, Any]:
+        """Write one output to its path; its metadata for KFP."""
+        target = Path(output.path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps({"artifacts": artifacts}))
-    return result
+        if output.name == NOTEBOOK_OUTPUT:
+            if result.notebook is not None:
+                target.write_bytes(self.store.get(result.notebook))
+            return {"step": result.step, "status": result.status, "display_name": f"{result.step}.ipynb"}
+        if output.name == METRICS_OUTPUT:
+            target.write_text(json.dumps(dict(result.metrics)))
+            # KFP's UI charts a Metrics artifact's numeric metadata; text metrics stay in the file.
+            return {
+                name: value
+                for name, value in result.metrics.items()
+                if isinstance(value, int | float) and not isinstance(value, bool)
+            }
+        ref = result.outputs.get(output.name)
+        if ref is None:
+            raise InvalidInput(
+                f"--output-file {output.name!r}: step {result.step!r} saves no such variable",
+                field="output-file",
+            )
+        target.write_bytes(self.store.get(ref.key))
+        return {"kind": ref.kind, "sha256": ref.sha256, "size": ref.size}
 
 
 def _read(path: str, name: str) -> bytes:
@@ -85,28 +153,3 @@ def _read(path: str, name: str) -> bytes:
         raise InvalidInput(
             f"--input-file {name!r}: cannot read {path}: {exc.strerror}", field="input-file"
         ) from None
-
-
-def _export(store: LocalStore, result: StepResult, output: OutputFile) -> dict[str, Any]:
-    """Write one output to its path; its metadata for KFP."""
-    target = Path(output.path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if output.name == NOTEBOOK_OUTPUT:
-        if result.notebook is not None:
-            target.write_bytes(store.get(result.notebook))
-        return {"step": result.step, "status": result.status, "display_name": f"{result.step}.ipynb"}
-    if output.name == METRICS_OUTPUT:
-        target.write_text(json.dumps(result.metrics))
-        # KFP's UI charts a Metrics artifact's numeric metadata; text metrics stay in the file.
-        return {
-            name: value
-            for name, value in result.metrics.items()
-            if isinstance(value, int | float) and not isinstance(value, bool)
-        }
-    ref = result.outputs.get(output.name)
-    if ref is None:
-        raise InvalidInput(
-            f"--output-file {output.name!r}: step {result.step!r} saves no such variable", field="output-file"
-        )
-    target.write_bytes(store.get(ref.key))
-    return {"kind": ref.kind, "sha256": ref.sha256, "size": ref.size}

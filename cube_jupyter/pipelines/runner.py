@@ -535,20 +535,28 @@ def main(argv: list[str] | None = None) -> int:
         parameters |= dict(args.text_parameter)
         pipeline, cwd = pipeline_from_dict(raw), args.cwd or os.getcwd()
         if args.input_file or args.output_file or args.executor_output:
-            from cube_jupyter.pipelines.kfp_io import OutputFile, run_step_with_files
+            from cube_jupyter.pipelines.kfp_io import OutputFile, StepFiles
 
-            result = run_step_with_files(
+            files = StepFiles(
                 pipeline,
                 args.step,
                 args.run_id,
-                parameters,
-                inputs=dict(args.input_file),
-                outputs=[OutputFile(*output) for output in args.output_file],
-                executor_output=args.executor_output,
-                cwd=cwd,
-                timeout=args.timeout,
-                log=say,
+                dict(args.input_file),
+                [OutputFile(*output) for output in args.output_file],
+                args.executor_output,
             )
+            with files:
+                result = run_step(
+                    pipeline,
+                    args.step,
+                    args.run_id,
+                    files.store,
+                    parameters,
+                    cwd=cwd,
+                    timeout=args.timeout,
+                    log=say,
+                )
+                files.export(result)
         else:
             result = run_step(
                 pipeline,

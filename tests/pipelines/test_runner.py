@@ -351,6 +351,84 @@ def test_cli_entry_point_for_pods(tmp_path: Path) -> None:
     assert garbled.returncode == 2 and "Traceback" not in garbled.stderr
 
 
+def test_cli_with_kfps_files_reads_and_writes_artifact_paths(tmp_path: Path) -> None:
+    """Kubeflow Pipelines' form (`kfp_io`): inputs and outputs as files, the executor output file."""
+    document = json.dumps(LINEAR.to_dict())
+    out = tmp_path / "out"
+    common = ["--pipeline-json", document, "--run-id", "kfp-run"]
+    prepare = _runner_cli(
+        *common,
+        "--step",
+        "prepare",
+        "-p",
+        "n",
+        "4",
+        "--text-parameter",
+        "label",
+        "7",  # text, though it reads as JSON
+        "--output-file",
+        "x",
+        str(out / "x"),
+        "s3://b/x",
+        "--output-file",
+        "total",
+        str(out / "total"),
+        "s3://b/total",
+        "--output-file",
+        "step_notebook",
+        str(out / "nb"),
+        "s3://b/nb",
+        "--executor-output",
+        str(out / "executor.json"),
+        cwd=tmp_path,
+    )
+    assert prepare.returncode == 0, prepare.stderr
+    assert "[prepare] total 6 7" in prepare.stderr  # label stayed the text '7'
+    recorded = json.loads((out / "executor.json").read_text())["artifacts"]
+    assert recorded["x"]["artifacts"][0]["uri"] == "s3://b/x"
+    assert (
+        recorded["x"]["artifacts"][0]["metadata"]["sha256"]
+        == hashlib.sha256((out / "x").read_bytes()).hexdigest()
+    )
+    assert nbformat.reads((out / "nb").read_text(), as_version=4).cells
+    train = _runner_cli(
+        *common,
+        "--step",
+        "train",
+        "--input-file",
+        "x",
+        str(out / "x"),
+        "--input-file",
+        "total",
+        str(out / "total"),
+        "--output-file",
+        "step_metrics",
+        str(out / "metrics"),
+        "s3://b/m",
+        "--executor-output",
+        str(out / "train.json"),
+        cwd=tmp_path,
+    )
+    assert train.returncode == 0, train.stderr
+    metrics = json.loads((out / "train.json").read_text())["artifacts"]["step_metrics"]["artifacts"][0]
+    assert (
+        metrics["metadata"]["score"]
+        == pytest.approx(2 * 6 + 4**0.5)
+        == json.loads((out / "metrics").read_text())["score"]
+    )
+
+    for args, needle in [
+        (["--input-file", "nope", str(out / "x")], "loads no such variable"),
+        (["--input-file", "x", str(out / "x")], "needs --input-file total"),
+        (
+            ["--input-file", "x", str(out / "gone"), "--input-file", "total", str(out / "total")],
+            "cannot read",
+        ),
+    ]:
+        bad = _runner_cli(*common, "--step", "train", *args, cwd=tmp_path)
+        assert bad.returncode == 2 and needle in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+
+
 def test_pipeline_json_round_trip_and_malformed_documents() -> None:
     from cube_jupyter.pipelines.model import pipeline_from_dict
 
