@@ -41,7 +41,8 @@ export type StepOpener = (run: IRun, step: IRunStep) => Promise<void>;
 
 const TARGET_LABELS: Record<RunTarget, string> = {
   local: 'This machine',
-  cluster: 'Cluster (Argo)'
+  cluster: 'Cluster (Argo)',
+  kfp: 'Kubeflow Pipelines'
 };
 
 export class PipelinePanel extends VisibleRenderer<PipelineModel> {

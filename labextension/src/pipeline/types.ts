@@ -75,7 +75,7 @@ export interface IPipeline {
 }
 
 /** Where a run executes. */
-export type RunTarget = 'local' | 'cluster';
+export type RunTarget = 'local' | 'cluster' | 'kfp';
 
 /** Body of `GET /pipelines/config`. */
 export interface IPipelineConfig {
@@ -132,6 +132,8 @@ export interface IRun {
   metrics: Record<string, unknown>;
   /** A failed, cancelled or interrupted local run with steps left: it can resume. */
   resumable: boolean;
+  /** Where the run can be seen in its engine's own UI (a Kubeflow Pipelines run), if anywhere. */
+  link?: string | null;
   steps: IRunStep[];
 }
 

@@ -57,6 +57,18 @@ export function RunView(props: IRunViewProps): JSX.Element {
         </div>
       )}
       <ErrorMessage message={runError} testid="cube-run-error" />
+      {run.link && (
+        <a
+          className="cube-RunView-link"
+          data-testid="cube-run-link"
+          href={run.link}
+          target="_blank"
+          rel="noopener noreferrer"
+          title="The run in the Kubeflow Pipelines UI: its graph, artifacts, lineage and logs"
+        >
+          Open in Kubeflow Pipelines
+        </a>
+      )}
       <ul className="cube-RunSteps" data-testid="cube-run-steps">
         {run.steps.map(step => {
           const stepError = describeError(step.error);
