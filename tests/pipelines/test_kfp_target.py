@@ -175,6 +175,29 @@ def test_run_is_created_polled_and_merged_into_the_history(
     assert gets(state, run.external) == 2  # an ended run is not asked about again
 
 
+def test_in_the_workbench_kfp_is_read_in_the_background(
+    service: PipelineService, kfp: tuple[KfpServer, str], clock: Clock
+) -> None:
+    """Under the workbench's event loop a read of the run never waits for KFP: it answers with what
+    KFP said last and asks again behind it."""
+    state, _ = kfp
+    run = start(service)
+    state.set_run(run.external, "RUNNING", [task("make", "RUNNING", start_time="2026-01-02T03:04:05Z")])
+    clock.now += POLL_SECONDS
+    target = service.targets["kfp"]
+    assert isinstance(target, KfpRunTarget)
+
+    async def scenario() -> None:
+        assert service.get_run("alice", run.id).status == "queued"  # KFP not asked inline
+        service.get_run("alice", run.id)
+        assert gets(state, run.external) == 0 and len(target._reading) == 1  # one read behind, not two
+        await asyncio.gather(*target._reading.values())
+        assert gets(state, run.external) == 1
+        assert service.get_run("alice", run.id).status == "running"
+
+    asyncio.run(scenario())
+
+
 def test_cancel_terminates_the_kfp_run(service: PipelineService, kfp: tuple[KfpServer, str]) -> None:
     state, _ = kfp
     run = start(service)

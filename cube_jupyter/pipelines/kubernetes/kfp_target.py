@@ -80,6 +80,7 @@ class KfpRunTarget:
         self.namespaces = UserNamespaces(settings, cluster)
         self.clock = clock
         self._polled: dict[str, _Polled] = {}  # by history run id
+        self._reading: dict[str, asyncio.Task[None]] = {}  # background reads of KFP, by run id
 
     async def start(self) -> None:
         """With `cluster_target = "auto"`, only on a cluster with KFP; wait for the Profiles cache."""
@@ -94,6 +95,8 @@ class KfpRunTarget:
         await self.cluster.start(self.namespaces.informers, 30.0, " (Kubeflow Profiles)")
 
     async def close(self) -> None:
+        for reading in self._reading.values():
+            reading.cancel()
         self.api.close()
 
     def admit(self, caller: str, request: RunRequest) -> None:
@@ -101,7 +104,7 @@ class KfpRunTarget:
 
     async def launch(self, run: NewRun, observer: Observer | None = None) -> RunRecord:
         namespace = await asyncio.to_thread(self.namespaces.require, run.caller)
-        package = compile_kfp(run.pipeline, self.settings, parameters=run.values)
+        package = await asyncio.to_thread(compile_kfp, run.pipeline, self.settings, parameters=run.values)
         run_id = new_run_id(run.pipeline)
         store_url = run.request.store or self.settings.storage.url
         created = await asyncio.to_thread(self._create, run, namespace, package, run_id, store_url)
@@ -136,21 +139,37 @@ class KfpRunTarget:
         )
 
     async def cancel(self, run: RunRecord) -> None:
-        """Terminate the KFP run; its next read asks KFP again."""
+        """Terminate the KFP run, then read it: the caller sees it cancelling."""
         if run.external is None:
             raise Conflict(f"run {run.id!r} has no KFP run to terminate", field="id")
         await asyncio.to_thread(self.api.terminate_run, run.user, run.external)
-        self._polled.pop(run.id, None)
+        polled = self._polled.get(run.id)
+        self._polled[run.id] = _Polled(self.clock(), await asyncio.to_thread(self._read, run, polled))
 
     def current(self, run: RunRecord) -> RunRecord:
+        """The run as KFP last said, read again when older than POLL_SECONDS: in the background where
+        an event loop runs (the workbench: a slow KFP never holds a request up), else now (the CLI)."""
         if run.external is None:
             return run
         polled = self._polled.get(run.id)
         ended = polled is not None and polled.run is not None and polled.run.get("state") in FINAL_STATES
         if polled is None or (not ended and self.clock() - polled.at >= POLL_SECONDS):
-            polled = _Polled(self.clock(), self._read(run, polled))
-            self._polled[run.id] = polled
-        return run if polled.run is None else self._merged(run, polled.run)
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self._polled[run.id] = _Polled(self.clock(), self._read(run, polled))
+            else:
+                if run.id not in self._reading:
+                    self._reading[run.id] = loop.create_task(self._read_later(run, polled))
+            polled = self._polled.get(run.id)
+        return run if polled is None or polled.run is None else self._merged(run, polled.run)
+
+    async def _read_later(self, run: RunRecord, polled: _Polled | None) -> None:
+        try:
+            read = await asyncio.to_thread(self._read, run, polled)
+            self._polled[run.id] = _Polled(self.clock(), read)
+        finally:
+            self._reading.pop(run.id, None)
 
     def _read(self, run: RunRecord, polled: _Polled | None) -> Obj | None:
         """KFP's run now; when KFP cannot say, what it said last (the next read asks again)."""
