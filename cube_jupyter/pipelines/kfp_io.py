@@ -30,6 +30,17 @@ METRICS_OUTPUT = "step_metrics"  # the step's metrics, a `Metrics` artifact
 RESERVED = (NOTEBOOK_OUTPUT, METRICS_OUTPUT)
 
 
+def input_name(variable: str) -> str:
+    """A step's input artifact in KFP, named apart from the pipeline's parameters and from its
+    outputs (a step changing a value in place, or a parameter, hands it on under the same name)."""
+    return f"in_{variable}"
+
+
+def output_name(variable: str) -> str:
+    """A step's output artifact in KFP (its own outputs, RESERVED, keep their names)."""
+    return variable if variable in RESERVED else f"out_{variable}"
+
+
 @dataclass(frozen=True)
 class OutputFile:
     name: str  # a variable the step saves, or one of RESERVED
@@ -111,7 +122,9 @@ class StepFiles:
         """Write each output to its path (only the notebook when the step failed) and what KFP shows
         of them into the executor output file."""
         artifacts = {
-            output.name: {"artifacts": [{"uri": output.uri, "metadata": self._export(result, output)}]}
+            output_name(output.name): {
+                "artifacts": [{"uri": output.uri, "metadata": self._export(result, output)}]
+            }
             for output in self.outputs
             if result.status == "succeeded" or output.name == NOTEBOOK_OUTPUT
         }

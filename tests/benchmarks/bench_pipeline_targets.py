@@ -80,12 +80,12 @@ async def main() -> None:
                 outputs(open_store(settings.storage.url, settings.storage), f"fanout-{attempt}") == expected
             )
             on_kfp = {
-                f"{task_name.removeprefix('step-')}/{output}": marshal.unpack(
+                f"{task_name.removeprefix('step-')}/{output.removeprefix('out_')}": marshal.unpack(
                     uri_object(client, artifact["uri"])
                 )
                 for task_name, task in run.tasks.items()
                 for output, artifact in task.artifacts.items()
-                if output != "step_notebook"
+                if output.startswith("out_")
             }
             assert on_kfp == expected
     print_table(

@@ -111,9 +111,9 @@ def test_data_flow_is_typed_kfp_artifacts_between_tasks() -> None:
     spec, _ = documents(compile_kfp(data_pipeline(), make_settings()))
     outputs = spec["components"]["comp-step-prepare"]["outputDefinitions"]["artifacts"]
     assert {name: o["artifactType"]["schemaTitle"] for name, o in outputs.items()} == {
-        "clf": "system.Model",
-        "df": "system.Dataset",
-        "note": "system.Artifact",
+        "out_clf": "system.Model",
+        "out_df": "system.Dataset",
+        "out_note": "system.Artifact",
         "step_notebook": "system.Artifact",
     }
     report = spec["components"]["comp-step-report"]
@@ -121,14 +121,16 @@ def test_data_flow_is_typed_kfp_artifacts_between_tasks() -> None:
         report["outputDefinitions"]["artifacts"]["step_metrics"]["artifactType"]["schemaTitle"]
         == "system.Metrics"
     )
-    assert report["inputDefinitions"]["artifacts"]["clf"]["artifactType"]["schemaTitle"] == "system.Model"
+    assert report["inputDefinitions"]["artifacts"]["in_clf"]["artifactType"]["schemaTitle"] == "system.Model"
     wired = tasks(spec)["report"]["inputs"]["artifacts"]
-    assert wired["df"] == {"taskOutputArtifact": {"outputArtifactKey": "df", "producerTask": "step-prepare"}}
+    assert wired["in_df"] == {
+        "taskOutputArtifact": {"outputArtifactKey": "out_df", "producerTask": "step-prepare"}
+    }
     assert tasks(spec)["report"]["dependentTasks"] == ["step-prepare"]
     args = executors(spec)["report"]["args"]
     assert args[args.index("--input-file") + 1 : args.index("--input-file") + 3] == [
         "clf",
-        "{{$.inputs.artifacts['clf'].path}}",
+        "{{$.inputs.artifacts['in_clf'].path}}",
     ]
     at = args.index("step_metrics")
     assert args[at + 1 : at + 3] == [
@@ -212,7 +214,24 @@ def test_bad_steps_are_refused_naming_the_field() -> None:
     )
     with pytest.raises(PipelineError) as clash:
         compile_kfp(reserved, make_settings())
-    assert "step_notebook" in clash.value.message
+    assert clash.value.field == "parameters.step_notebook"
+    # a step changing a parameter or a value in place hands it on under the same name
+    handed_on = replace(
+        data_pipeline(),
+        steps=(
+            replace(data_pipeline().steps[0], outputs=("clf", "df", "lr", "note")),
+            replace(data_pipeline().steps[1], inputs=("clf", "df", "lr", "note"), outputs=("df", "score")),
+        ),
+        edges=(Edge("prepare", "report", ("clf", "df", "lr", "note")),),
+    )
+    spec, _ = documents(compile_kfp(handed_on, make_settings()))
+    report = spec["components"]["comp-step-report"]
+    assert {"lr", "in_lr"} <= set(report["inputDefinitions"]["parameters"]) | set(
+        report["inputDefinitions"]["artifacts"]
+    )
+    assert {"in_df", "out_df"} <= set(report["inputDefinitions"]["artifacts"]) | set(
+        report["outputDefinitions"]["artifacts"]
+    )
     with pytest.raises(PipelineError) as empty:
         compile_kfp(replace(data_pipeline(), steps=(), edges=()), make_settings())
     assert empty.value.field == "steps"

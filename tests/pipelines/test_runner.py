@@ -385,9 +385,9 @@ def test_cli_with_kfps_files_reads_and_writes_artifact_paths(tmp_path: Path) -> 
     assert prepare.returncode == 0, prepare.stderr
     assert "[prepare] total 6 7" in prepare.stderr  # label stayed the text '7'
     recorded = json.loads((out / "executor.json").read_text())["artifacts"]
-    assert recorded["x"]["artifacts"][0]["uri"] == "s3://b/x"
+    assert recorded["out_x"]["artifacts"][0]["uri"] == "s3://b/x"
     assert (
-        recorded["x"]["artifacts"][0]["metadata"]["sha256"]
+        recorded["out_x"]["artifacts"][0]["metadata"]["sha256"]
         == hashlib.sha256((out / "x").read_bytes()).hexdigest()
     )
     assert nbformat.reads((out / "nb").read_text(), as_version=4).cells

@@ -39,10 +39,12 @@ def test_a_notebook_compiled_for_kfp_runs_as_kfps_launcher_would_with_a_local_ru
         assert json.loads(task.attempts[-1].container("main").stdout)["status"] == "succeeded", name
 
     on_kfp = {
-        f"{name.removeprefix('step-')}/{output}": marshal.unpack(uri_object(client, artifact["uri"]))
+        f"{name.removeprefix('step-')}/{output.removeprefix('out_')}": marshal.unpack(
+            uri_object(client, artifact["uri"])
+        )
         for name, task in run.tasks.items()
         for output, artifact in task.artifacts.items()
-        if not output.startswith("step_")
+        if output.startswith("out_")
     }
     local_id = local_run(tmp_path, tmp_path / "local-store")
     assert on_kfp == outputs(open_store(str(tmp_path / "local-store")), local_id)
@@ -57,7 +59,7 @@ def test_a_notebook_compiled_for_kfp_runs_as_kfps_launcher_would_with_a_local_ru
     assert report.artifacts["step_metrics"]["type"]["schemaTitle"] == "system.Metrics"
     assert report.artifacts["step_metrics"]["metadata"]["total"] == 15.0  # what KFP's UI charts
     assert json.loads(uri_object(client, report.artifacts["step_metrics"]["uri"])) == {"total": 15.0}
-    doubled = run.tasks["step-double"].artifacts["doubled"]
+    doubled = run.tasks["step-double"].artifacts["out_doubled"]
     assert doubled["metadata"]["kind"] == "cloudpickle" and len(doubled["metadata"]["sha256"]) == 64
-    consumed = report.executor_input["inputs"]["artifacts"]["doubled"]["artifacts"][0]
+    consumed = report.executor_input["inputs"]["artifacts"]["in_doubled"]["artifacts"][0]
     assert consumed["uri"] == doubled["uri"]  # lineage: the report read what double wrote

@@ -6,12 +6,13 @@ one `dsl.container_component` per step, called in a `dsl.pipeline`:
 - Each step's container runs the same step runner as on Argo (`CubePipelines.runner_command`) in the
   step's image, with the step's part of the pipeline as JSON in its args (`--pipeline-json`: that
   step, the edges into it, the imports, functions and parameters cell), so the IR is self-contained.
-- Data between steps are KFP artifacts, not keys in our store: the launcher downloads a task's inputs
-  to local paths and uploads its outputs from them, under the pipeline root, so the KFP UI shows the
-  lineage. The runner reads and writes those paths (`--input-file`, `--output-file`; `kfp_io.py`). An
-  artifact's type is what the marshaller will most likely write (`artifact_type`): `Dataset` for
-  frames and arrays, `Model` for estimators and torch modules, `Artifact` otherwise; the format
-  the marshaller actually used is in the artifact's metadata (`kind`).
+- Data between steps are KFP artifacts (`out_<variable>` of one task is `in_<variable>` of the
+  next), not keys in our store: the launcher downloads a task's inputs to local paths and uploads
+  its outputs from them, under the pipeline root, so the KFP UI shows the lineage. The runner reads
+  and writes those paths (`--input-file`, `--output-file`; `kfp_io.py`). An artifact's type is what
+  the marshaller will most likely write (`artifact_type`): `Dataset` for frames and arrays, `Model`
+  for estimators and torch modules, `Artifact` otherwise; the format the marshaller actually used
+  is in the artifact's metadata (`kind`).
 - Each step also outputs its executed notebook (`step_notebook`) and, when it records metrics, a
   `Metrics` artifact (`step_metrics`) whose metadata the KFP UI charts.
 - Pipeline parameters come from the notebook's parameters cell, typed by their defaults (int, float,
@@ -43,7 +44,7 @@ from cube_jupyter import fields
 from cube_jupyter.errors import ConfigError, InvalidInput
 from cube_jupyter.kube import pods
 from cube_jupyter.pipelines.config import PipelineSettings
-from cube_jupyter.pipelines.kfp_io import METRICS_OUTPUT, NOTEBOOK_OUTPUT, RESERVED
+from cube_jupyter.pipelines.kfp_io import METRICS_OUTPUT, NOTEBOOK_OUTPUT, RESERVED, input_name, output_name
 from cube_jupyter.pipelines.model import Pipeline, PipelineError, Step
 from cube_jupyter.pipelines.stepnb import step_metrics
 
@@ -89,7 +90,8 @@ def compile_kfp(
                 )
             arguments = {name: given[name] for name in types}
             for name in step.inputs:
-                arguments[name] = tasks[_producer(pipeline, step, name).name].outputs[name]
+                producer = tasks[_producer(pipeline, step, name).name]
+                arguments[input_name(name)] = producer.outputs[output_name(name)]
             task = components[step.name](**arguments)
             task.after(*(tasks[name] for name in sorted(upstream)))
             _configure(task, step, config)
@@ -266,23 +268,24 @@ def _component(
             "list it in CubePipelines.images_with_runtime, or run on Argo",
             field=f"{field}.image",
         )
-    for name in (*step.inputs, *step.outputs, *types):
-        if name in RESERVED:
-            raise PipelineError(
-                f"step {step.name!r}: {name!r} is the name of the step's own KFP output; rename the variable",
-                field=field,
-            )
-    artifact_types = {
-        name: getattr(dsl, artifact_type(pipeline, _producer(pipeline, step, name), name))
+    inputs = {
+        input_name(name): getattr(dsl, artifact_type(pipeline, _producer(pipeline, step, name), name))
         for name in step.inputs
     }
-    outputs = {name: getattr(dsl, artifact_type(pipeline, step, name)) for name in step.outputs}
+    outputs = {output_name(name): getattr(dsl, artifact_type(pipeline, step, name)) for name in step.outputs}
     outputs[NOTEBOOK_OUTPUT] = dsl.Artifact
     if step_metrics(pipeline, step):
         outputs[METRICS_OUTPUT] = dsl.Metrics
+    for name in types:
+        if name in inputs or name in outputs:
+            raise PipelineError(
+                f"parameter {name!r} is named like one of step {step.name!r}'s KFP inputs or outputs "
+                "(in_*, out_*, step_notebook, step_metrics); rename it",
+                field=f"parameters.{name}",
+            )
     signature = [
         *((name, kind) for name, kind in types.items()),
-        *((name, dsl.Input[kind]) for name, kind in artifact_types.items()),
+        *((name, dsl.Input[kind]) for name, kind in inputs.items()),
         *((name, dsl.Output[kind]) for name, kind in outputs.items()),
     ]
 
@@ -302,10 +305,11 @@ def _component(
         ]
         for name, kind in types.items():
             args += ["--text-parameter" if kind is str else "-p", name, given[name]]
-        for name in artifact_types:
-            args += ["--input-file", name, given[name].path]
-        for name in outputs:
-            args += ["--output-file", name, given[name].path, given[name].uri]
+        for name in step.inputs:
+            args += ["--input-file", name, given[input_name(name)].path]
+        for name in (*step.outputs, *(n for n in RESERVED if n in outputs)):
+            placeholder = given[output_name(name)]
+            args += ["--output-file", name, placeholder.path, placeholder.uri]
         command = list(pipelines.runner_command)
         return dsl.ContainerSpec(image=image, command=command, args=args)
 
