@@ -230,9 +230,10 @@ def _parameter_defaults(pipeline: Pipeline, overrides: dict[str, Any]) -> dict[s
         if kind is float and type(value) is int:
             value = float(value)
         if type(value) is not kind:
+            hint = f" (as text, it is the JSON string {json.dumps(str(value))})" if kind is str else ""
             raise InvalidInput(
                 f"parameter {parameter.name!r} is a {kind.__name__} in the notebook, got "
-                f"{type(value).__name__} {value!r}",
+                f"{type(value).__name__} {value!r}{hint}",
                 field=f"parameters.{parameter.name}",
             )
         typed[parameter.name] = (kind, value)
