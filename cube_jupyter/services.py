@@ -4,9 +4,11 @@ to each other, for the Jupyter server extension and for every CLI command alike.
 Features never import each other; what one needs of another is handed to it here: the GPU ledger
 counts the notebook backend's servers and the job backend's jobs (one ledger, one per-user lock,
 shared with the workbench server, its notebook servers and the CLI through the state directory), the
-GPU report names pods and kernels after the notebook backend's servers, and pipelines get the cluster
-targets on the kubernetes backend (Argo's, and KFP's as `CubePipelines.cluster_target` says). Every
-feature on the cluster shares one API client and one informer registry (`kube.cluster.Cluster`).
+GPU report names pods and kernels after the notebook backend's servers, pipelines get the cluster
+targets on the kubernetes backend (Argo's, and KFP's as `CubePipelines.cluster_target` says), and
+schedules the clusters that fire them (Argo's CronWorkflows, KFP's recurring runs of what the pipelines
+feature compiles and uploads). Every feature on the cluster shares one API client and one informer
+registry (`kube.cluster.Cluster`).
 
 A service is built when first asked for, complete (nothing is patched into it afterwards), so a CLI
 command builds, and imports, only what it uses.
@@ -36,10 +38,12 @@ if TYPE_CHECKING:
     from cube_jupyter.kube.cluster import Cluster
     from cube_jupyter.notebooks.backend import NotebookBackend
     from cube_jupyter.notebooks.service import NotebookService
+    from cube_jupyter.pipelines.kubernetes.kfp_api import KfpApi
+    from cube_jupyter.pipelines.model import Pipeline
     from cube_jupyter.pipelines.service import PipelineService
     from cube_jupyter.pipelines.targets import RunRequest
     from cube_jupyter.schedules.scheduler import Launcher, Outcome, ScheduledRun
-    from cube_jupyter.schedules.service import ScheduleService
+    from cube_jupyter.schedules.service import ClusterMirror, ScheduleService
     from cube_jupyter.schedules.store import Schedule
 
 log = logging.getLogger(__name__)
@@ -189,15 +193,24 @@ class Workbench:
             "training": _ScheduledTraining(self.jobs),
         }
         store = ScheduleStore.in_state_dir(self.settings.state_dir)
-        mirror = None
+        mirrors: list[ClusterMirror] = []
         if self.cluster is not None and self.cluster_runs:  # Argo fires cluster notebook schedules
             from cube_jupyter.schedules.kubernetes.mirror import CronWorkflowMirror
 
-            mirror = CronWorkflowMirror(
-                self.settings.schedules, self.cluster, store, _ScheduledWorkflow(self.settings)
+            mirrors.append(
+                CronWorkflowMirror(
+                    self.settings.schedules, self.cluster, store, _ScheduledWorkflow(self.settings)
+                )
             )
+            if self.settings.pipelines.pipelines.cluster_target != "argo":  # and KFP those with target kfp
+                from cube_jupyter.pipelines.kubernetes.kfp_api import KfpApi
+                from cube_jupyter.schedules.kubernetes.recurring import RecurringRunMirror
+
+                api = KfpApi.from_settings(self.settings.pipelines.pipelines)
+                spec_of = _ScheduledKfpRun(self.settings, api)
+                mirrors.append(RecurringRunMirror(self.settings.schedules, self.cluster, store, api, spec_of))
         renderer = functools.partial(_render_cron_workflow, self.settings)
-        return ScheduleService(self.settings.schedules, store, launchers, mirror=mirror, renderer=renderer)
+        return ScheduleService(self.settings.schedules, store, launchers, mirrors=mirrors, renderer=renderer)
 
     @cached_property
     def gpu(self) -> GpuService:
@@ -361,22 +374,52 @@ class _ScheduledWorkflow:
         self.settings = settings
 
     def __call__(self, schedule: Schedule, snapshot: str | None, namespace: str) -> dict[str, Any]:
-        import json
-
-        from cube_jupyter.pipelines.dag import build_pipeline
         from cube_jupyter.pipelines.kubernetes.argo import compile_workflow
-        from cube_jupyter.pipelines.service import LOGICAL_DATE
+        from cube_jupyter.pipelines.targets import LOGICAL_DATE
 
-        spec = schedule.spec
-        if snapshot is None or spec.path is None:
-            raise InvalidInput(f"schedule {schedule.name!r} has no notebook snapshot", field="path")
-        pipeline = build_pipeline(json.loads(snapshot), spec.path)
-        parameters = dict(spec.parameters)
+        pipeline = _snapshot_pipeline(schedule, snapshot)
+        parameters = dict(schedule.spec.parameters)
         if any(p.name == LOGICAL_DATE for p in pipeline.parameters):
             parameters.setdefault(LOGICAL_DATE, None)
         return compile_workflow(
             pipeline, self.settings.pipelines, parameters=parameters, user=schedule.owner, namespace=namespace
         )
+
+
+class _ScheduledKfpRun:
+    """What a kfp notebook schedule's recurring run runs (`schedules.kubernetes.recurring.RunSpecOf`):
+    its notebook snapshot compiled for KFP and uploaded as its owner, the notebook's `logical_date`
+    the time KFP scheduled each run for."""
+
+    def __init__(self, settings: Settings, api: KfpApi) -> None:
+        self.settings = settings
+        self.api = api
+
+    def __call__(self, schedule: Schedule, snapshot: str | None, namespace: str) -> dict[str, Any]:
+        from cube_jupyter.pipelines.kubernetes.kfp_target import scheduled_spec
+        from cube_jupyter.schedules.kubernetes.recurring import SCHEDULED_TIME
+
+        pipeline = _snapshot_pipeline(schedule, snapshot)
+        return scheduled_spec(
+            self.api,
+            self.settings.pipelines,
+            schedule.owner,
+            namespace,
+            pipeline,
+            dict(schedule.spec.parameters),
+            SCHEDULED_TIME,
+        )
+
+
+def _snapshot_pipeline(schedule: Schedule, snapshot: str | None) -> Pipeline:
+    """The pipeline of a notebook schedule's snapshot, as its cluster object runs it."""
+    import json
+
+    from cube_jupyter.pipelines.dag import build_pipeline
+
+    if snapshot is None or schedule.spec.path is None:
+        raise InvalidInput(f"schedule {schedule.name!r} has no notebook snapshot", field="path")
+    return build_pipeline(json.loads(snapshot), schedule.spec.path)
 
 
 def _render_cron_workflow(settings: Settings, schedule: Schedule, snapshot: str | None) -> dict[str, Any]:

@@ -27,15 +27,13 @@ from cube_jupyter.pipelines.local.target import LocalRunTarget
 from cube_jupyter.pipelines.model import Pipeline, PipelineError
 from cube_jupyter.pipelines.stepnb import validate_parameters
 from cube_jupyter.pipelines.tags import vocabulary as tag_vocabulary
-from cube_jupyter.pipelines.targets import NewRun, Observer, RunRequest, RunTarget, new_run_id
+from cube_jupyter.pipelines.targets import LOGICAL_DATE, NewRun, Observer, RunRequest, RunTarget, new_run_id
 from cube_jupyter.storage import open_store
 
 if TYPE_CHECKING:
     from cube_jupyter.pipelines.local.workers import WorkerPool
 
 LOG = logging.getLogger(__name__)
-# The parameter a scheduled run's logical time is given in, when the parameters cell names it.
-LOGICAL_DATE = "logical_date"
 
 
 class PipelineService:

@@ -22,6 +22,8 @@ from cube_jupyter.pipelines.history import RunRecord, StepRecord
 from cube_jupyter.pipelines.model import Pipeline
 
 TARGETS = ("local", "cluster")
+# The parameter a scheduled run's logical time is given in, when the parameters cell names it.
+LOGICAL_DATE = "logical_date"
 SCHEDULED = ("schedule", "logical_date")
 # What a started local run reports as its steps change (the CLI's progress display).
 Observer = Callable[[StepRecord], None]

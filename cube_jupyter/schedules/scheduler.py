@@ -29,7 +29,8 @@ LOG = logging.getLogger(__name__)
 # asked for (run now, a backfill).
 FIRED = ("schedule", "catchup")
 PAUSED = "waiting: the schedule is paused"
-CLUSTER = "cluster"  # the origin of a run Argo's CronWorkflow started
+# The origins of runs a cluster started by itself (Argo's CronWorkflow, KFP's recurring run).
+FIRED_ELSEWHERE = ("cluster", "kfp")
 # How often the running scheduler says so in the store (`cube-jupyter schedule` reads it).
 BEAT_SECONDS = 10.0
 
@@ -89,6 +90,11 @@ class Launcher(Protocol):
     async def cancel(self, owner: str, run_id: str) -> None: ...
 
 
+# Of a schedule a cluster fires itself, the missed fire times (found late) the workbench still runs;
+# None for a schedule the workbench fires.
+ClusterFired = Callable[[Schedule, list[datetime]], list[datetime] | None]
+
+
 class Scheduler:
     def __init__(
         self,
@@ -96,11 +102,12 @@ class Scheduler:
         launchers: Mapping[str, Launcher],
         config: CubeSchedules,
         clock: Clock | None = None,
-        fired_on_cluster: Callable[[Schedule], bool] | None = None,
+        cluster_fired: ClusterFired | None = None,
     ) -> None:
-        """`fired_on_cluster` says which schedules Argo fires itself (a CronWorkflow): for those the
-        scheduler adds only what Argo does not do, the missed fire times of `catchup: all`."""
-        self.fired_on_cluster = fired_on_cluster or (lambda schedule: False)
+        """`cluster_fired` says which schedules a cluster fires itself (an Argo CronWorkflow, a KFP
+        recurring run): for those the scheduler adds only the missed fire times the cluster does not
+        run."""
+        self.cluster_fired = cluster_fired or (lambda schedule, missed: None)
         self.store = store
         self.launchers = launchers
         self.config = config
@@ -166,7 +173,7 @@ class Scheduler:
         read_all = not woken or last is None or (now - last).total_seconds() >= self.config.poll_seconds
         ended, self._ended = self._ended, set()
         for slot in self.store.active():
-            if slot.state != "running" or slot.origin == CLUSTER:  # Argo's own: the mirror writes them
+            if slot.state != "running" or slot.origin in FIRED_ELSEWHERE:  # the mirrors write them
                 continue
             if read_all or slot.run_id is None or slot.run_id in ended:
                 await self._settle(slot, now)
@@ -188,9 +195,9 @@ class Scheduler:
         late = now - timedelta(seconds=self.config.on_time_seconds)
         on_time = [moment for moment in fires if moment >= late]
         missed = [moment for moment in fires if moment < late]
-        if self.fired_on_cluster(schedule):  # Argo starts these, and the latest missed one
-            on_time = []
-            missed = missed[:-1] if spec.catchup == "all" else []
+        left = self.cluster_fired(schedule, missed)
+        if left is not None:  # the cluster starts these, and what it catches up
+            on_time, missed = [], left
         if spec.catchup == "none" or (spec.catchup == "latest" and on_time):
             missed = []
         elif spec.catchup == "latest":

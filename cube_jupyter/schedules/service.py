@@ -8,15 +8,21 @@ spec valid, local execution allowed), and a notebook is snapshotted then: runs e
 never a half-edited file, until the owner refreshes it. The file must stay where it is (its folder is
 the steps' working directory, and it must still be the owner's), but its content is not read again.
 An edit is checked as a new schedule is, against the snapshot it keeps.
+
+On the kubernetes backend a cluster may fire a notebook schedule itself (`ClusterMirror`: an Argo
+CronWorkflow, a KFP recurring run). Its object is written after the schedule is saved, and a failure
+there undoes the save (a new schedule is not kept, an edit is reverted), so the history and the
+cluster never disagree about what is scheduled.
 """
 
 from __future__ import annotations
 
 import builtins
+import contextlib
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from cube_jupyter import access, fields
@@ -32,10 +38,15 @@ BACKFILL_FIELDS = ("start", "end", "parallel", "dry_run", "rerun")
 
 
 class ClusterMirror(Protocol):
-    """Keeps a schedule's cluster object (an Argo CronWorkflow) as the schedule says."""
+    """Keeps a schedule's cluster object (an Argo CronWorkflow, a KFP recurring run) as the schedule
+    says."""
 
     def mirrors(self, schedule: Schedule) -> bool:
-        """Whether Argo fires this schedule (a notebook schedule with target cluster)."""
+        """Whether this cluster fires the schedule (a notebook schedule with its target)."""
+        ...
+
+    def missed_left(self, schedule: Schedule, missed: list[datetime]) -> list[datetime]:
+        """Of the fire times missed (found late), those the workbench must run itself."""
         ...
 
     def check(self, schedule: Schedule, snapshot: str | None) -> None:
@@ -63,38 +74,34 @@ class ScheduleService:
         launchers: Mapping[str, Launcher],
         *,
         clock: Clock | None = None,
-        mirror: ClusterMirror | None = None,
+        mirrors: Sequence[ClusterMirror] = (),
         renderer: Renderer | None = None,
     ) -> None:
-        """`renderer` makes the CronWorkflow of a notebook schedule (asking no cluster), `mirror`
-        keeps it on the cluster (kubernetes backend); both come from the composition root."""
+        """`renderer` makes the CronWorkflow of a notebook schedule (asking no cluster), `mirrors`
+        keep the schedules clusters fire (kubernetes backend); both come from the composition root."""
         self.renderer = renderer
         self.settings = settings
         self.config = settings.schedules
         self.store = store
         self.launchers = launchers
         self.clock = clock or SystemClock()
-        self.mirror = mirror
+        self.mirrors = tuple(mirrors)
         self.scheduler = Scheduler(
-            store,
-            launchers,
-            self.config,
-            self.clock,
-            fired_on_cluster=None if mirror is None else mirror.mirrors,
+            store, launchers, self.config, self.clock, cluster_fired=self._cluster_fired
         )
         self.default_target = "cluster" if settings.workbench.backend == "kubernetes" else "local"
 
     async def start(self) -> None:
         """Run the scheduler here: the central workbench's job, never a user server's."""
-        if self.mirror is not None:
-            await self.mirror.start()
+        for mirror in self.mirrors:
+            await mirror.start()
         self.scheduler.start()
 
     async def close(self) -> None:
         await self.scheduler.close()
         self.store.close()
-        if self.mirror is not None:
-            await self.mirror.close()
+        for mirror in self.mirrors:
+            await mirror.close()
 
     # -- reads -------------------------------------------------------------------------------------
 
@@ -188,7 +195,13 @@ class ScheduleService:
         )
         self._check_mirror(schedule, snapshot)
         self.store.create(schedule, snapshot, limit=self.config.max_schedules_per_user)
-        await self._mirror(schedule, snapshot)
+        mirror = self._mirror_of(schedule)
+        if mirror is not None:
+            try:
+                await mirror.apply(schedule, snapshot)
+            except Exception:
+                self.store.delete(owner, spec.name)  # not saved: the cluster has nothing of it
+                raise
         self.scheduler.wake()
         return schedule
 
@@ -211,10 +224,13 @@ class ScheduleService:
             updated = replace(updated, snapshot_taken=stamp if snapshot is not None else None)
         updated = replace(updated, next_fire=self._next_fire(updated))
         self._check_mirror(updated, current)
+        previous = self.store.snapshot(schedule.owner, schedule.name) if retake else None
         self.store.update(updated, snapshot)
-        if self.mirror is not None and self.mirror.mirrors(schedule) and not self.mirror.mirrors(updated):
-            await self.mirror.remove(schedule)  # the workbench runs it now
-        await self._mirror(updated, current)
+        try:
+            await self._remirror(schedule, updated, current)
+        except Exception:
+            self.store.update(schedule, previous)  # reverted: the cluster still has the schedule as it was
+            raise
         self.scheduler.wake()
         return updated
 
@@ -228,8 +244,9 @@ class ScheduleService:
                 "(depends_on); change or delete them first",
                 field="name",
             )
-        if self.mirror is not None and self.mirror.mirrors(schedule):
-            await self.mirror.remove(schedule)
+        mirror = self._mirror_of(schedule)
+        if mirror is not None:
+            await mirror.remove(schedule)
         self.store.delete(schedule.owner, schedule.name)
 
     def run_now(self, caller: str, name: object, user: str | None = None) -> Slot:
@@ -347,13 +364,36 @@ class ScheduleService:
         upcoming = when.next_after(timing.parse_iso(schedule.watermark))
         return None if upcoming is None else timing.iso(upcoming)
 
-    def _check_mirror(self, schedule: Schedule, snapshot: str | None) -> None:
-        if self.mirror is not None and self.mirror.mirrors(schedule):
-            self.mirror.check(schedule, snapshot)
+    def _mirror_of(self, schedule: Schedule) -> ClusterMirror | None:
+        """The mirror of the cluster that fires `schedule`; None when the workbench fires it."""
+        return next((mirror for mirror in self.mirrors if mirror.mirrors(schedule)), None)
 
-    async def _mirror(self, schedule: Schedule, snapshot: str | None) -> None:
-        if self.mirror is not None and self.mirror.mirrors(schedule):
-            await self.mirror.apply(schedule, snapshot)
+    def _cluster_fired(
+        self, schedule: Schedule, missed: builtins.list[datetime]
+    ) -> builtins.list[datetime] | None:
+        mirror = self._mirror_of(schedule)
+        return None if mirror is None else mirror.missed_left(schedule, missed)
+
+    def _check_mirror(self, schedule: Schedule, snapshot: str | None) -> None:
+        mirror = self._mirror_of(schedule)
+        if mirror is not None:
+            mirror.check(schedule, snapshot)
+
+    async def _remirror(self, old: Schedule, new: Schedule, snapshot: str | None) -> None:
+        """The edited schedule on its cluster; when its target moved, off the former one (after the
+        new object is made: a failure leaves the former as it was)."""
+        before, after = self._mirror_of(old), self._mirror_of(new)
+        if after is not None:
+            await after.apply(new, snapshot)
+        if before is None or before is after:
+            return
+        try:
+            await before.remove(old)
+        except Exception:
+            if after is not None:
+                with contextlib.suppress(Exception):
+                    await after.remove(new)
+            raise
 
 
 def _query_int(value: str, field: str) -> int:

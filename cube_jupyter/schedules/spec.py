@@ -1,10 +1,11 @@
 """A schedule as its owner writes it, checked once at the edge (REST body, CLI flags, PATCH): each bad
 field is an InvalidInput naming it. `ScheduleSpec.to_dict` is what is stored and what the API returns.
 
-What runs is either a tagged notebook (`kind: notebook`, its pipeline on the local executor or Argo)
-or a training job spec (`kind: training`, a job of the jobs feature), each run standing for one
-logical time. Words follow Argo's CronWorkflow where it has them (`concurrency_policy`: Allow, Forbid,
-Replace) and Airflow's where it does not (`catchup`, `logical_date`).
+What runs is either a tagged notebook (`kind: notebook`, its pipeline on the local executor, Argo or
+Kubeflow Pipelines) or a training job spec (`kind: training`, a job of the jobs feature), each run
+standing for one logical time. Words follow Argo's CronWorkflow where it has them
+(`concurrency_policy`: Allow, Forbid, Replace) and Airflow's where it does not (`catchup`,
+`logical_date`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from cube_jupyter.schedules import timing
 KINDS = ("notebook", "training")
 CATCHUP = ("none", "latest", "all")
 CONCURRENCY_POLICIES = ("Allow", "Forbid", "Replace")
-TARGETS = ("local", "cluster")
+TARGETS = ("local", "cluster", "kfp")
 # A CronWorkflow's name is at most 52 characters (Argo adds an 11-character suffix to its Workflows).
 MAX_NAME = 52
 MAX_CONCURRENCY = 64

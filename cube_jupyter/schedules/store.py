@@ -25,8 +25,9 @@ from cube_jupyter.schedules.spec import MAX_CONCURRENCY, ScheduleSpec
 
 SLOT_STATES = ("pending", "running", "succeeded", "failed", "skipped", "cancelled")
 ACTIVE_SLOT = ("pending", "running")
-# Slot origins: fired on time, a missed fire time caught up, a backfill, "run now".
-ORIGINS = ("schedule", "catchup", "backfill", "manual", "cluster")
+# Slot origins: fired on time, a missed fire time caught up, a backfill, "run now", fired by Argo's
+# CronWorkflow, fired by KFP's recurring run.
+ORIGINS = ("schedule", "catchup", "backfill", "manual", "cluster", "kfp")
 
 SCHEMA = (
     """

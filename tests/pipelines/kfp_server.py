@@ -117,6 +117,26 @@ class KfpServer:
 
     # -- test controls -----------------------------------------------------------------------------
 
+    def fire(self, recurring_id: str, scheduled_at: str, state: str = "RUNNING") -> str:
+        """A run of a recurring run, as KFP's ScheduledWorkflow controller starts one; its id."""
+        recurring = self.recurring[recurring_id]
+        run_id = self.new_id("run")
+        self.runs[run_id] = {
+            "display_name": f"{recurring['display_name']}-{scheduled_at}",
+            "experiment_id": recurring["experiment_id"],
+            "pipeline_version_reference": recurring["pipeline_version_reference"],
+            "runtime_config": recurring["runtime_config"],
+            "recurring_run_id": recurring_id,
+            "run_id": run_id,
+            "state": state,
+            "storage_state": "AVAILABLE",
+            "created_at": stamp(),
+            "scheduled_at": scheduled_at,
+            "finished_at": EPOCH,
+        }
+        self.namespaces[run_id] = recurring["namespace"]
+        return run_id
+
     def set_run(
         self, run_id: str, state: str, tasks: list[dict[str, Any]] | None = None, **more: Any
     ) -> None:
@@ -256,18 +276,8 @@ def route(
         }
         state.experiments[experiment_id] = experiment
         return experiment, "V2beta1Experiment"
-    if (method, path) == ("POST", "/runs"):
-        return _create_run(state, user, body), "V2beta1Run"
-    if m := re.fullmatch(r"/runs/([^/:]+)(:terminate)?", path):
-        run = state.runs.get(m[1])
-        if run is None:
-            raise Refused(404, f"Not found: Failed to get run: run {m[1]} not found")
-        state.check(user, state.namespaces[m[1]])
-        if m[2]:
-            if run["state"] not in ("SUCCEEDED", "FAILED", "CANCELED"):
-                run["state"] = "CANCELING"
-            return {}, "object"
-        return run, "V2beta1Run"
+    if path == "/runs" or path.startswith("/runs/"):
+        return _runs(state, method, path, query, body, user)
     return _recurring(state, method, path, query, body, user)
 
 
@@ -313,11 +323,43 @@ def _create_run(state: KfpServer, user: str, body: dict[str, Any]) -> dict[str, 
     return run
 
 
+def _runs(
+    state: KfpServer, method: str, path: str, query: dict[str, str], body: dict[str, Any], user: str
+) -> tuple[dict[str, Any], str]:
+    if (method, path) == ("POST", "/runs"):
+        return _create_run(state, user, body), "V2beta1Run"
+    if (method, path) == ("GET", "/runs"):
+        return _list_runs(state, user, query), "V2beta1ListRunsResponse"
+    m = re.fullmatch(r"/runs/([^/:]+)(:terminate)?", path)
+    run = None if m is None else state.runs.get(m[1])
+    if m is None or run is None:
+        raise Refused(404, f"Not found: Failed to get run: run {path.removeprefix('/runs/')} not found")
+    state.check(user, state.namespaces[m[1]])
+    if m[2]:
+        if run["state"] not in ("SUCCEEDED", "FAILED", "CANCELED"):
+            run["state"] = "CANCELING"
+        return {}, "object"
+    return run, "V2beta1Run"
+
+
+def _list_runs(state: KfpServer, user: str, query: dict[str, str]) -> dict[str, Any]:
+    """The namespace's runs matching the filter (a recurring run's), newest first, one page."""
+    state.check(user, query.get("namespace"))
+    runs = {r: run for r, run in state.runs.items() if state.namespaces[r] == query["namespace"]}
+    assert query.get("sort_by") in (None, "created_at desc"), query
+    found = sorted(_named(runs, query), key=lambda r: (r["created_at"], r["run_id"]), reverse=True)
+    found = found[: int(query.get("page_size", 20))]
+    return {"runs": found, "total_size": len(found)} if found else {}
+
+
 def _recurring(
     state: KfpServer, method: str, path: str, query: dict[str, str], body: dict[str, Any], user: str
 ) -> tuple[dict[str, Any], str]:
     if (method, path) == ("POST", "/recurringruns"):
         state.check(user, body.get("namespace"))
+        reference = body["pipeline_version_reference"]
+        if reference["pipeline_version_id"] not in state.versions:
+            raise Refused(404, f"Not found: pipeline version {reference['pipeline_version_id']}")
         recurring_id = state.new_id("recurring")
         recurring = {
             **body,
@@ -330,7 +372,7 @@ def _recurring(
         return recurring, "V2beta1RecurringRun"
     if (method, path) == ("GET", "/recurringruns"):
         state.check(user, query.get("namespace"))
-        found = [r for r in state.recurring.values() if r["namespace"] == query["namespace"]]
+        found = _named(state.recurring, query, namespace=query["namespace"])
         return ({"recurringRuns": found, "total_size": len(found)} if found else {}), (
             "V2beta1ListRecurringRunsResponse"
         )

@@ -12,7 +12,13 @@ from traitlets.config import Config
 
 from cube_jupyter.config import load_settings
 from cube_jupyter.errors import BackendUnavailable, ConfigError, Conflict, Forbidden, InvalidInput, NotFound
-from cube_jupyter.pipelines.kubernetes.kfp_api import KfpApi, ServiceAccountToken, UseridHeader, auth_for
+from cube_jupyter.pipelines.kubernetes.kfp_api import (
+    KfpApi,
+    ServiceAccountToken,
+    UseridHeader,
+    auth_for,
+    run_spec,
+)
 from tests.pipelines.kfp_server import KfpServer, serve
 
 
@@ -64,14 +70,10 @@ def test_pipeline_version_run_and_terminate(kfp: tuple[KfpServer, str], api: Kfp
 
     experiment = api.create_experiment("alice", "team-a", "Default")
     assert api.find_experiment("alice", "team-a", "Default") == experiment
-    run = api.create_run(
-        "alice",
-        "r1",
-        version,
-        {"text": "yo"},
-        pipeline_root="s3://b/p",
-        experiment_id=experiment["experiment_id"],
+    spec = run_spec(
+        version, {"text": "yo"}, pipeline_root="s3://b/p", experiment_id=experiment["experiment_id"]
     )
+    run = api.create_run("alice", "r1", spec)
     assert run["state"] == "PENDING"
     sent = state.runs[run["run_id"]]
     assert sent["runtime_config"] == {"parameters": {"text": "yo"}, "pipeline_root": "s3://b/p"}
@@ -162,7 +164,9 @@ def test_bad_request_is_invalid_input(kfp: tuple[KfpServer, str], api: KfpApi, p
     assert version is not None
     experiment = api.create_experiment("alice", "team-a", "Default")
     with pytest.raises(InvalidInput, match="unrecognized input parameter 'nope'"):
-        api.create_run("alice", "r", version, {"nope": 1}, experiment_id=experiment["experiment_id"])
+        api.create_run(
+            "alice", "r", run_spec(version, {"nope": 1}, experiment_id=experiment["experiment_id"])
+        )
 
 
 def test_unreachable_server_names_kfp_url() -> None:
@@ -232,4 +236,4 @@ def _run(api: KfpApi, package: str) -> dict[str, object]:
     version = api.find_version("alice", pipeline["pipeline_id"], "hello")
     assert version is not None
     experiment = api.create_experiment("alice", "team-a", "Default")
-    return api.create_run("alice", "r", version, {}, experiment_id=experiment["experiment_id"])
+    return api.create_run("alice", "r", run_spec(version, {}, experiment_id=experiment["experiment_id"]))

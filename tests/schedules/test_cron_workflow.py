@@ -217,7 +217,8 @@ def test_argos_runs_are_in_the_history_while_they_run_and_once_they_end(tmp_path
 
     from cube_jupyter.kube.labels import SCHEDULE_LABEL as SCHEDULE
     from cube_jupyter.kube.labels import USER_ANNOTATION
-    from cube_jupyter.schedules.kubernetes.mirror import FiredRuns
+    from cube_jupyter.schedules.kubernetes.fired import FiredRuns
+    from cube_jupyter.schedules.kubernetes.mirror import fired_slots
     from cube_jupyter.schedules.scheduler import Scheduler
     from cube_jupyter.schedules.store import ScheduleStore, Slot
 
@@ -242,7 +243,7 @@ def test_argos_runs_are_in_the_history_while_they_run_and_once_they_end(tmp_path
             else {"phase": phase, "message": "boom" if phase == "Failed" else ""},
         }
 
-    assert runs.record([fired("nightly-1", 28, None), fired("nightly-0", 27, "Succeeded")]) == 1
+    assert runs.record(fired_slots([fired("nightly-1", 28, None), fired("nightly-0", 27, "Succeeded")])) == 1
     going = store.slot(OWNER, "nightly", "2026-11-28T02:00:00Z")
     assert going is not None and (going.state, going.origin, going.run_id) == (
         "running",
@@ -258,9 +259,9 @@ def test_argos_runs_are_in_the_history_while_they_run_and_once_they_end(tmp_path
 
     scheduler = Scheduler(store, {"notebook": NeverAsked()}, CONFIG)  # type: ignore[dict-item]
     asyncio.run(scheduler.tick())
-    assert runs.unsettled(fired("nightly-1", 28, "Running"))
-    assert runs.record([fired("nightly-1", 28, "Failed")]) == 1
+    assert runs.unsettled("uid-nightly-1")
+    assert runs.record(fired_slots([fired("nightly-1", 28, "Failed")])) == 1
     ended = store.slot(OWNER, "nightly", "2026-11-28T02:00:00Z")
     assert ended is not None and (ended.state, ended.reason) == ("failed", "boom")
-    assert not runs.unsettled(fired("nightly-1", 28, "Failed"))
+    assert not runs.unsettled("uid-nightly-1")
     store.close()

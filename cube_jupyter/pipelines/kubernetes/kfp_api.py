@@ -78,8 +78,36 @@ def auth_for(pipelines: CubePipelines) -> Auth:
 def name_filter(name: str) -> str:
     """A list filter (v2beta1 `Filter`) on an exact name, as KFP's SDK finds pipelines and experiments
     (each is uploaded or created with its display name equal to its name)."""
-    predicate = {"key": "display_name", "operation": "EQUALS", "string_value": name}
-    return json.dumps({"predicates": [predicate]})
+    return equals_filter("display_name", name)
+
+
+def equals_filter(key: str, value: str) -> str:
+    """A list filter (v2beta1 `Filter`) on one field's exact value (a name, a recurring run's id)."""
+    return json.dumps({"predicates": [{"key": key, "operation": "EQUALS", "string_value": value}]})
+
+
+def run_spec(
+    version: Obj,
+    parameters: dict[str, Any],
+    *,
+    pipeline_root: str | None = None,
+    experiment_id: str | None = None,
+) -> Obj:
+    """What a run and a recurring run both say of what they run: `version` (a V2beta1PipelineVersion)
+    with `parameters`; in multi-user KFP the experiment places it in its namespace."""
+    runtime_config: Obj = {"parameters": parameters}
+    if pipeline_root:
+        runtime_config["pipeline_root"] = pipeline_root
+    spec: Obj = {
+        "pipeline_version_reference": {
+            "pipeline_id": version["pipeline_id"],
+            "pipeline_version_id": version["pipeline_version_id"],
+        },
+        "runtime_config": runtime_config,
+    }
+    if experiment_id:
+        spec["experiment_id"] = experiment_id
+    return spec
 
 
 class KfpApi:
@@ -159,32 +187,26 @@ class KfpApi:
 
     # -- runs --------------------------------------------------------------------------------------
 
-    def create_run(
-        self,
-        user: str,
-        display_name: str,
-        version: Obj,
-        parameters: dict[str, Any],
-        *,
-        pipeline_root: str | None = None,
-        experiment_id: str | None = None,
-    ) -> Obj:
-        """Run `version` (a V2beta1PipelineVersion) with `parameters`; in multi-user KFP the
-        experiment places the run in its namespace."""
-        runtime_config: Obj = {"parameters": parameters}
-        if pipeline_root:
-            runtime_config["pipeline_root"] = pipeline_root
-        body: Obj = {
-            "display_name": display_name,
-            "pipeline_version_reference": {
-                "pipeline_id": version["pipeline_id"],
-                "pipeline_version_id": version["pipeline_version_id"],
-            },
-            "runtime_config": runtime_config,
-        }
-        if experiment_id:
-            body["experiment_id"] = experiment_id
+    def create_run(self, user: str, display_name: str, spec: Obj) -> Obj:
+        """Run what `spec` (`run_spec`) says, named `display_name`."""
+        body = {"display_name": display_name, **spec}
         return self._call("POST", "/runs", user, f"creating run {display_name!r}", json=body)
+
+    def list_runs(self, user: str, namespace: str, recurring_run_id: str, page_size: int) -> list[Obj]:
+        """The newest `page_size` runs a recurring run started."""
+        found = self._call(
+            "GET",
+            "/runs",
+            user,
+            f"listing the runs of recurring run {recurring_run_id!r}",
+            params={
+                "namespace": namespace,
+                "filter": equals_filter("recurring_run_id", recurring_run_id),
+                "sort_by": "created_at desc",
+                "page_size": page_size,
+            },
+        )
+        return list(found.get("runs") or [])
 
     def get_run(self, user: str, run_id: str) -> Obj:
         """The run with its state and `run_details.task_details`, each task's state."""
@@ -205,10 +227,14 @@ class KfpApi:
             "GET", f"/recurringruns/{recurring_run_id}", user, f"reading recurring run {recurring_run_id!r}"
         )
 
-    def list_recurring_runs(self, user: str, namespace: str) -> list[Obj]:
-        found = self._call(
-            "GET", "/recurringruns", user, "listing recurring runs", params={"namespace": namespace}
+    def list_recurring_runs(self, user: str, namespace: str, name: str | None = None) -> list[Obj]:
+        """The recurring runs in `namespace` (those named `name`, when given)."""
+        params = (
+            {"namespace": namespace}
+            if name is None
+            else {"namespace": namespace, "filter": name_filter(name)}
         )
+        found = self._call("GET", "/recurringruns", user, "listing recurring runs", params=params)
         return list(found.get("recurringRuns") or [])  # KFP's proto spells this one field in camelCase
 
     def delete_recurring_run(self, user: str, recurring_run_id: str) -> None:

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
@@ -28,9 +29,10 @@ from cube_jupyter.kube.resources import ResourceType, register_resource_type
 from cube_jupyter.pipelines.config import PIPELINE_ROOT_SCHEMES, PipelineSettings
 from cube_jupyter.pipelines.history import RunRecord, StepRecord
 from cube_jupyter.pipelines.kubernetes.kfp import compile_kfp
-from cube_jupyter.pipelines.kubernetes.kfp_api import KfpApi, Obj
+from cube_jupyter.pipelines.kubernetes.kfp_api import KfpApi, Obj, run_spec
 from cube_jupyter.pipelines.model import Pipeline
-from cube_jupyter.pipelines.targets import NewRun, Observer, RunRequest, new_run_id
+from cube_jupyter.pipelines.stepnb import validate_parameters
+from cube_jupyter.pipelines.targets import LOGICAL_DATE, NewRun, Observer, RunRequest, new_run_id
 
 log = logging.getLogger(__name__)
 
@@ -113,30 +115,10 @@ class KfpRunTarget:
         return self._merged(record, created)
 
     def _create(self, run: NewRun, namespace: str, package: str, run_id: str, store_url: str) -> Obj:
-        """Upload what is not in KFP yet (pipeline, version, experiment), then create the run."""
-        user, name = run.caller, pipeline_name(run.pipeline)
-        pipeline = _get_or_create(
-            lambda: self.api.find_pipeline(user, namespace, name),
-            lambda: self.api.upload_pipeline(user, namespace, name, package),
+        spec = upload(
+            self.api, self.settings, run.caller, namespace, run.pipeline, package, run.values, store_url
         )
-        version_name = f"{name[:40]}-{hashlib.sha256(package.encode()).hexdigest()[:16]}"
-        version = _get_or_create(
-            lambda: self.api.find_version(user, pipeline["pipeline_id"], version_name),
-            lambda: self.api.upload_version(user, pipeline["pipeline_id"], version_name, package),
-        )
-        experiment = _get_or_create(
-            lambda: self.api.find_experiment(user, namespace, EXPERIMENT),
-            lambda: self.api.create_experiment(user, namespace, EXPERIMENT),
-        )
-        declared = root_parameters(package)
-        return self.api.create_run(
-            user,
-            run_id,
-            version,
-            {key: value for key, value in run.values.items() if key in declared},
-            pipeline_root=self.config.pipeline_root or _object_store(store_url),
-            experiment_id=experiment["experiment_id"],
-        )
+        return self.api.create_run(run.caller, run_id, spec)
 
     async def cancel(self, run: RunRecord) -> None:
         """Terminate the KFP run, then read it: the caller sees it cancelling."""
@@ -183,6 +165,61 @@ class KfpRunTarget:
     def _merged(self, run: RunRecord, kfp_run: Obj) -> RunRecord:
         link = f"{self.config.kfp_ui_url}/#/runs/details/{run.external}" if self.config.kfp_ui_url else None
         return merge_run(run, kfp_run).evolve(link=link)
+
+
+def upload(
+    api: KfpApi,
+    settings: PipelineSettings,
+    user: str,
+    namespace: str,
+    pipeline: Pipeline,
+    package: str,
+    values: dict[str, Any],
+    store_url: str,
+) -> Obj:
+    """Upload what is not in KFP yet (the notebook's pipeline, the version of `package`, the
+    namespace's experiment); the `run_spec` a run or a recurring run of it gives KFP."""
+    name = pipeline_name(pipeline)
+    found = _get_or_create(
+        lambda: api.find_pipeline(user, namespace, name),
+        lambda: api.upload_pipeline(user, namespace, name, package),
+    )
+    version_name = f"{name[:40]}-{hashlib.sha256(package.encode()).hexdigest()[:16]}"
+    version = _get_or_create(
+        lambda: api.find_version(user, found["pipeline_id"], version_name),
+        lambda: api.upload_version(user, found["pipeline_id"], version_name, package),
+    )
+    experiment = _get_or_create(
+        lambda: api.find_experiment(user, namespace, EXPERIMENT),
+        lambda: api.create_experiment(user, namespace, EXPERIMENT),
+    )
+    declared = root_parameters(package)
+    return run_spec(
+        version,
+        {key: value for key, value in values.items() if key in declared},
+        pipeline_root=settings.pipelines.pipeline_root or _object_store(store_url),
+        experiment_id=experiment["experiment_id"],
+    )
+
+
+def scheduled_spec(
+    api: KfpApi,
+    settings: PipelineSettings,
+    user: str,
+    namespace: str,
+    pipeline: Pipeline,
+    parameters: dict[str, Any],
+    logical_date: str,
+) -> Obj:
+    """The `run_spec` of a recurring run of `pipeline` (a schedule's snapshot), uploaded as `user`:
+    its `logical_date` parameter, when the notebook has one, is `logical_date` (KFP's placeholder for
+    the time it scheduled each run for)."""
+    given = dict(parameters)
+    if any(p.name == LOGICAL_DATE for p in pipeline.parameters):
+        given[LOGICAL_DATE] = logical_date
+    values = validate_parameters(pipeline, given)
+    package = compile_kfp(pipeline, settings, parameters=values)
+    return upload(api, settings, user, namespace, pipeline, package, values, settings.storage.url)
 
 
 def pipeline_name(pipeline: Pipeline) -> str:

@@ -111,8 +111,7 @@ def _cron(schedule: Schedule) -> tuple[list[str], str]:
     """(schedules, timezone) of the CronWorkflow."""
     spec = schedule.spec
     if spec.cron is not None:
-        weekdays = [part.split("/")[0] for part in re.split(r"[,-]", spec.cron.split(" ")[4])]
-        if not ARGO_CRON.match(spec.cron) or "7" in weekdays:
+        if not ARGO_CRON.match(spec.cron) or "7" in weekdays(spec.cron):
             raise InvalidInput(
                 f"cron {spec.cron!r}: on the cluster, Argo takes numbers only (days of the week 0-6 "
                 "with Sunday 0, months 1-12; no names, L, W or #)",
@@ -122,6 +121,11 @@ def _cron(schedule: Schedule) -> tuple[list[str], str]:
     assert spec.interval_seconds is not None
     origin = timing.parse_iso(spec.start or schedule.created)
     return [_interval_cron(spec.interval_seconds, origin, spec.start is not None)], "UTC"
+
+
+def weekdays(cron: str) -> list[str]:
+    """The days of the week a 5-field cron names (robfig/cron, Argo's and KFP's, has no 7)."""
+    return [part.split("/")[0] for part in re.split(r"[,-]", cron.split(" ")[4])]
 
 
 def _interval_cron(seconds: int, origin: datetime, given_start: bool) -> str:

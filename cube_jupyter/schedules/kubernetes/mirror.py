@@ -11,7 +11,7 @@ notebook's snapshot), so schedules never import pipelines.
 Argo's runs reach the history through one informer of the Workflows its CronWorkflows started
 (`workflows.argoproj.io/cron-workflow`) that carry a schedule's label: each one becomes its
 logical time's slot (origin `cluster`), inserted once whatever else asked for that time, running while
-the Workflow runs (`FiredRuns`).
+the Workflow runs (`fired.FiredRuns`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any
 
 from cube_jupyter.errors import Conflict
@@ -29,6 +30,7 @@ from cube_jupyter.kube.objects import Obj, labels_of, metadata_of, owner_of, uid
 from cube_jupyter.schedules import timing
 from cube_jupyter.schedules.config import ScheduleSettings
 from cube_jupyter.schedules.kubernetes.cron import API_VERSION, KIND, logical_date_of, render_cron_workflow
+from cube_jupyter.schedules.kubernetes.fired import FiredRuns
 from cube_jupyter.schedules.scheduler import Clock, SystemClock
 from cube_jupyter.schedules.store import Schedule, ScheduleStore, Slot
 
@@ -70,6 +72,11 @@ class CronWorkflowMirror:
 
     def mirrors(self, schedule: Schedule) -> bool:
         return schedule.spec.kind == "notebook" and schedule.spec.target == "cluster"
+
+    def missed_left(self, schedule: Schedule, missed: list[datetime]) -> list[datetime]:
+        """Argo runs the latest missed fire time (`startingDeadlineSeconds`); `catchup: all`'s others
+        are the workbench's to run."""
+        return missed[:-1] if schedule.spec.catchup == "all" else []
 
     def check(self, schedule: Schedule, snapshot: str | None) -> None:
         """Refuse what a CronWorkflow cannot say, naming the field, before the schedule is saved."""
@@ -122,7 +129,9 @@ class CronWorkflowMirror:
     def record_fired(self) -> int:
         """The Workflows the schedules' CronWorkflows started, from the informer's cache, into the
         history (`FiredRuns`); the number of slots written."""
-        return self.runs.record(self.fired.list(predicate=self.runs.unsettled))
+        return self.runs.record(
+            fired_slots(self.fired.list(predicate=lambda obj: self.runs.unsettled(uid_of(obj))))
+        )
 
     # -- writes ------------------------------------------------------------------------------------
 
@@ -154,37 +163,9 @@ def merge_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return patch
 
 
-class FiredRuns:
-    """Argo's runs of the schedules in the history: each Workflow a CronWorkflow started is its logical
-    time's slot (origin `cluster`, the Workflow's name as its run), running while it runs, then how it
-    ended. A logical time the workbench already has a slot for (a catch-up, a backfill) keeps it: one
-    slot per logical time. The scheduler never launches nor reads these slots; only this writes them."""
-
-    def __init__(self, store: ScheduleStore) -> None:
-        self.store = store
-        self._states: dict[str, str] = {}  # by Workflow uid: the state last written
-
-    def unsettled(self, obj: Obj) -> bool:
-        """Whether a Workflow may still change its slot (not seen ended yet)."""
-        return self._states.get(uid_of(obj)) in (None, "running")
-
-    def record(self, workflows: Iterable[Obj]) -> int:
-        written = 0
-        for obj in workflows:
-            slot = _slot(obj)
-            if slot is None or self.store.get(slot.owner, slot.schedule) is None:
-                continue
-            name = metadata_of(obj).get("name")
-            stored = self.store.slot(slot.owner, slot.schedule, slot.logical)
-            if stored is None:
-                if self.store.add_slots([slot]):
-                    self.store.settle(slot, run_id=name)
-                    written += 1
-            elif (stored.origin, stored.run_id) == ("cluster", name) and stored.state != slot.state:
-                self.store.settle(stored, state=slot.state, reason=slot.reason, finished=slot.finished)
-                written += 1
-            self._states[uid_of(obj)] = slot.state
-        return written
+def fired_slots(workflows: Iterable[Obj]) -> list[tuple[str, Slot]]:
+    """The Workflows CronWorkflows started as (uid, slot) for `FiredRuns`."""
+    return [(uid_of(obj), slot) for obj in workflows if (slot := _slot(obj)) is not None]
 
 
 def _slot(obj: Obj) -> Slot | None:
@@ -201,6 +182,7 @@ def _slot(obj: Obj) -> Slot | None:
         logical,
         state,
         "cluster",
+        run_id=metadata_of(obj).get("name"),
         reason=status.get("message") or None,
         created=metadata_of(obj).get("creationTimestamp") or timing.iso(timing.parse_iso(logical)),
         finished=status.get("finishedAt") or None,
