@@ -65,7 +65,9 @@ def add_schedule_commands(commands: argparse._SubParsersAction[argparse.Argument
     create.add_argument("--depends-timeout", type=int, default=3600, metavar="S")
     create.add_argument("--paused", action="store_true", help="save it paused")
     create.add_argument(
-        "--target", choices=["local", "cluster"], help="where runs go (default: the backend's)"
+        "--target",
+        choices=["local", "cluster", "kfp"],
+        help="where runs go: cluster is Argo, kfp a KFP recurring run (default: the backend's)",
     )
     parameter_option(create)
 

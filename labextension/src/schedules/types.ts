@@ -14,7 +14,7 @@ export type ScheduleRunState =
 export interface IScheduleRun {
   logical_date: string;
   state: ScheduleRunState;
-  origin: 'schedule' | 'catchup' | 'backfill' | 'manual' | 'cluster';
+  origin: 'schedule' | 'catchup' | 'backfill' | 'manual' | 'cluster' | 'kfp';
   attempts: number;
   /** The pipeline run's id (kind notebook) or the training job's name. */
   run_id: string | null;
@@ -34,7 +34,7 @@ export interface ISchedule {
   path: string | null;
   job: Record<string, unknown> | null;
   parameters: Record<string, unknown>;
-  target: 'local' | 'cluster';
+  target: 'local' | 'cluster' | 'kfp';
   cron: string | null;
   interval_seconds: number | null;
   timezone: string;

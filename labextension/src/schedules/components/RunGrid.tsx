@@ -17,10 +17,18 @@ export interface IRunGridProps {
   onOpen: ((run: IScheduleRun) => void) | null;
 }
 
-/** Whether a run can be opened here: a pipeline run of the workbench's (Argo's own are Workflows). */
+/** Whether a run can be opened here: a pipeline run of the workbench's (those Argo and KFP fired
+ * themselves are their own: a Workflow, a KFP run). */
 export function opensRun(run: IScheduleRun): boolean {
-  return Boolean(run.run_id) && run.origin !== 'cluster';
+  return (
+    Boolean(run.run_id) && run.origin !== 'cluster' && run.origin !== 'kfp'
+  );
 }
+
+const FIRED_BY: Partial<Record<IScheduleRun['origin'], string>> = {
+  cluster: 'Argo Workflow',
+  kfp: 'KFP run'
+};
 
 export function tooltip(run: IScheduleRun, timezone: string): string {
   const lines = [
@@ -31,9 +39,7 @@ export function tooltip(run: IScheduleRun, timezone: string): string {
     lines.push(run.reason);
   }
   if (run.run_id) {
-    lines.push(
-      `${run.origin === 'cluster' ? 'Argo Workflow' : 'run'} ${run.run_id}`
-    );
+    lines.push(`${FIRED_BY[run.origin] ?? 'run'} ${run.run_id}`);
   }
   return lines.join('\n');
 }
