@@ -6,10 +6,14 @@ runtime from the cluster itself, never from the internet at run time:
     python -m cube_jupyter.wheelhouse build --wheel dist/cube_jupyter-*.whl \\
         --requirements images/runtime/requirements.txt --python 3.11 --python 3.12 --dest DIR
     python -m cube_jupyter.wheelhouse copy DEST     # in an init container of the runtime image
+    python -m cube_jupyter.wheelhouse upload s3://BUCKET/PREFIX   # once, for Kubeflow Pipelines
 
 The runtime image builds it at `WHEELHOUSE` (and installs itself from it, as pods do); a second init
 container, in the user's image, runs `install_argv`: pip picks the wheels matching that image's
-Python from the lock's environment markers (`kube.pods.runtime_injection` renders both).
+Python from the lock's environment markers (`kube.pods.runtime_injection` renders both). KFP has no
+init containers: its steps import the wheelhouse from the object store as an artifact
+(`CubePipelines.kfp_runtime_wheels`, where `upload` puts it) and install it the same way
+(`pipelines.kubernetes.kfp_runtime`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import tempfile
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 # Where the runtime image keeps it: under its Python's prefix, like a package's shared data.
 WHEELHOUSE = Path(sys.prefix) / "share" / "cube-jupyter" / "wheels"
@@ -31,6 +36,8 @@ LOCK = "runtime.lock"
 PACKAGE = "cube-jupyter"
 # The oldest glibc the wheels may need (manylinux_2_17 is CentOS 7's; 2_28 is Debian 10's, RHEL 8's).
 MANYLINUX_GLIBC = range(28, 16, -1)
+# The object stores `upload` writes to: S3 endpoints (KFP's minio:// is its in-cluster MinIO's S3 API).
+UPLOAD_SCHEMES = ("s3", "minio")
 # A wheel's file name: name, version, optional build tag, then python, abi and platform tags.
 WHEEL_FILE = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
 
@@ -56,6 +63,12 @@ def install_argv(wheels: str, site: str) -> list[str]:
         "-r",
         f"{wheels}/{LOCK}",
     ]
+
+
+def runtime_paths(site: str) -> dict[str, str]:
+    """Where a process finds the runtime `install_argv` put into `site`: its modules, and its
+    kernelspecs ("Python 3 (cube-jupyter)")."""
+    return {"PYTHONPATH": site, "JUPYTER_PATH": f"{site}/share/jupyter"}
 
 
 def copy_argv(wheels: str) -> list[str]:
@@ -119,14 +132,45 @@ def build(
     (dest / LOCK).write_text(lock_text(closures, wheel.name))
 
 
-def copy(dest: Path, source: Path = WHEELHOUSE) -> None:
-    """Copy the wheelhouse to `dest` (an init container's shared volume)."""
+def _check_wheelhouse(source: Path) -> None:
     if not (source / LOCK).is_file():
         raise SystemExit(
-            f"cube-jupyter: this image has no runtime wheelhouse at {source}; the init container must "
-            "run the cube-jupyter runtime image (CubeWorkload.runtime_image)"
+            f"cube-jupyter: there is no runtime wheelhouse at {source} (no {LOCK}); run this in the "
+            "cube-jupyter runtime image (CubeWorkload.runtime_image)"
         )
+
+
+def copy(dest: Path, source: Path = WHEELHOUSE) -> None:
+    """Copy the wheelhouse to `dest` (an init container's shared volume)."""
+    _check_wheelhouse(source)
     shutil.copytree(source, dest, dirs_exist_ok=True)
+
+
+def upload(dest: str, source: Path = WHEELHOUSE) -> list[str]:
+    """Put the wheelhouse's files under `dest` (s3:// or minio://bucket/prefix), where KFP steps
+    import it from (CubePipelines.kfp_runtime_wheels); the keys written. The endpoint and credentials
+    are CubeStorage's as a pod reads them from its environment (MINIO_ENDPOINT, AWS_ACCESS_KEY_ID,
+    ...)."""
+    # Imported here: `build` runs where only cube-jupyter's wheel is installed, without its dependencies.
+    from cube_jupyter.errors import InvalidInput
+    from cube_jupyter.storage import open_store
+
+    _check_wheelhouse(source)
+    parts = urlsplit(dest.strip())
+    if parts.scheme not in UPLOAD_SCHEMES:
+        hint = " (for gs://, copy the folder with `gcloud storage cp -r`)" if parts.scheme == "gs" else ""
+        raise InvalidInput(
+            f"dest {dest!r} must be an S3 location, {' or '.join(s + '://' for s in UPLOAD_SCHEMES)}"
+            f"bucket/prefix{hint}",
+            field="dest",
+        )
+    store = open_store(parts._replace(scheme="s3").geturl())
+    keys = []
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        key = path.relative_to(source).as_posix()
+        store.put_file(key, path)
+        keys.append(key)
+    return keys
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -140,12 +184,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     build_parser.add_argument("--machine", help="the platform's machine (default: this one's, e.g. x86_64)")
     copy_parser = commands.add_parser("copy", help="copy the wheelhouse to a shared volume (at run time)")
     copy_parser.add_argument("dest", type=Path)
+    upload_parser = commands.add_parser(
+        "upload", help="put the wheelhouse in the object store, for Kubeflow Pipelines steps to import"
+    )
+    upload_parser.add_argument(
+        "dest", help="s3:// or minio://bucket/prefix (CubePipelines.kfp_runtime_wheels)"
+    )
+    upload_parser.add_argument("--from", dest="source", type=Path, default=WHEELHOUSE, help="the wheelhouse")
     options = parser.parse_args(argv)
     if options.command == "build":
         build(options.wheel, options.requirements, options.python, options.dest, options.machine)
-    else:
+    elif options.command == "copy":
         copy(options.dest)
+    else:
+        _upload(options.dest, options.source)
     return 0
+
+
+def _upload(dest: str, source: Path) -> None:
+    """`upload`, a bad destination or an unreachable store said in one line, not a traceback."""
+    from cube_jupyter.errors import CubeError
+
+    try:
+        keys = upload(dest, source)
+    except CubeError as exc:
+        raise SystemExit(f"cube-jupyter: {exc.message}") from None
+    print(f"uploaded {len(keys)} files to {dest.strip().rstrip('/')}/")
 
 
 if __name__ == "__main__":

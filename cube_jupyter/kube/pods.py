@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cube_jupyter.configurable import CubeWorkload
-from cube_jupyter.wheelhouse import copy_argv, install_argv
+from cube_jupyter.wheelhouse import copy_argv, install_argv, runtime_paths
 
 # An Istio sidecar keeps running after the main container exits, so a Job or Workflow whose pods have
 # one never finishes; these pods talk only to the API server and the artifact store.
@@ -19,8 +19,7 @@ RUNTIME_VOLUME = "cube-runtime"
 RUNTIME_MOUNT = "/var/run/cube-jupyter/runtime"
 RUNTIME_WHEELS = f"{RUNTIME_MOUNT}/wheels"
 RUNTIME_SITE = f"{RUNTIME_MOUNT}/site"
-# Where the installed runtime is found: its modules, and its kernelspecs ("Python 3 (cube-jupyter)").
-RUNTIME_PATHS = {"PYTHONPATH": RUNTIME_SITE, "JUPYTER_PATH": f"{RUNTIME_SITE}/share/jupyter"}
+RUNTIME_PATHS = runtime_paths(RUNTIME_SITE)
 
 
 def container_resources(cpu: str, memory: str, gpus: int, gpu_resource: str) -> dict[str, Any]:

@@ -158,6 +158,14 @@ class CubePipelines(CubeWorkload):
         help="Where KFP runs keep their artifacts (s3://, gs:// or minio://bucket/prefix); "
         "'': CubeStorage.url.",
     )
+    kfp_runtime_wheels = Unicode(
+        "",
+        help="Where KFP steps whose image lacks cube-jupyter import the runtime from (KFP has no init "
+        "containers): the runtime image's wheelhouse in the object store, s3://, gs:// or "
+        "minio://bucket/prefix, put there with `python -m cube_jupyter.wheelhouse upload URI` in "
+        "runtime_image (one folder per version). KFP's launcher must be able to read it: the pipeline "
+        "root's bucket is the safe choice. '': such steps are refused.",
+    )
     kfp_ui_url = Unicode(
         "",
         help="KFP's UI as users open it (e.g. 'https://kubeflow.example.com/pipelines'), for links "
@@ -176,7 +184,7 @@ class CubePipelines(CubeWorkload):
     _kfp_userid_header_ok = checked(header_name, "kfp_userid_header")
     _kfp_userid_prefix_ok = checked(header_value, "kfp_userid_prefix")
     _kfp_token_file_ok = checked(absolute_path, "kfp_token_file")
-    _pipeline_root_ok = checked(optional(object_store_url), "pipeline_root")
+    _object_stores_ok = checked(optional(object_store_url), "pipeline_root", "kfp_runtime_wheels")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,9 +12,10 @@ import pytest
 import yaml
 from kfp import compiler, components
 
-from cube_jupyter.errors import InvalidInput
+from cube_jupyter.errors import ConfigError, InvalidInput
 from cube_jupyter.images import RUNTIME_IMAGE
 from cube_jupyter.pipelines.kubernetes.kfp import artifact_type, code_hash, compile_kfp
+from cube_jupyter.pipelines.kubernetes.kfp_runtime import BOOTSTRAP, RUNTIME_INPUT
 from cube_jupyter.pipelines.model import Edge, Parameter, Pipeline, PipelineError, Step
 from tests.pipelines.test_argo import fan_out_fan_in, make_settings, step
 
@@ -29,6 +30,7 @@ def executors(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {
         name.removeprefix("exec-step-"): e["container"]
         for name, e in spec["deploymentSpec"]["executors"].items()
+        if "container" in e  # not the runtime's importer
     }
 
 
@@ -197,11 +199,84 @@ def test_resources_gpu_placement_retries_timeout_and_caching() -> None:
     assert executors(spec)["train-b"]["image"] == "registry.example.com/ml/xgb:1.7"
 
 
-def test_an_image_without_the_runtime_is_refused_naming_the_step() -> None:
+def test_an_image_without_the_runtime_is_refused_naming_the_step_and_the_wheelhouse_trait() -> None:
     with pytest.raises(PipelineError) as refused:
         compile_kfp(fan_out_fan_in(), make_settings())
     assert refused.value.field == "steps.train-b.image"
-    assert "init containers" in refused.value.message
+    assert "CubePipelines.kfp_runtime_wheels" in refused.value.message
+
+
+def test_an_image_without_the_runtime_installs_it_from_the_imported_wheelhouse_first() -> None:
+    settings = make_settings(CubePipelines={"kfp_runtime_wheels": "s3://ml-artifacts/cube/wheels/"})
+    spec, _ = documents(compile_kfp(fan_out_fan_in(), settings))
+    importers = [e for e in spec["deploymentSpec"]["executors"].values() if "importer" in e]
+    assert importers == [
+        {
+            "importer": {
+                "artifactUri": {"constant": "s3://ml-artifacts/cube/wheels"},
+                "typeSchema": {"schemaTitle": "system.Artifact", "schemaVersion": "0.0.1"},
+            }
+        }
+    ]  # one for the pipeline; no `reimport: true`, so KFP reuses the artifact of that URI
+    importer = spec["root"]["dag"]["tasks"]["importer"]
+    assert importer["taskInfo"] == {"name": "cube-runtime-wheels"}
+    train_b = tasks(spec)["train-b"]
+    assert train_b["inputs"]["artifacts"][RUNTIME_INPUT] == {
+        "taskOutputArtifact": {"outputArtifactKey": "artifact", "producerTask": "importer"}
+    }
+    assert "importer" in train_b["dependentTasks"]
+    command = executors(spec)["train-b"]["command"]
+    assert command == [
+        "sh",
+        "-c",
+        BOOTSTRAP,
+        "cube-runtime",
+        "{{$.inputs.artifacts['cube_runtime'].path}}",
+        "python",
+        "-m",
+        "cube_jupyter.pipelines.runner",
+    ]
+    # Steps in images with cube-jupyter run the runner as before, with no wheelhouse.
+    assert executors(spec)["prepare"]["command"] == ["python", "-m", "cube_jupyter.pipelines.runner"]
+    assert RUNTIME_INPUT not in tasks(spec)["prepare"].get("inputs", {}).get("artifacts", {})
+
+
+def test_the_bootstrap_script_is_a_constant_the_steps_values_reach_only_as_arguments() -> None:
+    hostile = "$(touch /tmp/owned)'; `id`"
+    pipeline = replace(
+        fan_out_fan_in(),
+        parameters=(Parameter("title", hostile, repr(hostile)),),
+        parameters_source=f"title = {hostile!r}",
+    )
+    settings = make_settings(
+        CubePipelines={
+            "kfp_runtime_wheels": "s3://ml-artifacts/cube/wheels",
+            "runner_command": ["python", "-m", "cube_jupyter.pipelines.runner", "--x=$(id)"],
+        }
+    )
+    spec, _ = documents(compile_kfp(pipeline, settings))
+    container = executors(spec)["train-b"]
+    assert container["command"][2] == BOOTSTRAP and container["command"][-1] == "--x=$(id)"
+    for value in (hostile, "train-b", "ml-artifacts", "$(id)", "runner"):
+        assert value not in BOOTSTRAP
+    assert BOOTSTRAP.splitlines()[-1] == 'exec "$@"'
+    parameters = spec["root"]["inputDefinitions"]["parameters"]
+    assert parameters["title"]["defaultValue"] == hostile  # a value of the run, not of the script
+
+
+@pytest.mark.parametrize("value", ["/data/wheels", "https://example.com/wheels", "s3://"])
+def test_a_bad_wheelhouse_location_is_a_config_error_naming_the_trait(value: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        make_settings(CubePipelines={"kfp_runtime_wheels": value})
+    assert refused.value.field == "CubePipelines.kfp_runtime_wheels"
+
+
+def test_a_parameter_named_like_the_wheelhouse_input_is_refused() -> None:
+    pipeline = replace(fan_out_fan_in(), parameters=(Parameter(RUNTIME_INPUT, 1, "1"),), parameters_source="")
+    settings = make_settings(CubePipelines={"kfp_runtime_wheels": "gs://ml-artifacts/cube/wheels"})
+    with pytest.raises(PipelineError) as clash:
+        compile_kfp(pipeline, settings)
+    assert clash.value.field == f"parameters.{RUNTIME_INPUT}"
 
 
 def test_bad_steps_are_refused_naming_the_field() -> None:

@@ -36,7 +36,13 @@ What is KFP's, from its backend (backend/src/v2/driver, backend/src/v2/component
   with what the component wrote for it (uri, metadata) and its local path uploaded (a file, or a
   directory's files under the key; nothing there is no error);
 - a failed attempt (the launcher failing, or the command exiting non-zero) is retried in a new pod
-  up to the task's `retryPolicy.maxRetryCount` (no backoff waited here).
+  up to the task's `retryPolicy.maxRetryCount` (no backoff waited here);
+- an importer task (`dsl.importer`, an `importer` executor; its launcher's importer mode) runs no
+  user container: it records an artifact of its type at its URI (`artifactUri`: a constant, or the
+  task's input parameter `runtimeParameter` names), with its `metadata`, as its output `artifact`.
+  Without `reimport` the artifact already recorded for that URI and type is reused (the same id),
+  as KFP finds it in MLMD; its consumers download it like any input (a directory: every object
+  under it).
 
 Where KFP's containers are concerned, the harness's one path rule applies: /s3, /minio, /gcs (KFP's
 scratch emptyDirs) and the container's /tmp/kfp_outputs, /tmp/kfp/outputs are directories of the pod,
@@ -296,9 +302,29 @@ class _Run:
     parameters: dict[str, Any]
     tasks: dict[str, TaskRun]
     artifact_ids: list[int] = field(default_factory=lambda: [0])
+    imported: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (uri, type) → artifact
 
     def component(self, task: dict[str, Any]) -> dict[str, Any]:
         return self.spec["components"][task["componentRef"]["name"]]
+
+    def executor(self, task: dict[str, Any]) -> dict[str, Any]:
+        return self.spec["deploymentSpec"]["executors"][self.component(task)["executorLabel"]]
+
+    def import_artifact(self, executor_input: dict[str, Any], importer: dict[str, Any]) -> dict[str, Any]:
+        """The importer launcher: the artifact at its URI as MLMD records it, the one already recorded
+        for that URI and type unless it reimports."""
+        source = importer["artifactUri"]
+        if "constant" in source:
+            uri = source["constant"]
+        else:
+            uri = executor_input.get("inputs", {}).get("parameterValues", {}).get(source["runtimeParameter"])
+        if not isinstance(uri, str) or not uri:
+            raise LauncherError(f"no artifact URI in {source}")
+        artifact = {"type": importer["typeSchema"], "uri": uri, "metadata": importer.get("metadata", {})}
+        key = (uri, json.dumps(importer["typeSchema"], sort_keys=True))
+        if importer.get("reimport") or key not in self.imported:
+            self.imported[key] = self.record_artifact("artifact", artifact)
+        return copy.deepcopy(self.imported[key])
 
     def resolve_parameter(self, task_name: str, name: str, spec: dict[str, Any]) -> Any:
         if "componentInputParameter" in spec:
@@ -414,7 +440,7 @@ class _Launcher:
         self.task_name = task_name
         self.component = run.component(task)
         self.executor_input: dict[str, Any] = run.tasks[task_name].executor_input
-        executor = run.spec["deploymentSpec"]["executors"][self.component["executorLabel"]]
+        executor = run.executor(task)
         if "container" not in executor:
             raise AssertionError(f"task {task_name}: the harness runs container executors, not {executor}")
         self.container: dict[str, Any] = executor["container"]
@@ -644,6 +670,15 @@ def _run_task(run: _Run, name: str, task: dict[str, Any]) -> None:
     except LauncherError as exc:
         record.errors.append(f"driver: {exc}")
         record.state = "FAILED"
+        return
+    importer = run.executor(task).get("importer")
+    if importer is not None:  # no pod: the launcher records the artifact
+        try:
+            record.artifacts = {"artifact": run.import_artifact(record.executor_input, importer)}
+            record.state = "SUCCEEDED"
+        except LauncherError as exc:
+            record.errors.append(f"importer: {exc}")
+            record.state = "FAILED"
         return
     attempts = 1 + int(task.get("retryPolicy", {}).get("maxRetryCount", 0))
     for attempt in range(attempts):

@@ -9,6 +9,7 @@ checkout's venv (kfp 2.17.3, the compiler's version) as a layer of `kfp_sdk_imag
 """
 
 # No `from __future__ import annotations`: KFP reads the components' annotations as objects.
+import io
 from pathlib import Path
 
 import pytest
@@ -225,3 +226,36 @@ def test_structured_placeholders_resolve_and_an_unresolved_one_fails_its_task(
     rows_uri = run.tasks["write-dir"].artifacts["rows"]["uri"]
     assert uri_object(s3.client(), rows_uri + "/part-0").decode() == run.pipeline_root
     assert run.tasks["read-dir"].parameters == {"out": f"{run.pipeline_root} {rows_uri}"}, run.describe()
+
+
+@dsl.pipeline(name="imports")
+def imports(uri: str) -> None:
+    first = dsl.importer(artifact_uri=uri, artifact_class=Dataset, reimport=False)
+    again = dsl.importer(artifact_uri=uri, artifact_class=Dataset, reimport=False)
+    dsl.importer(artifact_uri=uri, artifact_class=Dataset, reimport=True)
+    dsl.importer(artifact_uri="gs://elsewhere/data", artifact_class=Dataset, metadata={"origin": "made"})
+    read_dir(rows=first.output).after(again)
+
+
+def test_an_importer_records_its_uri_once_and_its_consumer_downloads_the_directory(
+    kfp_cluster: Cluster, s3: S3Server, bucket: str, tmp_path: Path
+) -> None:
+    client = s3.client()
+    uri = f"s3://{bucket}/shared/data"
+    client.put_object(bucket, "shared/data/part-0", io.BytesIO(b"imported"), len(b"imported"))
+    run = run_kfp(
+        kfp_cluster,
+        compile_ir(imports, tmp_path),
+        {"uri": uri},
+        client=client,
+        pipeline_root=f"s3://{bucket}/root",
+    )
+    assert run.succeeded, run.describe()
+    imported = ("importer", "importer-2", "importer-3", "importer-4")
+    first, again, reimported, constant = (run.tasks[name].artifacts["artifact"] for name in imported)
+    assert first == again and first["uri"] == uri  # without reimport: the same artifact
+    assert reimported["name"] != first["name"] and reimported["uri"] == uri
+    assert first["type"] == {"schemaTitle": "system.Dataset", "schemaVersion": "0.0.1"}
+    assert constant["uri"] == "gs://elsewhere/data" and constant["metadata"]["origin"] == "made"
+    assert all(run.tasks[name].attempts == [] for name in imported)  # no pods
+    assert run.tasks["read-dir"].parameters == {"out": f"imported {uri}"}

@@ -24,8 +24,11 @@ one `dsl.container_component` per step, called in a `dsl.pipeline`:
 - Caching is KFP's: on, except for steps tagged `cache: false`. KFP's fingerprint covers the command
   line, which carries the step's code hash (`--code-hash`), so a changed step runs again; inputs
   that changed upstream change it too, as KFP keys on its input artifacts.
-- KFP has no init-container API (nor does kfp-kubernetes), so the runtime cannot be injected into a
-  step image that lacks cube-jupyter, as it is on Argo: such a step is refused, naming its image.
+- KFP has no init-container API (nor does kfp-kubernetes), so a step image that lacks cube-jupyter
+  gets the runtime through the launcher instead (`kfp_runtime.py`): one importer task brings the
+  wheelhouse from `CubePipelines.kfp_runtime_wheels` into the pipeline, and such a step takes it as
+  an input artifact and installs it before the runner starts. Without that trait such a step is
+  refused, naming its image and the trait.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from cube_jupyter.errors import ConfigError, InvalidInput
 from cube_jupyter.kube import pods
 from cube_jupyter.pipelines.config import PipelineSettings
 from cube_jupyter.pipelines.kfp_io import METRICS_OUTPUT, NOTEBOOK_OUTPUT, RESERVED, input_name, output_name
+from cube_jupyter.pipelines.kubernetes.kfp_runtime import RUNTIME_INPUT, bootstrap_command
 from cube_jupyter.pipelines.model import Pipeline, PipelineError, Step
 from cube_jupyter.pipelines.stepnb import step_metrics
 
@@ -76,10 +80,17 @@ def compile_kfp(
     typed = _parameter_defaults(pipeline, parameters or {})
     types = {name: kind for name, (kind, _value) in typed.items()}
     components = {step.name: _component(dsl, pipeline, step, config, types) for step in pipeline.steps}
+    needs_runtime = {step.name for step in pipeline.steps if _needs_runtime(step, config)}
 
     def body(*values: Any) -> None:
         given = dict(zip(types, values, strict=True))
         tasks: dict[str, Any] = {}
+        runtime: dict[str, Any] = {}
+        if needs_runtime:  # one import of the wheelhouse, for every step that installs it
+            wheels = dsl.importer(
+                artifact_uri=config.pipelines.kfp_runtime_wheels, artifact_class=dsl.Artifact, reimport=False
+            )
+            runtime[RUNTIME_INPUT] = wheels.set_display_name("cube-runtime-wheels").output
         for step in pipeline.steps:
             upstream = set(step.after) | {e.upstream for e in pipeline.edges if e.downstream == step.name}
             missing = sorted(upstream - set(tasks))
@@ -92,6 +103,8 @@ def compile_kfp(
             for name in step.inputs:
                 producer = tasks[_producer(pipeline, step, name).name]
                 arguments[input_name(name)] = producer.outputs[output_name(name)]
+            if step.name in needs_runtime:
+                arguments |= runtime
             task = components[step.name](**arguments)
             task.after(*(tasks[name] for name in sorted(upstream)))
             _configure(task, step, config)
@@ -256,23 +269,24 @@ def _component(
 ) -> Any:
     """The step as a `dsl.container_component`: its signature is the pipeline's parameters, its input
     artifacts and its outputs; its body the runner's command line with KFP's placeholders."""
-    field = f"steps.{step.name}"
     pipelines = config.pipelines
-    try:
-        image = fields.image_reference(step.options.image or config.default_image, f"{field}.image")
-    except InvalidInput as exc:
-        raise PipelineError(f"step {step.name!r}: {exc.message}", field=exc.field) from None
-    if pipelines.injects_runtime(image):
+    image = _image(step, config)
+    runtime = pipelines.injects_runtime(image)
+    if runtime and not pipelines.kfp_runtime_wheels:
         raise PipelineError(
-            f"step {step.name!r}: image {image!r} has no cube-jupyter, and Kubeflow Pipelines cannot "
-            "add it (it has no init containers, as Argo has): build the image FROM the runtime image, "
-            "list it in CubePipelines.images_with_runtime, or run on Argo",
-            field=f"{field}.image",
+            f"step {step.name!r}: image {image!r} has no cube-jupyter, and Kubeflow Pipelines can add it "
+            "only from the runtime's wheelhouse in the object store, which "
+            "CubePipelines.kfp_runtime_wheels does not name (`python -m cube_jupyter.wheelhouse upload` "
+            "puts it there); or build the image FROM the runtime image and list it in "
+            "CubePipelines.images_with_runtime, or run on Argo",
+            field=f"steps.{step.name}.image",
         )
     inputs = {
         input_name(name): getattr(dsl, artifact_type(pipeline, _producer(pipeline, step, name), name))
         for name in step.inputs
     }
+    if runtime:
+        inputs[RUNTIME_INPUT] = dsl.Artifact
     outputs = {output_name(name): getattr(dsl, artifact_type(pipeline, step, name)) for name in step.outputs}
     outputs[NOTEBOOK_OUTPUT] = dsl.Artifact
     if step_metrics(pipeline, step):
@@ -281,7 +295,7 @@ def _component(
         if name in inputs or name in outputs:
             raise PipelineError(
                 f"parameter {name!r} is named like one of step {step.name!r}'s KFP inputs or outputs "
-                "(in_*, out_*, step_notebook, step_metrics); rename it",
+                f"(in_*, out_*, step_notebook, step_metrics, {RUNTIME_INPUT}); rename it",
                 field=f"parameters.{name}",
             )
     signature = [
@@ -312,6 +326,8 @@ def _component(
             placeholder = given[output_name(name)]
             args += ["--output-file", name, placeholder.path, placeholder.uri]
         command = list(pipelines.runner_command)
+        if runtime:
+            command = bootstrap_command(given[RUNTIME_INPUT].path, command)
         return dsl.ContainerSpec(image=image, command=command, args=args)
 
     body.__name__ = f"step_{step.name.replace('-', '_')}"
@@ -322,6 +338,18 @@ def _component(
         ]
     )
     return dsl.container_component(body)
+
+
+def _image(step: Step, config: PipelineSettings) -> str:
+    try:
+        return fields.image_reference(step.options.image or config.default_image, f"steps.{step.name}.image")
+    except InvalidInput as exc:
+        raise PipelineError(f"step {step.name!r}: {exc.message}", field=exc.field) from None
+
+
+def _needs_runtime(step: Step, config: PipelineSettings) -> bool:
+    """Whether the step's image lacks cube-jupyter, so it installs the runtime first (kfp_runtime)."""
+    return config.pipelines.injects_runtime(_image(step, config))
 
 
 def _producer(pipeline: Pipeline, step: Step, variable: str) -> Step:
