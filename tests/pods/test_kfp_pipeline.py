@@ -10,9 +10,11 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
+import tempfile
 from pathlib import Path
 
 import nbformat
+import yaml
 from minio import Minio
 
 from cube_jupyter.images import image_repository
@@ -77,6 +79,17 @@ def test_a_notebook_compiled_for_kfp_runs_as_kfps_launcher_would_with_a_local_ru
     assert consumed["uri"] == doubled["uri"]  # lineage: the report read what double wrote
 
 
+def with_tmpdir(ir: str, folder: str) -> str:
+    """The IR with its containers' TMPDIR in `folder`, as a container's /tmp is its own: the runtime a
+    step installs there (150 MB) goes when the test's folder does, not into this machine's /tmp. A
+    short path, as a kernel's sockets live there."""
+    documents = [d for d in yaml.safe_load_all(ir) if d]
+    for executor in documents[0]["deploymentSpec"]["executors"].values():
+        if "container" in executor:
+            executor["container"].setdefault("env", []).append({"name": "TMPDIR", "value": folder})
+    return yaml.safe_dump_all(documents)
+
+
 def test_a_step_in_an_image_without_cube_jupyter_installs_the_runtime_from_the_imported_wheelhouse(
     cluster: Cluster, runtime: ImageVenv, pytorch: ImageVenv, s3: S3Server, bucket: str, tmp_path: Path
 ) -> None:
@@ -112,7 +125,15 @@ def test_a_step_in_an_image_without_cube_jupyter_installs_the_runtime_from_the_i
     settings = cluster_settings(s3, bucket, CubePipelines={"kfp_runtime_wheels": wheels})
     ir = compile_kfp(pipeline, settings.pipelines)
     client = s3.client()
-    run = run_kfp(cluster, ir, {"lr": 0.5}, client=client, pipeline_root=f"s3://{bucket}/kfp", run_id="r-43")
+    with tempfile.TemporaryDirectory(prefix="cube-pod-tmp-") as pod_tmp:
+        run = run_kfp(
+            cluster,
+            with_tmpdir(ir, pod_tmp),
+            {"lr": 0.5},
+            client=client,
+            pipeline_root=f"s3://{bucket}/kfp",
+            run_id="r-43",
+        )
     assert run.succeeded, run.describe()
     imported = run.tasks["importer"].artifacts["artifact"]
     assert imported["uri"] == wheels and not run.tasks["importer"].attempts  # no pod: a record
