@@ -73,8 +73,12 @@ def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.Argument
         help="what to compile to: an Argo Workflow, or KFP IR (PipelineSpec) built by KFP's compiler",
     )
     compile_.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
-    compile_.add_argument("--store", metavar="URL", help="argo: s3://bucket/prefix (default: CubeStorage.url)")
-    compile_.add_argument("--run-id", help="argo: name the run's artifacts (default: the Workflow's own name)")
+    compile_.add_argument(
+        "--store", metavar="URL", help="argo: s3://bucket/prefix (default: CubeStorage.url)"
+    )
+    compile_.add_argument(
+        "--run-id", help="argo: name the run's artifacts (default: the Workflow's own name)"
+    )
     parameter_option(compile_)
     compile_.set_defaults(run=Command("cube_jupyter.cli.pipeline_commands:compile_pipeline"))
 
