@@ -43,6 +43,12 @@ class GpuHolder:
 HolderSource = Callable[[str], Iterable[GpuHolder]]
 
 
+def over_quota(limit: int | None, held: int, wanted: int) -> bool:
+    """The quota rule itself, for the check here and for the local job queue, which admits a waiting
+    job only once its owner's holders (this ledger's) leave room for it."""
+    return bool(limit) and held + wanted > (limit or 0)
+
+
 class GpuLedger:
     """Sums the holders its sources report, and checks a request against the limit."""
 
@@ -60,6 +66,10 @@ class GpuLedger:
         """The user's servers and unfinished jobs that hold GPUs."""
         return [holder for source in self.sources for holder in source(user) if holder.gpus]
 
+    def held(self, user: str) -> int:
+        """GPUs the user's holders hold now."""
+        return sum(holder.gpus for holder in self.holders(user))
+
     @contextlib.asynccontextmanager
     async def locked(self, user: str) -> AsyncIterator[None]:
         """Hold the user's lock across a check and the create it guards."""
@@ -69,6 +79,16 @@ class GpuLedger:
                 return
             async with file_lock(file_lock_path(self.lock_dir, user)):
                 yield
+
+    def check_possible(self, wanted: int, *, field: str) -> None:
+        """Refuse (403 naming `field`) what no wait could give: more GPUs than the limit itself. A
+        queued job checks only this at submit; the queue admits it once its owner has room."""
+        if over_quota(self.limit, 0, wanted):
+            raise QuotaExceeded(
+                f"{field}: the job asks for {wanted} GPUs and the limit per user is {self.limit} "
+                "(CubeWorkbench.gpu_quota_per_user)",
+                field=field,
+            )
 
     def check(
         self,
@@ -88,7 +108,7 @@ class GpuLedger:
         in_servers = sum(h.gpus for h in holders if h.kind == "notebook")
         in_jobs = sum(h.gpus for h in holders if h.kind == "job")
         held = in_servers + in_jobs
-        if held + wanted > limit:
+        if over_quota(limit, held, wanted):
             raise QuotaExceeded(
                 f"user {user!r} holds {held} GPU(s) ({in_servers} in running servers, {in_jobs} in "
                 f"unfinished jobs) and asks for {wanted} more; the limit is {limit} "

@@ -136,7 +136,10 @@ class Workbench:
             return KubernetesJobBackend(settings, self.cluster, root_dir=self.root_dir)
         from cube_jupyter.jobs.local.backend import LocalJobBackend
 
-        return LocalJobBackend(settings, root_dir=self.root_dir)
+        # The queue admits against the one ledger (read when it admits: the ledger counts this backend)
+        return LocalJobBackend(
+            settings, root_dir=self.root_dir, gpus_held=lambda user: self.ledger.held(user)
+        )
 
     # -- services ----------------------------------------------------------------------------------
 

@@ -253,7 +253,7 @@ def _age(created: float) -> str:
 
 
 def print_table(jobs: list[Job]) -> None:
-    header = ("NAME", "KIND", "FRAMEWORK", "PHASE", "REPLICAS", "GPUS", "AGE", "ENDPOINT")
+    header = ("NAME", "KIND", "FRAMEWORK", "PHASE", "REPLICAS", "GPUS", "AGE", "ENDPOINT", "QUEUE")
     print_rows(
         header,
         [
@@ -266,6 +266,7 @@ def print_table(jobs: list[Job]) -> None:
                 str(job.gpus),
                 _age(job.created),
                 job.endpoint or "-",
+                f"#{job.queue.position}: {job.queue.reason}" if job.queue else "-",
             )
             for job in jobs
         ],

@@ -32,6 +32,11 @@ class JobBackend(Protocol):
         """Start the job; Conflict if the user has a job of that name. On failure nothing is left."""
         ...
 
+    def queues(self, kind: JobKind) -> bool:
+        """Whether a job of `kind` past its owner's GPU quota or the free capacity waits in this
+        backend's queue (`submit` returns it Queued) instead of being refused."""
+        ...
+
     async def roll_out(self, spec: Any) -> Job:
         """A new revision of an existing served model (`canary_traffic_percent` of the traffic when
         set, else all of it); the previous revision serves until the new one is ready."""
@@ -63,9 +68,14 @@ class JobBackend(Protocol):
 
 
 def gpu_holders(backend: JobBackend) -> HolderSource:
-    """The GPU ledger's view of `backend`: a user's unfinished jobs that hold GPUs."""
+    """The GPU ledger's view of `backend`: a user's unfinished jobs that hold GPUs (a queued job holds
+    nothing until it is admitted)."""
 
     def held(user: str) -> list[GpuHolder]:
-        return [GpuHolder("job", job.name, job.gpus) for job in backend.list(user) if not job.finished]
+        return [
+            GpuHolder("job", job.name, job.gpus)
+            for job in backend.list(user)
+            if not job.finished and job.queue is None
+        ]
 
     return held

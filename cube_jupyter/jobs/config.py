@@ -110,6 +110,12 @@ def _utilization_query(value: str, field: str) -> None:
         ) from None
 
 
+def _priorities(value: dict[str, Any], field: str) -> None:
+    for user, priority in value.items():
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise InvalidInput(f"{field}[{user!r}]: {priority!r} is not a whole number", field=field)
+
+
 class CubeJobs(CubeWorkload, CubeNamespaces):
     """Training (Training Operator), tuning (Katib) and serving (KServe) on the cluster."""
 
@@ -189,6 +195,23 @@ class CubeJobs(CubeWorkload, CubeNamespaces):
     max_trials = Int(100, help="Most trials one tuning job may ask for (max_trials).")
     max_parallel_trials = Int(4, help="Most trials one tuning job may run at once (parallel_trials).")
 
+    cpu_slots = Int(
+        0,
+        help="Local backend: CPU slots training jobs may use at once, a replica taking its cpu rounded up "
+        "(or 1); a job that does not fit waits in the queue. 0: no limit.",
+    )
+    max_running_jobs_per_user = Int(
+        0, help="Local backend: training jobs one user may run at once; more wait in the queue. 0: no limit."
+    )
+    max_queued_per_user = Int(
+        10, help="Local backend: training jobs one user may have waiting in the queue; past it a 403."
+    )
+    user_priorities = Dict(
+        {},
+        help="Local backend: queue priority per user, e.g. {'alice': 10}; higher goes first, the default 0. "
+        "Within a priority, the user holding least of the machine goes first.",
+    )
+
     @default("namespace_template")
     def _default_namespace_template(self) -> str:
         return ""  # the user's notebook servers' namespace
@@ -197,6 +220,8 @@ class CubeJobs(CubeWorkload, CubeNamespaces):
     _bounds_ok = checked(
         positive, "max_replicas_per_role", "max_replicas_per_job", "max_trials", "max_parallel_trials"
     )
+    _queue_bounds_ok = checked(non_negative, "cpu_slots", "max_running_jobs_per_user", "max_queued_per_user")
+    _user_priorities_ok = checked(_priorities, "user_priorities")
     _training_images_ok = checked(_framework_images, "training_images")
     _serving_runtimes_ok = checked(_runtime_per_format, "serving_runtimes")
     _entry_command_ok = checked(not_empty, "entry_command")

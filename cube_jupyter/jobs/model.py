@@ -16,8 +16,9 @@ from typing import Any, Literal
 from cube_jupyter.names import user_slug
 
 JobKind = Literal["training", "tuning", "serving"]
-# The last true condition, as the Training Operator reports it; serving adds Ready.
-JobPhase = Literal["Created", "Running", "Restarting", "Succeeded", "Failed", "Ready", "Deleting"]
+# The last true condition, as the Training Operator reports it; serving adds Ready; Queued: waiting in
+# the local queue, before any replica started.
+JobPhase = Literal["Queued", "Created", "Running", "Restarting", "Succeeded", "Failed", "Ready", "Deleting"]
 ReplicaState = Literal["Pending", "Running", "Succeeded", "Failed"]
 FINISHED_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed"})
 
@@ -86,6 +87,14 @@ class JobError:
 
 
 @dataclass(frozen=True)
+class QueuePlace:
+    """Where a queued job is: its 1-based place in the queue and what it waits for."""
+
+    position: int
+    reason: str
+
+
+@dataclass(frozen=True)
 class Job:
     """A submitted job and its live status."""
 
@@ -108,6 +117,7 @@ class Job:
     best_trial: str | None = None  # tuning
     endpoint: str | None = None  # serving: the URL predictions go to
     completed: float | None = None
+    queue: QueuePlace | None = None  # while Queued
 
     @property
     def finished(self) -> bool:

@@ -133,6 +133,16 @@ class JobService:
             )
         return optimization_history(job)
 
+    def queue(self, caller: str, user: str | None = None, *, all_users: bool = False) -> dict[str, Any]:
+        """The queue as its users see it: the caller's (admins: anyone's, or all) queued jobs in queue
+        order, and their admitted, unfinished ones."""
+        jobs = self.list_jobs(caller, user, all_users=all_users)
+        queued = sorted(
+            (j for j in jobs if j.queue is not None), key=lambda j: j.queue.position if j.queue else 0
+        )
+        running = [j for j in jobs if j.queue is None and not j.finished]
+        return {"queued": [j.to_dict() for j in queued], "running": [j.to_dict() for j in running]}
+
     # -- writes ------------------------------------------------------------------------------------
 
     async def submit(self, caller: str, body: object, user: str | None = None) -> Job:
@@ -152,7 +162,10 @@ class JobService:
                 return await self.backend.roll_out(spec)
             if existing is not None:
                 raise Conflict(f"user {owner!r} already has a job named {spec.name!r}", field="name")
-            self.ledger.check(owner, spec_gpus(spec), field="resources.gpu")
+            if self.backend.queues(kind):  # past the quota it waits its turn, unless it never could fit
+                self.ledger.check_possible(spec_gpus(spec), field="resources.gpu")
+            else:
+                self.ledger.check(owner, spec_gpus(spec), field="resources.gpu")
             return await self.backend.submit(kind, spec)
 
     async def delete(self, caller: str, name: str, user: str | None = None) -> None:

@@ -70,6 +70,18 @@ async def file_lock(path: Path) -> AsyncIterator[None]:
 
 
 @contextlib.contextmanager
+def blocking_file_lock(path: Path) -> Iterator[None]:
+    """`file_lock` for a thread that may wait: held until the block ends."""
+    files.private_dir(path.parent)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, files.PRIVATE_FILE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # and with it the lock
+
+
+@contextlib.contextmanager
 def try_file_lock(path: Path) -> Iterator[bool]:
     """The lock of `file_lock` if nobody holds it, without waiting: yields whether it is held (False
     too when `path`'s directory is gone; it is never created, so a deleted job stays deleted)."""

@@ -6,6 +6,7 @@
     GET         /cube/api/v1/jobs/{name}/logs?replica=worker-0&follow=1&tail=N   text/plain, streamed
     GET         /cube/api/v1/jobs/{name}/history                    a tuning job's optimization history
     POST        /cube/api/v1/jobs/{name}/predict                    {inputs, protocol} to a served model
+    GET         /cube/api/v1/queue[?user=U|all=1]                   queued jobs in order, and running ones
 
 Admins may name another user with `?user=` (and list everyone's with `?all=1`), as for notebooks.
 """
@@ -164,6 +165,17 @@ class JobPredictHandler(JobAPIHandler):
         self.write_json(answer)
 
 
+class QueueHandler(JobAPIHandler):
+    """The caller's queued jobs (in queue order, each with its place and reason) and running ones;
+    admins pass `?user=` or `?all=1`."""
+
+    @cube_endpoint
+    async def get(self) -> None:
+        caller = self.caller
+        all_users = self.get_query_argument("all", "") in TRUE
+        self.write_json({"user": caller, **self.jobs.queue(caller, self.user_param, all_users=all_users)})
+
+
 JOBS = f"{API_PREFIX}/jobs"
 JOB_HANDLERS: list[tuple[str, type[web.RequestHandler]]] = [
     (rf"{JOBS}", JobsHandler),
@@ -172,4 +184,5 @@ JOB_HANDLERS: list[tuple[str, type[web.RequestHandler]]] = [
     (rf"{JOBS}/(?P<name>[^/]+)/logs", JobLogsHandler),
     (rf"{JOBS}/(?P<name>[^/]+)/history", JobHistoryHandler),
     (rf"{JOBS}/(?P<name>[^/]+)/predict", JobPredictHandler),
+    (rf"{API_PREFIX}/queue", QueueHandler),
 ]

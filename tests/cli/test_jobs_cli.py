@@ -153,8 +153,8 @@ def test_a_cli_submit_takes_the_workbenchs_quota_lock_so_both_cannot_pass_a_quot
 ) -> None:
     """The CLI and the workbench server share one per-user GPU lock (a file in the state directory,
     `services.Workbench.ledger`): a `train run` started while the server holds it for a create
-    checks the quota only once that create is through, and is refused. Without the shared lock the
-    CLI checked at once, and both got under the quota."""
+    checks the quota only once that create is through, and its job waits in the queue. Without the
+    shared lock the CLI checked at once, and both got under the quota."""
     from cube_jupyter.config import load_config_file, load_settings
     from cube_jupyter.jobs.specs import parse_spec
     from cube_jupyter.local import gpus
@@ -189,10 +189,20 @@ def test_a_cli_submit_takes_the_workbenchs_quota_lock_so_both_cannot_pass_a_quot
             wait_until(lambda: on_the_lock(lock, cli.pid), 120, "the CLI to wait for the user's lock")
             spec = parse_spec("training", {**one_gpu, "name": "server-gpu", "command": hold}, "alice")
             asyncio.run(workbench.job_backend.submit("training", spec))
-        _, said = cli.communicate(timeout=120)
-        assert cli.returncode == 1, said
-        assert "holds 1 GPU(s)" in said and "the limit is 1" in said, said
-        assert [job.name for job in workbench.job_backend.list("alice")] == ["server-gpu"]
+        # checked after the server's create: its job waits in the queue, holding nothing, and `train
+        # list` (as another command) shows where it is and why
+        queued = wait_until(
+            lambda: workbench.job_backend.get("alice", "cli-gpu"), 120, "the CLI's job to be queued"
+        )
+        assert queued.phase == "Queued" and queued.queue is not None, queued
+        assert "'alice' holds 1 of 1 (CubeWorkbench.gpu_quota_per_user)" in queued.queue.reason
+        assert workbench.ledger.held("alice") == 1
+        listing = cube(folder, "train", "list")
+        row = next(line for line in listing.stdout.splitlines() if line.startswith("cli-gpu"))
+        assert "Queued" in row and "#1: waiting for 1 GPU(s) of quota" in row, listing.stdout
+        cli.send_signal(signal.SIGINT)  # an interrupted `train run` gives up its queued job too
+        cli.communicate(timeout=120)
+        assert workbench.job_backend.get("alice", "cli-gpu").phase == "Failed"  # type: ignore[union-attr]
     finally:
         if cli is not None and cli.poll() is None:
             cli.kill()

@@ -95,7 +95,7 @@ async def test_a_name_is_taken_once_per_user_across_kinds(service: JobService, t
     assert other.user == "bob"
 
 
-async def test_gpus_over_the_quota_are_refused_before_anything_starts(service: JobService) -> None:
+async def test_gpus_no_wait_could_give_are_refused_before_anything_starts(service: JobService) -> None:
     spec = {
         **sleeper("greedy"),
         "replicas": {"master": 1, "worker": {"replicas": 3, "resources": {"gpu": 1}}},
@@ -103,7 +103,7 @@ async def test_gpus_over_the_quota_are_refused_before_anything_starts(service: J
     with pytest.raises(QuotaExceeded) as refused:
         await service.submit("alice", {"kind": "training", "spec": spec})
     assert refused.value.field == "resources.gpu"
-    assert "asks for 3 more; the limit is 2" in refused.value.message
+    assert "asks for 3 GPUs and the limit per user is 2" in refused.value.message
     assert service.list_jobs("alice") == []
 
 

@@ -1,6 +1,6 @@
 """One GPU ledger for servers and jobs, through the REST API of a real server (local backend): a GPU
-job holds quota against a new GPU server, a GPU server against a new GPU job, and `/gpu` reports
-both holders."""
+job holds quota against a new GPU server, a GPU server keeps a new GPU job queued until it is gone,
+and `/gpu` reports the holders."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 from cube_jupyter.local import gpus
 from tests.server.openapi import assert_response_matches
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -71,15 +72,32 @@ async def test_a_gpu_server_is_refused_while_the_users_jobs_hold_the_quota(
         assert (await api("DELETE", "notebooks/g1", as_user=user))[0] == 204
 
 
-async def test_a_gpu_job_is_refused_while_the_users_server_holds_the_quota(
+async def test_a_gpu_job_waits_while_the_users_server_holds_the_quota_and_starts_once_it_is_gone(
     api: Any, user_files: Callable[[str], Path]
 ) -> None:
+    """A local training job past the quota is queued (holding nothing: the report counts the server
+    only), and the ledger's change admits it once the server is deleted."""
     (user_files("alice") / "hold.py").write_text(HOLD_SCRIPT)
     code, server = await api("POST", "notebooks", body={"name": "g1", "profile": "gpu"})
     assert code == 201, server
-    code, error = await api("POST", "jobs", body={"kind": "training", "spec": ONE_GPU_JOB})
-    assert (code, error["reason"], error["field"]) == (403, "QuotaExceeded", "resources.gpu"), error
-    assert "1 in running servers" in error["message"]
-    code, jobs = await api("GET", "jobs")
-    assert jobs["jobs"] == []
+    code, job = await api("POST", "jobs", body={"kind": "training", "spec": ONE_GPU_JOB})
+    assert_response_matches("/jobs", "post", code, job)
+    assert (code, job["phase"], job["queue"]["position"]) == (201, "Queued", 1), job
+    assert job["queue"]["reason"] == (
+        "waiting for 1 GPU(s) of quota: 'alice' holds 1 of 1 (CubeWorkbench.gpu_quota_per_user)"
+    )
+    code, queue = await api("GET", "queue")
+    assert_response_matches("/queue", "get", code, queue)
+    assert [j["name"] for j in queue["queued"]] == ["holder"] and queue["running"] == []
+    code, report = await api("GET", "gpu")
+    assert report["quota"]["holders"] == [{"kind": "notebook", "name": "g1", "gpus": 1}]
+
     assert (await api("DELETE", "notebooks/g1"))[0] == 204
+    job = await wait_until_async(
+        lambda: api("GET", "jobs/holder"),
+        60,
+        "the queue to admit holder",
+        until=lambda a: a[1]["queue"] is None,
+    )
+    assert job[1]["phase"] in ("Created", "Running"), job
+    assert (await api("DELETE", "jobs/holder"))[0] == 204

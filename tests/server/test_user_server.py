@@ -146,11 +146,13 @@ async def test_what_a_user_server_starts_counts_in_the_workbenchs_ledger(
             with pytest.raises(QuotaExceeded) as refused:
                 ledger.check("alice", 1, field="profile")
         assert "1 in unfinished jobs" in refused.value.message
-        # and the user server refuses a second GPU job the same way
-        code, error = await api(
+        # and the user server queues a second GPU job behind the same holder (it holds nothing)
+        code, more = await api(
             "POST", "jobs", as_user="", body={"kind": "training", "spec": {**spec, "name": "more"}}
         )
-        assert (code, error["field"]) == (403, "resources.gpu"), error
+        assert (code, more["phase"]) == (201, "Queued"), more
+        assert "'alice' holds 1 of 1 (CubeWorkbench.gpu_quota_per_user)" in more["queue"]["reason"]
+        assert (await api("DELETE", "jobs/more", as_user=""))[0] == 204
         # the GPU report of the user server shows the same holder
         code, report = await api("GET", "gpu", as_user="", history="0")
         assert code == 200 and report["quota"]["holders"] == [GPU_HOLDER]

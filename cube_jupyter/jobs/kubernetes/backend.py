@@ -142,6 +142,9 @@ class KubernetesJobBackend:
         if self._owns_cluster:  # a shared cluster's informers stop with it, for every feature
             await self.cluster.close()
 
+    def queues(self, kind: JobKind) -> bool:
+        return False  # the cluster's quota is checked at submit (Kueue: a later session of issue 25)
+
     def availability(self) -> dict[str, Any]:
         return cluster_availability(self.settings, self.served)
 

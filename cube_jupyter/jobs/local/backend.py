@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import codecs
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 from cube_jupyter.errors import NotFound
 from cube_jupyter.jobs.availability import local_availability
 from cube_jupyter.jobs.config import JobSettings
+from cube_jupyter.jobs.local.admission import QueuePolicy, Rules
 from cube_jupyter.jobs.local.serving import LocalModelServing
 from cube_jupyter.jobs.local.training import AsyncLocalTraining, LocalTrainingRunner
 from cube_jupyter.jobs.local.tuning import LocalTuner
@@ -36,13 +37,28 @@ class LocalJobBackend:
     """Training replicas, tuning trials and model servers as processes on this machine."""
 
     def __init__(
-        self, settings: JobSettings, *, root_dir: str | Path | None = None, poll: float = 0.5
+        self,
+        settings: JobSettings,
+        *,
+        root_dir: str | Path | None = None,
+        poll: float = 0.5,
+        gpus_held: Callable[[str], int] | None = None,
     ) -> None:
+        """`gpus_held` is the GPU ledger's count of a user's GPUs (servers too), which the training
+        queue admits against; None: this backend's training jobs only."""
         self.settings = settings
         self.root_dir = Path(root_dir or os.getcwd())
         storage = settings.storage
         store = open_store(None, storage, check=False)
-        self.training = AsyncLocalTraining(LocalTrainingRunner(settings.state_dir, store=store), poll=poll)
+        jobs = settings.jobs
+        policy = QueuePolicy(
+            Rules(settings.gpu_quota, jobs.max_running_jobs_per_user, dict(jobs.user_priorities)),
+            cpu_slots=jobs.cpu_slots,
+            max_queued=jobs.max_queued_per_user,
+            gpus_held=gpus_held,
+        )
+        runner = LocalTrainingRunner(settings.state_dir, store=store, policy=policy)
+        self.training = AsyncLocalTraining(runner, poll=poll)
         self.serving = LocalModelServing(settings.state_dir, storage=storage)
         self.tuning = LocalTuner(settings.state_dir, store=store)
 
@@ -61,6 +77,9 @@ class LocalJobBackend:
         if kind == "serving" and isinstance(spec, ServingSpec):
             return await self.serving.deploy(spec)
         raise TypeError(f"a {kind} job needs its own spec type, got {type(spec).__name__}")
+
+    def queues(self, kind: JobKind) -> bool:
+        return kind == "training"  # tuning and serving are refused past the quota, as before
 
     async def roll_out(self, spec: Any) -> Job:
         return await self.serving.deploy(spec)  # a second deploy of a name is a new revision

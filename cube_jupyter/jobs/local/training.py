@@ -44,10 +44,10 @@ from pathlib import Path
 import psutil
 
 from cube_jupyter import tracebacks
-from cube_jupyter.errors import BackendUnavailable, InvalidInput, NotFound
+from cube_jupyter.errors import BackendUnavailable, CubeError, InvalidInput, NotFound, QuotaExceeded
 from cube_jupyter.jobs import package as packaging
+from cube_jupyter.jobs.local import admission, rendezvous
 from cube_jupyter.jobs.local import conditions as ops
-from cube_jupyter.jobs.local import rendezvous
 from cube_jupyter.jobs.local import training_plan as plan
 from cube_jupyter.jobs.local.training_state import JobRecord, ReplicaRecord
 from cube_jupyter.jobs.model import Job, wait_until_finished
@@ -61,6 +61,7 @@ log = logging.getLogger(__name__)
 # How long the other replicas may take to exit on their own once the job has succeeded.
 SUCCESS_SETTLE_SECONDS = 5.0
 ADOPT_LOCK = "supervisor.lock"
+ADMISSION_LOCK = "admission.lock"
 
 
 class LocalTrainingRunner:
@@ -74,6 +75,7 @@ class LocalTrainingRunner:
         python: str = sys.executable,
         mpirun: str | None = None,
         stop_grace_seconds: float = 10.0,
+        policy: admission.QueuePolicy | None = None,
     ) -> None:
         self.root = files.private_dir(Path(state_dir) / "training")
         self.records = RecordStore(self.root, "training job")
@@ -82,6 +84,8 @@ class LocalTrainingRunner:
         # None: Open MPI's mpirun when installed; "": start MPI ranks directly (see local.mpi).
         self.mpirun = (shutil.which("mpirun") or "") if mpirun is None else mpirun
         self.stop_grace_seconds = stop_grace_seconds
+        self.policy = policy or admission.QueuePolicy()
+        self._seen: object = None  # what the queue waited on at the last pass (`refresh_all`)
         self.owner = processes.this_process_id()
         self._procs: dict[tuple[str, str, str], processes.Leader] = {}  # replicas' monitors
         self._started: set[tuple[str, str]] = set()  # the jobs this runner started (`abandon`)
@@ -105,22 +109,28 @@ class LocalTrainingRunner:
 
     def start(self, spec: TrainingSpec, *, code_dir: str | Path | None = None) -> Job:
         """Ship the code (from `code_dir`, default the working directory, unless the spec names a
-        package), record the job and start its replicas. Conflict for a duplicate name; when a
-        replica cannot be started, nothing of the job is left."""
+        package), record the job in the queue and admit what fits (`admit_waiting`): it starts now,
+        or waits its turn. Conflict for a duplicate name; bad input (a command that cannot run, more
+        GPUs or CPU slots than this machine could ever give), a replica that cannot be started, or a
+        user already at `max_queued` waiting jobs leaves nothing of the job."""
+        plan.check_gpus(spec, len(gpus.visible_gpu_ids()) if spec.total_gpus else 0)
+        plan.check_slots(spec, self.policy.cpu_slots)
         spec = packaging.ship_training_code(spec, self.store, Path(code_dir or os.getcwd()))
+        now = time.time()
         record = plan.plan_job(
             spec,
             rdv=rendezvous.plan(spec.framework, [(role.role, role.replicas) for role in spec.roles]),
-            gpu_ids=plan.assign_gpus(spec, gpus.visible_gpu_ids() if spec.total_gpus else []),
             work_dir=str(self.work_dir(spec.user, spec.name)),
             log_dir=str(self.log_dir(spec.user, spec.name)),
             package_uri=spec.code.package_uri,
             python=self.python,
             mpirun=self.mpirun,
-            now=time.time(),
+            now=now,
             as_root=hasattr(os, "geteuid") and os.geteuid() == 0,
         )
         record.owner = self.owner
+        record.waiting, record.enqueued = True, now
+        key = (record.user, record.name)
         with self._lock:
             self.records.create(record.user, record.name, record.to_json())
             try:
@@ -129,18 +139,102 @@ class LocalTrainingRunner:
                 self._check_commands(record)
                 if spec.framework == "mpi":
                     self._write_hostfile(spec, Path(record.work_dir))
-                plan.mark_created(record, time.time())
-                for replica in record.replicas:
-                    if not replica.virtual:
-                        self._spawn(record, replica)
-                self._reconcile(record)
-                self._save(record)
+                self.admit_waiting(fresh=key)
+                current = self._require(*key)
+                self._check_queued(current)
             except BaseException:
-                self._kill_all(record)
                 self.records.remove(record.user, record.name)
+                self._forget(*key)
                 raise
-            self._started.add((record.user, record.name))
-            return plan.job_view(record)
+            self._started.add(key)
+            return plan.job_view(current)
+
+    def _check_queued(self, record: JobRecord) -> None:
+        """QuotaExceeded when `record` waits and its owner already has `max_queued` jobs waiting."""
+        limit = self.policy.max_queued
+        if not record.waiting or not limit:
+            return
+        queued = sum(1 for other in self._all(record.user) if other.waiting)
+        if queued > limit:
+            raise QuotaExceeded(
+                f"user {record.user!r} has {queued - 1} training jobs waiting in the queue, the limit "
+                f"(CubeJobs.max_queued_per_user) is {limit}; delete one or wait for one to start",
+                field="name",
+            )
+
+    # -- the queue -----------------------------------------------------------------------------------
+
+    def admit_waiting(self, fresh: tuple[str, str] | None = None) -> None:
+        """The queue's admission pass (`admission.decide`, the one rule): start every waiting job that
+        fits now, all its replicas at once, and record the others' places and reasons. Run when a job
+        is submitted, ends or is deleted, and at start-up; one process at a time on this machine. A
+        job that cannot be started fails, except `fresh` (the one being submitted): its error is
+        raised, for `start` to leave nothing of it."""
+        with self._lock, locks.blocking_file_lock(self.root / ADMISSION_LOCK):
+            records = self._all()
+            queue = [r for r in records if r.waiting]
+            if not queue:
+                return
+            active = [r for r in records if r.active]
+            verdict = admission.decide(
+                [admission.Waiting(r.user, r.name, r.enqueued or r.created, *_demand(r)) for r in queue],
+                {user: self._holding(user, active) for user in {r.user for r in records}},
+                self._machine(active),
+                self.policy.rules,
+            )
+            free = self._free_gpus(active)
+            by_key = {(r.user, r.name): r for r in queue}
+            for chosen in verdict.admit:
+                self._launch(by_key[chosen.key], free, raise_error=chosen.key == fresh)
+            for key, (position, reason) in verdict.waiting.items():
+                record = by_key[key]
+                if (record.queue_position, record.queue_reason) != (position, reason):
+                    record.queue_position, record.queue_reason = position, reason
+                    self.records.write(record.user, record.name, record.to_json())
+
+    def _holding(self, user: str, active: Sequence[JobRecord]) -> admission.Holding:
+        mine = [r for r in active if r.user == user]
+        held = self.policy.gpus_held
+        return admission.Holding(
+            jobs=len(mine),
+            gpus=held(user) if held is not None else sum(_demand(r)[0] for r in mine),
+            slots=sum(_demand(r)[1] for r in mine),
+        )
+
+    def _machine(self, active: Sequence[JobRecord]) -> admission.Machine:
+        slots = self.policy.cpu_slots
+        return admission.Machine(
+            gpus=len(gpus.visible_gpu_ids()),
+            free_gpus=len(self._free_gpus(active)),
+            slots=slots,
+            free_slots=slots - sum(_demand(r)[1] for r in active),
+        )
+
+    @staticmethod
+    def _free_gpus(active: Sequence[JobRecord]) -> list[str]:
+        """This machine's GPUs no admitted, unfinished job holds."""
+        held = {gpu for record in active for replica in record.replicas for gpu in replica.gpu_ids}
+        return [gpu for gpu in gpus.visible_gpu_ids() if gpu not in held]
+
+    def _launch(self, record: JobRecord, free: list[str], *, raise_error: bool) -> None:
+        """Start every replica of an admitted job; when one cannot start, none runs and the job fails
+        (or, with `raise_error`, the error is raised)."""
+        plan.assign_gpus(record, free)
+        record.waiting, record.queue_position, record.queue_reason = False, None, None
+        record.owner = self.owner
+        plan.mark_created(record, time.time())
+        try:
+            for replica in record.replicas:
+                if not replica.virtual:
+                    self._spawn(record, replica)
+            self._reconcile(record)
+        except CubeError as exc:
+            self._kill_all(record)
+            if raise_error:
+                raise
+            plan.mark_stopped(record, "NotStarted", exc.message, time.time())
+        self._save(record)
+        log.info("admitted training job %s/%s from the queue", record.user, record.name)
 
     def _write_hostfile(self, spec: TrainingSpec, work_dir: Path) -> None:
         text = rendezvous.mpi_hostfile(spec.replicas_of("Worker"), spec.slots_per_worker or 1)
@@ -233,8 +327,25 @@ class LocalTrainingRunner:
                         self._delete_record(record)
                 except Exception:
                     log.exception("reconciling training job %s/%s failed", record.user, record.name)
+            self._wake_queue()
+
+    def _wake_queue(self) -> None:
+        """Admit when what the queue waits on changed since the last pass (a job ended or was
+        deleted, by any process; a waiting user's GPUs in the ledger), and on the first pass."""
+        records = self._all()
+        waiting_users = sorted({r.user for r in records if r.waiting})
+        held = self.policy.gpus_held
+        seen = (
+            sorted((r.user, r.name) for r in records if r.active),
+            [held(user) for user in waiting_users] if held is not None else [],
+        )
+        if waiting_users and seen != self._seen:
+            self.admit_waiting()
+        self._seen = seen
 
     def _reconcile_owned(self, record: JobRecord) -> JobRecord:
+        if record.waiting:
+            return record  # nothing runs yet: the admission pass starts it
         if record.owner != self.owner:
             if processes.owner_alive(record.owner) or not plan.needs_supervisor(record):
                 return record  # another live process (the server, a CLI run) supervises it, or none must
@@ -248,6 +359,8 @@ class LocalTrainingRunner:
         if record.to_json() != before and not self._save(record):
             self._kill_all(record)  # deleted meanwhile (another process): leave nothing running
             self._forget(record.user, record.name)
+        elif record.completed is not None and JobRecord.from_json(before).completed is None:
+            self.admit_waiting()  # it ended: what it held is free
 
     def _adopt(self, record: JobRecord) -> JobRecord:
         """Re-attach a job whose supervisor died (the workbench restarted while it ran): its live
@@ -284,7 +397,7 @@ class LocalTrainingRunner:
                 record = self._load(user, name)
                 if record is not None and record.owner == self.owner and record.completed is None:
                     self._kill_all(record)
-                    plan.mark_supervisor_stopped(record, time.time())
+                    plan.mark_stopped(record, "SupervisorStopped", plan.STOPPED_MESSAGE, time.time())
                     self._save(record)
 
     def _poll(self, record: JobRecord) -> None:
@@ -483,11 +596,17 @@ class LocalTrainingRunner:
         """Stop every replica (process groups), forget the job, remove its logs and work directory."""
         with self._lock:
             self._delete_record(self._require(user, name))
+            self.admit_waiting()  # what it held (or its place in the queue) is free
 
     def _delete_record(self, record: JobRecord) -> None:
         self._kill_all(record)
         self.records.remove(record.user, record.name)
         self._forget(record.user, record.name)
+
+
+def _demand(record: JobRecord) -> tuple[int, int]:
+    """The GPUs and CPU slots a job takes, all replicas together."""
+    return sum(r.gpus for r in record.replicas), sum(r.slots for r in record.replicas)
 
 
 class AsyncLocalTraining:

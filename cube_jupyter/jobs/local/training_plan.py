@@ -22,10 +22,10 @@ from dataclasses import asdict
 from cube_jupyter import tracebacks
 from cube_jupyter.errors import InvalidInput
 from cube_jupyter.fields import parse_quantity
+from cube_jupyter.jobs.local import admission, rendezvous
 from cube_jupyter.jobs.local import conditions as ops
-from cube_jupyter.jobs.local import rendezvous
 from cube_jupyter.jobs.local.training_state import JobRecord, ReplicaRecord
-from cube_jupyter.jobs.model import Condition, Job, JobError, Replica
+from cube_jupyter.jobs.model import Condition, Job, JobError, QueuePlace, Replica
 from cube_jupyter.jobs.training_spec import RoleSpec, TrainingSpec
 
 ENTRY_MODULE = "cube_jupyter.jobs.entry"
@@ -42,7 +42,6 @@ def plan_job(
     spec: TrainingSpec,
     *,
     rdv: rendezvous.Rendezvous,
-    gpu_ids: dict[str, list[str]],
     work_dir: str,
     log_dir: str,
     package_uri: str | None,
@@ -55,15 +54,13 @@ def plan_job(
     roles = [(role.role, role.replicas) for role in spec.roles]
     hostfile = os.path.join(work_dir, rendezvous.MPI_HOSTFILE)
     slots = rendezvous.slots(roles)
-    remaining = {name: list(ids) for name, ids in gpu_ids.items()}
     replicas = []
     for slot in slots:
         role = spec.role(slot.role)
         assert role is not None
         env = {**cpu_threads_env(role.resources.cpu, len(slots)), **spec.env, **role.env}
         env.update(rendezvous.replica_env(spec.framework, roles, slot, rdv, hostfile=hostfile))
-        ids = remaining.pop(slot.name, [])
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
+        env["CUDA_VISIBLE_DEVICES"] = ""  # its GPUs are assigned when it is admitted
         env["CUBE_JOB_NAME"] = spec.name
         env["CUBE_REPLICA"] = slot.name
         virtual = spec.framework == "mpi" and slot.role == "Worker"
@@ -77,7 +74,7 @@ def plan_job(
                 argv=argv,
                 env=env,
                 gpus=role.resources.gpu,
-                gpu_ids=ids,
+                slots=replica_slots(role),
                 virtual=virtual,
             )
         )
@@ -99,24 +96,39 @@ def plan_job(
     )
 
 
-def assign_gpus(spec: TrainingSpec, available: Sequence[str]) -> dict[str, list[str]]:
-    """Distinct GPU ids per replica; InvalidInput naming the role when this machine has too few."""
-    wanted = [(role, role.resources.gpu) for role in spec.roles for _ in range(role.replicas)]
-    total = sum(count for _, count in wanted)
-    if not total:
-        return {}
-    free = list(available)
-    if total > len(free):
-        role = next(role for role, count in wanted if count)
+def check_gpus(spec: TrainingSpec, visible: int) -> None:
+    """InvalidInput naming the role when the job asks for more GPUs than this machine has: no wait
+    could give them."""
+    total = spec.total_gpus
+    if total > visible:
+        role = next(role for role in spec.roles if role.resources.gpu)
         field = f"replicas.{role.role.lower()}.resources.gpu"
         raise InvalidInput(
-            f"{field}: the job asks for {total} GPUs in all and this machine has {len(free)}", field=field
+            f"{field}: the job asks for {total} GPUs in all and this machine has {visible}", field=field
         )
-    plan: dict[str, list[str]] = {}
-    for role in spec.roles:
-        for index in range(role.replicas):
-            plan[f"{role.role.lower()}-{index}"] = [free.pop(0) for _ in range(role.resources.gpu)]
-    return plan
+
+
+def check_slots(spec: TrainingSpec, cpu_slots: int) -> None:
+    """InvalidInput naming `replicas` when the job takes more CPU slots than `CubeJobs.cpu_slots`."""
+    asked = sum(replica_slots(role) * role.replicas for role in spec.roles)
+    if cpu_slots and asked > cpu_slots:
+        raise InvalidInput(
+            f"replicas: the job takes {asked} CPU slots in all (a replica takes its cpu rounded up, or 1) "
+            f"and CubeJobs.cpu_slots is {cpu_slots}",
+            field="replicas",
+        )
+
+
+def replica_slots(role: RoleSpec) -> int:
+    cpu = role.resources.cpu
+    return admission.replica_slots(parse_quantity(cpu, "cpu") if cpu else None)
+
+
+def assign_gpus(record: JobRecord, free: list[str]) -> None:
+    """Hand each replica its GPUs from `free` (taken from it) as it is admitted."""
+    for replica in record.replicas:
+        replica.gpu_ids = [free.pop(0) for _ in range(replica.gpus)]
+        replica.env["CUDA_VISIBLE_DEVICES"] = ",".join(replica.gpu_ids)
 
 
 def command_argv(command: Sequence[str], python: str) -> list[str]:
@@ -274,17 +286,19 @@ def how_it_ended(replica: ReplicaRecord) -> str:
     return f"exited with code {replica.exit_code}"
 
 
-def mark_supervisor_stopped(record: JobRecord, now: float) -> None:
-    """The process supervising the job stopped it (an interrupted `train run`): its unfinished
-    replicas and (if unfinished) the job fail."""
+def mark_stopped(record: JobRecord, reason: str, why: str, now: float) -> None:
+    """The job was stopped from outside its replicas (`SupervisorStopped`: an interrupted `train run`;
+    `NotStarted`: a replica of a job admitted from the queue could not start): its unfinished
+    replicas and (if unfinished) the job fail, saying `why`; a queued one waits no more."""
+    record.waiting = False
     for replica in record.replicas:
         if replica.state in ("Pending", "Running"):
             replica.state = "Failed"
-            replica.message = STOPPED_MESSAGE
+            replica.message = why
     if not record.completed:
         kind = ops.kind_name(record.framework)
-        _add(record, "Failed", "SupervisorStopped", f"{kind} {record.name}: {STOPPED_MESSAGE}", now)
-        record.message = f"{kind} {record.name} failed: {STOPPED_MESSAGE}"
+        _add(record, "Failed", reason, f"{kind} {record.name}: {why}", now)
+        record.message = f"{kind} {record.name} failed: {why}"
         record.completed = now
 
 
@@ -346,7 +360,7 @@ def job_view(record: JobRecord) -> Job:
         name=record.name,
         kind="training",
         user=record.user,
-        phase=ops.phase(record.conditions),  # type: ignore[arg-type]
+        phase="Queued" if record.waiting else ops.phase(record.conditions),  # type: ignore[arg-type]
         created=record.created,
         framework=record.framework,
         backend="local",
@@ -366,4 +380,5 @@ def job_view(record: JobRecord) -> Job:
         error=JobError.from_dict(record.error) if record.error is not None else None,
         spec=record.spec,
         completed=record.completed,
+        queue=QueuePlace(record.queue_position or 0, record.queue_reason or "") if record.waiting else None,
     )

@@ -37,6 +37,7 @@ class ReplicaRecord:
     restarts: int = 0
     message: str | None = None
     virtual: bool = False
+    slots: int = 1  # the CPU slots it takes (`CubeJobs.cpu_slots`): its cpu rounded up, or 1
 
     @property
     def name(self) -> str:
@@ -67,6 +68,17 @@ class JobRecord:
     restarts: int = 0
     package_uri: str | None = None
     owner: str = ""  # the supervising process, `processes.this_process_id()`
+    # The queue (`admission`): a waiting job has started no replica and holds nothing; its place and
+    # reason are the last admission pass's.
+    waiting: bool = False
+    enqueued: float | None = None
+    queue_position: int | None = None
+    queue_reason: str | None = None
+
+    @property
+    def active(self) -> bool:
+        """Admitted and unfinished: it holds its GPUs and CPU slots."""
+        return not self.waiting and self.completed is None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

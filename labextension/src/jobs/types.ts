@@ -5,8 +5,10 @@
 
 export type JobKind = 'training' | 'tuning' | 'serving';
 
-/** The last true condition, as the Kubeflow operators report it; serving adds Ready. */
+/** The last true condition, as the Kubeflow operators report it; serving adds Ready; Queued: waiting
+ * in the local training queue. */
 export type JobPhase =
+  | 'Queued'
   | 'Created'
   | 'Running'
   | 'Restarting'
@@ -87,7 +89,14 @@ export interface IJob {
   best_trial: string | null;
   endpoint: string | null;
   completed: number | null;
+  /** While Queued: its 1-based place in the queue and what it waits for. */
+  queue: IQueuePlace | null;
   finished: boolean;
+}
+
+export interface IQueuePlace {
+  position: number;
+  reason: string;
 }
 
 export interface IJobList {

@@ -9,6 +9,7 @@ import * as React from 'react';
 import { ErrorMessage } from '../../common/components/ErrorMessage';
 import { SectionTitle } from '../../common/components/PanelHeader';
 import { StatusBadge } from '../../common/components/StatusBadge';
+import { QueuePlace } from './QueuePlace';
 import { jobAge, jobKey, localTime } from '../format';
 import type { JobsModel } from '../model';
 import type { IJob } from '../types';
@@ -42,6 +43,7 @@ export function JobDetail(props: IJobDetailProps): JSX.Element {
           status={job.phase.toLowerCase()}
           testid="cube-job-detail-phase"
         />
+        <QueuePlace job={job} />
         <span className="cube-JobDetail-meta">
           {job.kind}
           {job.framework ? ` · ${job.framework}` : ''} · {job.backend} ·{' '}

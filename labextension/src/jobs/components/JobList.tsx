@@ -5,6 +5,7 @@
 import * as React from 'react';
 
 import { StatusBadge } from '../../common/components/StatusBadge';
+import { QueuePlace } from './QueuePlace';
 import { Table } from '../../common/components/Table';
 import { jobAge, jobKey, localTime, replicaCount } from '../format';
 import type { IJob } from '../types';
@@ -80,6 +81,7 @@ export function JobList(props: IJobListProps): JSX.Element {
                 status={job.phase.toLowerCase()}
                 testid="cube-job-phase"
               />
+              <QueuePlace job={job} />
             </td>
             <td className="cube-JobList-count" data-testid="cube-job-replicas">
               {replicaCount(job)}
