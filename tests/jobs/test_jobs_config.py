@@ -65,6 +65,10 @@ def test_overrides() -> None:
         ({"training_api": "trainer-v3"}, "CubeJobs.training_api"),
         ({"training_runtimes": {"tensorflow": "tf-distributed"}}, "CubeJobs.training_runtimes.tensorflow"),
         ({"training_runtimes": {"pytorch": "Torch_Runtime"}}, "CubeJobs.training_runtimes.pytorch"),
+        ({"cpu_slots": -1}, "CubeJobs.cpu_slots"),
+        ({"max_running_jobs_per_user": -2}, "CubeJobs.max_running_jobs_per_user"),
+        ({"max_queued_per_user": -1}, "CubeJobs.max_queued_per_user"),
+        ({"user_priorities": {"alice": "high"}}, "CubeJobs.user_priorities"),
     ],
 )
 def test_bad_values_name_the_field(values: dict[str, Any], field: str) -> None:
