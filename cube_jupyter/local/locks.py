@@ -51,29 +51,30 @@ def file_lock_path(lock_dir: Path, key: str) -> Path:
     return lock_dir / f"{user_slug(key)}.lock"
 
 
+def _lock_file(path: Path) -> int:
+    """The descriptor of `path`'s lock file (created 0600, its folder private)."""
+    files.private_dir(path.parent)
+    return os.open(path, os.O_CREAT | os.O_RDWR, files.PRIVATE_FILE)
+
+
 @contextlib.asynccontextmanager
 async def file_lock(path: Path) -> AsyncIterator[None]:
     """An exclusive lock on `path` (created 0600) held across processes on this machine: the
     workbench and the notebook servers it started, and the CLI, all take the same one. Taken in a
     thread, so waiting for it never blocks the event loop; released when the block ends (or the
     process dies: the kernel drops a dead holder's flock)."""
-    files.private_dir(path.parent)
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, files.PRIVATE_FILE)
+    fd = _lock_file(path)
     try:
         await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        yield
     finally:
-        os.close(fd)
+        os.close(fd)  # and with it the lock
 
 
 @contextlib.contextmanager
 def blocking_file_lock(path: Path) -> Iterator[None]:
     """`file_lock` for a thread that may wait: held until the block ends."""
-    files.private_dir(path.parent)
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, files.PRIVATE_FILE)
+    fd = _lock_file(path)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
