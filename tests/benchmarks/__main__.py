@@ -17,6 +17,7 @@ BENCHMARKS = [
     "bench_kfp_compile",
     "bench_pipeline_targets",
     "bench_training",
+    "bench_queue",
     "bench_gpu_monitor",
     "bench_gpu_api",
     "bench_reliability",
