@@ -32,6 +32,7 @@ from cube_jupyter.ledger import GpuLedger
 
 if TYPE_CHECKING:
     from cube_jupyter.gpu.attribution import KernelProcess
+    from cube_jupyter.gpu.model import QueuedGpuJob
     from cube_jupyter.gpu.service import ChildServer, GpuService, ServerRef
     from cube_jupyter.jobs.backend import JobBackend
     from cube_jupyter.jobs.service import JobService
@@ -221,7 +222,8 @@ class Workbench:
 
         # A user server reads its own GPUs, never its owner's other servers.
         servers = None if self.settings.user_server else _ServersForGpu(self.notebook_backend)
-        return GpuService(self.settings.gpu, self.ledger, servers, self.kernels)
+        queued = functools.partial(_queued_gpu_jobs, self.job_backend)
+        return GpuService(self.settings.gpu, self.ledger, servers, self.kernels, queued=queued)
 
     # -- for a short command -----------------------------------------------------------------------
 
@@ -299,6 +301,18 @@ class _ServersForGpu:
             ChildServer(r.user, r.name, f"http://{LOOPBACK}:{r.port}{r.base_url}", r.token or "", r.pid or 0)
             for r in self.backend.running_records()
         ]
+
+
+def _queued_gpu_jobs(backend: JobBackend, user: str) -> list[QueuedGpuJob]:
+    """The job backend's queued jobs of `user` that ask for GPUs, as the GPU report shows them beside
+    what the user holds (`gpu.service.QueuedGpuJobs`)."""
+    from cube_jupyter.gpu.model import QueuedGpuJob
+
+    return [
+        QueuedGpuJob(job.name, job.gpus, job.queue.position, job.queue.reason)
+        for job in backend.list(user)
+        if job.queue is not None and job.gpus and not job.finished
+    ]
 
 
 class _ScheduledPipelines:

@@ -101,12 +101,25 @@ class Series:
 
 
 @dataclass(frozen=True)
+class QueuedGpuJob:
+    """A job of the user's waiting in the queue for GPUs it asks for: it holds none of them yet."""
+
+    name: str
+    gpus: int  # all replicas together
+    position: int  # 1-based place in the queue
+    reason: str  # what it waits for
+
+
+@dataclass(frozen=True)
 class GpuQuota:
-    """GPUs the user holds against `CubeWorkbench.gpu_quota_per_user` (limit None: no limit)."""
+    """GPUs the user holds against `CubeWorkbench.gpu_quota_per_user` (limit None: no limit), and
+    the GPUs their queued jobs ask for beside it (counted toward nothing until admitted)."""
 
     used: int
     limit: int | None
     holders: tuple[dict[str, Any], ...] = ()  # {"kind": "notebook"|"job", "name": ..., "gpus": n}
+    queued: int = 0  # GPUs the queued jobs ask for, all together
+    queued_jobs: tuple[QueuedGpuJob, ...] = ()  # in queue order
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from cube_jupyter.gpu.model import (
     IdleWarning,
     KernelGpu,
     PodGpu,
+    QueuedGpuJob,
     Series,
 )
 from cube_jupyter.gpu.pods import group_pods
@@ -82,6 +83,11 @@ class NotebookServers(Protocol):
         ...
 
 
+# The GPU jobs a user has waiting in the queue (the composition root reads the job backend's);
+# raises CubeError when they cannot be read.
+QueuedGpuJobs = Callable[[str], Iterable[QueuedGpuJob]]
+
+
 @dataclass(frozen=True)
 class OwnedKernel:
     """A kernel and the workbench user it belongs to (who may see its notebook path)."""
@@ -116,6 +122,7 @@ class GpuService:
         notebooks: NotebookServers | None = None,
         kernels: Callable[[], list[KernelProcess]] | None = None,
         *,
+        queued: QueuedGpuJobs | None = None,
         nvml: Any = None,
         prometheus: Any = None,
     ) -> None:
@@ -123,6 +130,7 @@ class GpuService:
         self.ledger = ledger
         self.notebooks = notebooks  # the spawner's servers (their kernels or pods); None in a user server
         self.kernels = kernels
+        self.queued = queued  # the caller's queued GPU demand beside what they hold; None: no queue
         self.config = settings.gpu
         self.prometheus = prometheus
         self.nvml = nvml
@@ -197,18 +205,33 @@ class GpuService:
         )
 
     def quota(self, caller: str) -> GpuQuota | None:
-        """GPUs the caller's servers and unfinished jobs hold against the limit: the ledger's view."""
+        """GPUs the caller's servers and unfinished jobs hold against the limit (the ledger's view),
+        and what their jobs waiting in the queue ask for beside it."""
         ledger = self.ledger
         try:
             holders = ledger.holders(caller)
         except CubeError as exc:
             log.debug("GPU quota of %s unavailable: %s", caller, exc.message)
             return None
+        waiting = self._queued(caller)
         return GpuQuota(
             used=sum(h.gpus for h in holders),
             limit=ledger.limit,
             holders=tuple(h.to_dict() for h in holders),
+            queued=sum(j.gpus for j in waiting),
+            queued_jobs=waiting,
         )
+
+    def _queued(self, caller: str) -> tuple[QueuedGpuJob, ...]:
+        """The caller's queued jobs that ask for GPUs, in queue order; none when they cannot be read."""
+        if self.queued is None:
+            return ()
+        try:
+            found = [job for job in self.queued(caller) if job.gpus]
+        except CubeError as exc:
+            log.debug("queued GPU jobs of %s unavailable: %s", caller, exc.message)
+            return ()
+        return tuple(sorted(found, key=lambda j: (j.position, j.name)))
 
     # -- local: NVML + kernels ---------------------------------------------------------------------
 

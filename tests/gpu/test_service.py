@@ -22,6 +22,7 @@ from traitlets.config import Config
 from cube_jupyter.config import Settings, load_settings
 from cube_jupyter.errors import BackendUnavailable, ConfigError, Forbidden, InvalidInput
 from cube_jupyter.gpu.attribution import KernelProcess
+from cube_jupyter.gpu.model import QueuedGpuJob
 from cube_jupyter.gpu.pods import pod_kind
 from cube_jupyter.gpu.service import OTHER_USERS_KERNEL, GpuService
 from cube_jupyter.jobs.backend import gpu_holders
@@ -228,6 +229,37 @@ async def test_quota_is_the_ledgers_view_of_servers_and_jobs(tmp_path: Path) -> 
     assert service.quota("bob") == type(quota)(used=0, limit=4, holders=())
 
 
+async def test_quota_shows_the_queued_gpu_demand_beside_what_is_held(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    waiting = {
+        "alice": [
+            QueuedGpuJob("later", 1, 3, "behind big, submitted before it"),
+            QueuedGpuJob("big", 2, 1, "waiting for 2 GPUs: 0 of 2 free"),
+            QueuedGpuJob("cpu-only", 0, 2, "waiting for 2 CPU slots"),  # asks for no GPU: not shown
+        ]
+    }
+    service = GpuService(settings.gpu, GpuLedger(settings.gpu_quota), queued=lambda u: waiting.get(u, []))
+    quota = service.quota("alice")
+    assert quota is not None and (quota.used, quota.queued) == (0, 3)
+    assert [j.name for j in quota.queued_jobs] == ["big", "later"]  # in queue order
+    body = (await service.report("alice")).to_dict()["quota"]
+    assert body["queued"] == 3
+    assert body["queued_jobs"][0] == {
+        "name": "big",
+        "gpus": 2,
+        "position": 1,
+        "reason": "waiting for 2 GPUs: 0 of 2 free",
+    }
+    assert service.quota("bob") == type(quota)(used=0, limit=4)
+
+    def unreadable(user: str) -> list[QueuedGpuJob]:
+        raise BackendUnavailable("the job backend is not started")
+
+    blind = GpuService(settings.gpu, GpuLedger(settings.gpu_quota), queued=unreadable)
+    quota = blind.quota("alice")  # what is held still shows
+    assert quota is not None and (quota.queued, quota.queued_jobs) == (0, ())
+
+
 class HeldJobs:
     """A job backend's `list` as the ledger reads it: (name, gpus, finished) per user."""
 
@@ -236,7 +268,7 @@ class HeldJobs:
 
     def list(self, user: str | None) -> list[Any]:
         return [
-            SimpleNamespace(name=name, gpus=gpus, finished=finished)
+            SimpleNamespace(name=name, gpus=gpus, finished=finished, queue=None)
             for name, gpus, finished in self.jobs.get(user or "", [])
         ]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,7 @@ async def test_no_gpu_visible_is_a_report_not_an_error(api: Any) -> None:
     assert body["available"] is False and body["source"] == "nvml"
     assert body["message"].startswith("No GPU visible")
     assert body["user"] == "alice" and body["is_admin"] is False
-    assert body["quota"] == {"used": 0, "limit": None, "holders": []}
+    assert body["quota"] == {"used": 0, "limit": None, "holders": [], "queued": 0, "queued_jobs": []}
     code, admin = await get_gpu(api, as_user="root-admin", all="1")
     assert code == 200 and admin["is_admin"] is True
 
@@ -178,6 +179,8 @@ class TestLocalKernels:
             "used": 1,
             "limit": 2,
             "holders": [{"kind": "notebook", "name": "nb1", "gpus": 1}],
+            "queued": 0,
+            "queued_jobs": [],
         }
 
         # bob sees the GPUs, not alice's notebooks; an admin may ask for everyone's.
@@ -211,6 +214,62 @@ class TestLocalKernels:
         assert short["history"] == []
 
         assert (await api("DELETE", "notebooks/nb1"))[0] == 204
+
+
+class TestQueuedGpuDemand:
+    """The caller's queued GPU jobs beside what they hold, from the local training queue (this machine
+    has no GPU: the job backend is told it has two; the report itself says "No GPU visible")."""
+
+    @pytest.fixture
+    def cube_config(self, cube_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+        cube_config["CubeWorkbench"]["gpu_quota_per_user"] = 1
+        cube_config["CubeGPU"] = {"cache_seconds": 0}
+        monkeypatch.setattr(gpus, "nvml_device_count", lambda: 2)
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        return cube_config
+
+    async def test_queued_jobs_and_the_gpus_they_ask_for_show_beside_those_held(
+        self, api: Any, cube_app: Any
+    ) -> None:
+        def job(name: str) -> dict[str, Any]:
+            return {
+                "kind": "training",
+                "spec": {
+                    "name": name,
+                    "framework": "pytorch",
+                    "replicas": {"master": {"replicas": 1, "resources": {"gpu": 1}}},
+                    "command": [sys.executable, "-c", "import time; time.sleep(60)"],
+                },
+            }
+
+        try:
+            code, held = await api("POST", "jobs", body=job("holder"))
+            assert code == 201 and held["phase"] != "Queued", held
+            for name in ("next", "after"):  # past alice's quota of 1: they wait their turn
+                code, queued = await api("POST", "jobs", body=job(name))
+                assert code == 201 and queued["phase"] == "Queued", queued
+
+            code, body = await get_gpu(api)
+            assert code == 200
+            quota = body["quota"]
+            assert (quota["used"], quota["limit"], quota["queued"]) == (1, 1, 2)
+            assert quota["holders"] == [{"kind": "job", "name": "holder", "gpus": 1}]
+            assert [(j["name"], j["gpus"], j["position"]) for j in quota["queued_jobs"]] == [
+                ("next", 1, 1),
+                ("after", 1, 2),
+            ]
+            assert "gpu_quota_per_user" in quota["queued_jobs"][0]["reason"]
+            code, bob = await get_gpu(api, as_user="bob")  # only the caller's own queue
+            assert (bob["quota"]["queued"], bob["quota"]["queued_jobs"]) == (0, [])
+
+            assert (await api("DELETE", "jobs/next"))[0] == 204  # deleted while queued: demand gone
+            code, body = await get_gpu(api)
+            assert body["quota"]["queued"] == 1
+            assert [j["name"] for j in body["quota"]["queued_jobs"]] == ["after"]
+        finally:
+            backend = cube_app.web_app.settings["cube_jobs"].backend
+            for leftover in backend.list(None):
+                await backend.delete(leftover.user, leftover.name)
 
 
 # -- the kubernetes backend, KMock + a real Prometheus -------------------------------------------------
@@ -297,6 +356,8 @@ class TestClusterPods:
             "used": 1,
             "limit": 2,
             "holders": [{"kind": "notebook", "name": "alice-nb", "gpus": 1}],
+            "queued": 0,
+            "queued_jobs": [],
         }
 
         code, bob = await get_gpu(api, as_user="bob")

@@ -87,11 +87,26 @@ export interface IQuotaHolder {
   gpus: number;
 }
 
-/** GPUs held against `gpu_quota_per_user`; `limit` null means no limit. */
+/** A job of the user's waiting in the queue for the GPUs it asks for (it holds none yet). */
+export interface IQueuedGpuJob {
+  name: string;
+  gpus: number;
+  /** 1-based place in the queue. */
+  position: number;
+  /** What it waits for. */
+  reason: string;
+}
+
+/**
+ * GPUs held against `gpu_quota_per_user`; `limit` null means no limit. `queued` is what the user's
+ * queued jobs ask for beside it (counted toward nothing until admitted).
+ */
 export interface IGpuQuota {
   used: number;
   limit: number | null;
   holders: IQuotaHolder[];
+  queued: number;
+  queued_jobs: IQueuedGpuJob[];
 }
 
 /** A kernel or pod holding GPU memory at 0% utilization for longer than allowed. */

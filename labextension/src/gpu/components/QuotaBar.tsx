@@ -1,5 +1,6 @@
 /**
- * GPUs the user holds against the admin's per-user quota, and what holds them.
+ * GPUs the user holds against the admin's per-user quota, and what holds them; beside it the GPUs
+ * their queued jobs ask for ("holding 2 · queued 3 (job a, job b)").
  */
 import * as React from 'react';
 
@@ -8,7 +9,8 @@ import type { IGpuQuota } from '../types';
 import { Bar } from './Bar';
 
 export function QuotaBar(props: { quota: IGpuQuota }): JSX.Element {
-  const { used, limit, holders } = props.quota;
+  const { used, limit, holders, queued } = props.quota;
+  const waiting = props.quota.queued_jobs;
   const text =
     limit === null ? `${plural(used, 'GPU')} (no limit)` : `${used} / ${limit}`;
   const full = limit !== null && used >= limit;
@@ -31,6 +33,21 @@ export function QuotaBar(props: { quota: IGpuQuota }): JSX.Element {
             : undefined
         }
       />
+      <div
+        className="cube-GpuQuota-demand"
+        data-testid="cube-gpu-demand"
+        data-queued={queued}
+        title={waiting
+          .map(
+            j =>
+              `#${j.position} ${j.name}: ${plural(j.gpus, 'GPU')}, ${j.reason}`
+          )
+          .join('\n')}
+      >
+        holding {used} · queued {queued}
+        {waiting.length > 0 &&
+          ` (${waiting.map(j => `job ${j.name}`).join(', ')})`}
+      </div>
       {holders.length > 0 && (
         <ul
           className="cube-GpuQuota-holders"
