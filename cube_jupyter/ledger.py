@@ -1,7 +1,8 @@
 """The one GPU ledger: which GPUs a user holds, and the one quota check.
 
-A user holds the GPUs of their servers that are not stopped and of their jobs that have not
-finished, on either backend (`CubeWorkbench.gpu_quota_per_user` counts both). Creating a GPU server,
+A user holds the GPUs of their servers that are not stopped, of their jobs that have not
+finished and of their local pipeline steps that are running, on either backend
+(`CubeWorkbench.gpu_quota_per_user` counts them all). Creating a GPU server,
 starting a stopped one and submitting a job all check here, under the same per-user lock held until
 the create has gone through, so two concurrent requests cannot both squeeze under the limit. On the
 local backend that lock is a file lock in the state directory, so the workbench, its notebook
@@ -23,12 +24,12 @@ from typing import Any, Literal
 from cube_jupyter.errors import QuotaExceeded
 from cube_jupyter.local.locks import KeyedLocks, file_lock, file_lock_path
 
-HolderKind = Literal["notebook", "job"]
+HolderKind = Literal["notebook", "job", "pipeline-step"]
 
 
 @dataclass(frozen=True)
 class GpuHolder:
-    """A server or job of the user's that holds GPUs now."""
+    """A server, job or pipeline step (named `run-id/step`) of the user's that holds GPUs now."""
 
     kind: HolderKind
     name: str
@@ -107,11 +108,13 @@ class GpuLedger:
         holders = [h for h in self.holders(user) if (h.kind, h.name) != replacing]
         in_servers = sum(h.gpus for h in holders if h.kind == "notebook")
         in_jobs = sum(h.gpus for h in holders if h.kind == "job")
-        held = in_servers + in_jobs
+        in_steps = sum(h.gpus for h in holders if h.kind == "pipeline-step")
+        held = in_servers + in_jobs + in_steps
         if over_quota(limit, held, wanted):
+            steps = f", {in_steps} in running pipeline steps" if in_steps else ""
             raise QuotaExceeded(
                 f"user {user!r} holds {held} GPU(s) ({in_servers} in running servers, {in_jobs} in "
-                f"unfinished jobs) and asks for {wanted} more; the limit is {limit} "
+                f"unfinished jobs{steps}) and asks for {wanted} more; the limit is {limit} "
                 "(CubeWorkbench.gpu_quota_per_user). Stop a GPU server or job first.",
                 field=field,
             )

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from cube_jupyter.kube.cluster import Cluster
     from cube_jupyter.notebooks.backend import NotebookBackend
     from cube_jupyter.notebooks.service import NotebookService
+    from cube_jupyter.pipelines.history import RunHistory
     from cube_jupyter.pipelines.kubernetes.kfp_api import KfpApi
     from cube_jupyter.pipelines.model import Pipeline
     from cube_jupyter.pipelines.service import PipelineService
@@ -98,17 +99,37 @@ class Workbench:
 
     @cached_property
     def ledger(self) -> GpuLedger:
-        """The one GPU ledger: servers and unfinished jobs, under one per-user lock; on the local
-        backend a file lock every process of this machine takes (workbench, user servers, CLI)."""
+        """The one GPU ledger: servers, unfinished jobs and running local pipeline steps, under one
+        per-user lock; on the local backend a file lock every process of this machine takes
+        (workbench, user servers, CLI)."""
         from cube_jupyter.jobs.backend import gpu_holders as job_holders
         from cube_jupyter.notebooks.backend import gpu_holders as server_holders
+        from cube_jupyter.pipelines.local.gpus import gpu_holders as step_holders
 
         lock_dir = self.settings.state_dir / "locks" if self.settings.local else None
         return GpuLedger(
             self.settings.gpu_quota,
-            [server_holders(self.notebook_backend), job_holders(self.job_backend)],
+            [
+                server_holders(self.notebook_backend),
+                job_holders(self.job_backend),
+                step_holders(self.pipeline_history),
+            ],
             lock_dir=lock_dir,
         )
+
+    @cached_property
+    def pipeline_history(self) -> RunHistory:
+        """The pipeline runs of this machine's state directory (the GPU ledger reads their steps)."""
+        from cube_jupyter.pipelines.history import RunHistory
+
+        return RunHistory.in_state_dir(self.settings.state_dir)
+
+    def _job_gpu_ids(self) -> list[str]:
+        """The GPU ids this machine's training jobs hold (none on the kubernetes backend)."""
+        from cube_jupyter.jobs.local.backend import LocalJobBackend
+
+        backend = self.job_backend
+        return backend.held_gpu_ids() if isinstance(backend, LocalJobBackend) else []
 
     # -- feature backends --------------------------------------------------------------------------
 
@@ -136,10 +157,15 @@ class Workbench:
 
             return KubernetesJobBackend(settings, self.cluster, root_dir=self.root_dir)
         from cube_jupyter.jobs.local.backend import LocalJobBackend
+        from cube_jupyter.pipelines.local.gpus import held_gpu_ids
 
-        # The queue admits against the one ledger (read when it admits: the ledger counts this backend)
+        # The queue admits against the one ledger (read when it admits: the ledger counts this backend),
+        # and the GPUs running pipeline steps hold are not free to it (one rule: local.gpus).
         return LocalJobBackend(
-            settings, root_dir=self.root_dir, gpus_held=lambda user: self.ledger.held(user)
+            settings,
+            root_dir=self.root_dir,
+            gpus_held=lambda user: self.ledger.held(user),
+            gpus_taken=held_gpu_ids(self.pipeline_history),
         )
 
     # -- services ----------------------------------------------------------------------------------
@@ -164,6 +190,7 @@ class Workbench:
 
     @cached_property
     def pipelines(self) -> PipelineService:
+        from cube_jupyter.pipelines.local.gpus import StepGpus
         from cube_jupyter.pipelines.service import PipelineService
 
         settings = self.settings.pipelines
@@ -183,6 +210,14 @@ class Workbench:
             cluster=cluster,
             kfp=kfp,
             multi_user=self.multi_user,
+            history=self.pipeline_history,
+            # GPU steps: the one ledger (quota, holders) and the jobs' GPUs, read when a step asks
+            gpus=StepGpus(
+                self.pipeline_history,
+                self.settings.state_dir,
+                ledger=self.ledger,
+                others=lambda: self._job_gpu_ids(),
+            ),
         )
 
     @cached_property

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pynvml
@@ -24,6 +25,24 @@ def visible_gpu_ids(environ: Mapping[str, str] | None = None) -> list[str]:
     if restricted is not None:
         ids = [part.strip() for part in restricted.split(",") if part.strip()][:count]
     return ids
+
+
+# The file lock (in the state directory) under which local work picks its GPUs and records them held:
+# the training queue's admission and a pipeline step's assignment, in any process of this machine.
+ASSIGN_LOCK = "gpus.lock"
+
+
+def assign_lock_path(state_dir: Path) -> Path:
+    """The lock every assignment of this machine's GPUs takes (`local.locks.blocking_file_lock`)."""
+    return state_dir / "locks" / ASSIGN_LOCK
+
+
+def free_gpu_ids(held: Iterable[str], environ: Mapping[str, str] | None = None) -> list[str]:
+    """The one rule for which GPUs are free: this machine's (`visible_gpu_ids`) that no running local
+    work holds, in order. `held` is every holder's GPU ids: training replicas and pipeline steps (the
+    composition root hands each feature the other's), each taken under `assign_lock_path`."""
+    taken = set(held)
+    return [gpu for gpu in visible_gpu_ids(environ) if gpu not in taken]
 
 
 def nvml_device_count() -> int:

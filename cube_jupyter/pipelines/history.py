@@ -28,7 +28,7 @@ from cube_jupyter import sqlite
 from cube_jupyter.errors import Conflict, NotFound
 
 RUN_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
-STEP_STATUSES = ("pending", "running", "succeeded", "failed", "cached", "skipped", "cancelled")
+STEP_STATUSES = ("pending", "queued", "running", "succeeded", "failed", "cached", "skipped", "cancelled")
 ACTIVE_RUN = ("queued", "running")
 DONE_STEP = ("succeeded", "failed", "cached", "skipped", "cancelled")
 
@@ -87,6 +87,8 @@ STEP_FIELDS = (
     "outputs",
     "metrics",
     "files",
+    "gpus",
+    "reason",
 )
 RUN_FIELDS = ("status", "started", "finished", "error", "external")
 COMPLETED_STEP = ("succeeded", "cached")
@@ -94,7 +96,7 @@ RESUMABLE_RUN = ("failed", "cancelled")
 # Columns added after the first release, created on open in an older file.
 LATER_COLUMNS = {
     "runs": {"spec": "TEXT", "schedule": "TEXT", "logical_date": "TEXT"},
-    "steps": {"files": "TEXT NOT NULL DEFAULT '[]'"},
+    "steps": {"files": "TEXT NOT NULL DEFAULT '[]'", "gpus": "TEXT NOT NULL DEFAULT '[]'", "reason": "TEXT"},
 }
 # A run as read: every column but the (large) spec, of which only whether it is there.
 SELECT_RUNS = (
@@ -107,7 +109,9 @@ SELECT_RUNS = (
 class StepRecord:
     """One step of one run. `error` is {message, cell, ename, evalue, traceback} from the runner;
     `outputs` maps each saved variable to {key, sha256, kind, size}; `metrics` are the values of the
-    notebook's `metrics` names this step defined; `files` the data files its cache key saw."""
+    notebook's `metrics` names this step defined; `files` the data files its cache key saw; `gpus`
+    the GPU ids a local step was given (`CUDA_VISIBLE_DEVICES`), held while it runs; `reason` why a
+    `queued` step waits (GPUs, the GPU quota)."""
 
     name: str
     status: str = "pending"
@@ -122,6 +126,8 @@ class StepRecord:
     outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
+    gpus: list[str] = field(default_factory=list)
+    reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The REST/CLI view: no store internals (cache key, output keys); the traceback as lines,
@@ -299,7 +305,8 @@ class RunHistory:
                 db.execute(
                     "UPDATE steps SET status = 'pending', started = NULL, finished = NULL, duration = NULL,"
                     " attempts = 0, cache_hit = 0, cache_key = NULL, error = NULL, notebook = NULL,"
-                    " outputs = '{}', metrics = '{}', files = '[]'"
+                    " outputs = '{}', metrics = '{}', files = '[]',"
+                    " gpus = '[]', reason = NULL"
                     f" WHERE run_id = ? AND status NOT IN {COMPLETED_STEP}",
                     (run_id,),
                 )
@@ -357,7 +364,7 @@ class RunHistory:
         with self._transaction() as db:
             db.execute(
                 "UPDATE steps SET status = ?, error = COALESCE(error, ?), finished = COALESCE(finished, ?)"
-                " WHERE run_id = ? AND status IN ('pending', 'running')",
+                " WHERE run_id = ? AND status IN ('pending', 'queued', 'running')",
                 (status, json.dumps(error) if error else None, now(), run_id),
             )
 
@@ -378,7 +385,7 @@ class RunHistory:
                 db.execute(
                     "UPDATE steps SET status = CASE status WHEN 'running' THEN 'failed' ELSE 'skipped' END,"
                     " error = CASE status WHEN 'running' THEN ? ELSE error END, finished = ?"
-                    " WHERE run_id = ? AND status IN ('pending', 'running')",
+                    " WHERE run_id = ? AND status IN ('pending', 'queued', 'running')",
                     (json.dumps({"message": message}), now(), row["id"]),
                 )
                 db.execute(
@@ -387,6 +394,26 @@ class RunHistory:
                     (message, now(), row["id"]),
                 )
         return [row["id"] for row in dead]
+
+    def gpu_steps(self, user: str | None = None) -> builtins.list[tuple[str, str, str, builtins.list[str]]]:
+        """(user, run id, step, GPU ids) of every running local step that holds GPUs, in runs whose
+        driving process is alive (a dead driver's steps hold nothing, before `recover` marks them)."""
+        query = (
+            "SELECT runs.user, runs.id, steps.name, steps.gpus, runs.driver_pid, runs.driver_started"
+            " FROM steps JOIN runs ON runs.id = steps.run_id WHERE steps.status = 'running'"
+            " AND steps.gpus != '[]' AND runs.target = 'local' AND runs.status IN ('queued', 'running')"
+        )
+        args: builtins.list[str] = []
+        if user is not None:
+            query += " AND runs.user = ?"
+            args.append(user)
+        with self._transaction(write=False) as db:
+            rows = db.execute(query, args).fetchall()
+        return [
+            (row["user"], row["id"], row["name"], json.loads(row["gpus"]))
+            for row in rows
+            if _alive(row["driver_pid"], row["driver_started"])
+        ]
 
     def delete(self, run_id: str) -> bool:
         with self._transaction() as db:
@@ -412,7 +439,7 @@ def _alive(pid: int | None, started: float | None) -> bool:
 
 
 def _step_value(key: str, value: Any) -> Any:
-    if key in ("error", "outputs", "metrics", "files") and value is not None:
+    if key in ("error", "outputs", "metrics", "files", "gpus") and value is not None:
         return json.dumps(value)
     if key == "cache_hit":
         return int(bool(value))
@@ -451,5 +478,6 @@ def _step_from_row(row: sqlite3.Row) -> StepRecord:
             "outputs": json.loads(row["outputs"] or "{}"),
             "metrics": json.loads(row["metrics"] or "{}"),
             "files": json.loads(row["files"] or "[]"),
+            "gpus": json.loads(row["gpus"] or "[]"),
         }
     )

@@ -31,6 +31,7 @@ from cube_jupyter.pipelines.targets import LOGICAL_DATE, NewRun, Observer, RunRe
 from cube_jupyter.storage import open_store
 
 if TYPE_CHECKING:
+    from cube_jupyter.pipelines.local.gpus import StepGpus
     from cube_jupyter.pipelines.local.workers import WorkerPool
 
 LOG = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ class PipelineService:
         cluster: RunTarget | None = None,
         kfp: RunTarget | None = None,
         multi_user: bool = False,
+        gpus: StepGpus | None = None,
     ) -> None:
         """`cluster` and `kfp` are the cluster targets (Argo's, KFP's: the composition root's, on the
         kubernetes backend).
@@ -67,7 +69,13 @@ class PipelineService:
                 ", ".join(recovered),
             )
         self.local = LocalRunTarget(
-            settings, self.history, self.root_dir, pool=pool, pool_size=pool_size, multi_user=multi_user
+            settings,
+            self.history,
+            self.root_dir,
+            pool=pool,
+            pool_size=pool_size,
+            multi_user=multi_user,
+            gpus=gpus,
         )
         self.targets: dict[str, RunTarget] = {"local": self.local}
         if cluster is not None:

@@ -75,6 +75,8 @@ def test_a_run_and_its_steps_survive_reopening(tmp_path: Path) -> None:
         "error",
         "notebook",
         "files",
+        "gpus",
+        "reason",
     }
     assert body["steps"][0]["notebook"] == "runs/r1/x.ipynb"
 

@@ -140,7 +140,9 @@ def test_a_step_asking_for_more_gpus_than_this_machine_has_is_refused_not_run_on
     write(nb, env.root / "work" / "gpu.ipynb")
     before = len(env.service.list_runs("alice"))
     for visible, refused in ((0, True), (1, True), (2, False)):
-        monkeypatch.setattr(gpus, "visible_gpu_ids", lambda n=visible: [str(i) for i in range(n)])
+        monkeypatch.setattr(
+            gpus, "visible_gpu_ids", lambda environ=None, n=visible: [str(i) for i in range(n)]
+        )
         if not refused:
             assert env.run("alice", "work/gpu.ipynb").status == "succeeded"
             continue

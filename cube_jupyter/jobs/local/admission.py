@@ -19,7 +19,7 @@ else decides. The rule:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from cube_jupyter.ledger import over_quota
@@ -71,12 +71,14 @@ class Rules:
 @dataclass(frozen=True)
 class QueuePolicy:
     """The queue's configuration (`CubeJobs`, `CubeWorkbench.gpu_quota_per_user`) and how to read the
-    GPUs a user holds: the workbench's one ledger (servers too); None counts the runner's own jobs."""
+    GPUs a user holds: the workbench's one ledger (servers too); None counts the runner's own jobs.
+    `gpus_taken` are the GPU ids other local work holds (running pipeline steps), not free to jobs."""
 
     rules: Rules = field(default_factory=lambda: Rules(None, 0, {}))
     cpu_slots: int = 0
     max_queued: int = 0  # 0: no limit
     gpus_held: Callable[[str], int] | None = None
+    gpus_taken: Callable[[], Iterable[str]] | None = None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +43,11 @@ class LocalJobBackend:
         root_dir: str | Path | None = None,
         poll: float = 0.5,
         gpus_held: Callable[[str], int] | None = None,
+        gpus_taken: Callable[[], Iterable[str]] | None = None,
     ) -> None:
         """`gpus_held` is the GPU ledger's count of a user's GPUs (servers too), which the training
-        queue admits against; None: this backend's training jobs only."""
+        queue admits against; None: this backend's training jobs only. `gpus_taken` are the GPU ids
+        other local work holds (running pipeline steps): not free to jobs."""
         self.settings = settings
         self.root_dir = Path(root_dir or os.getcwd())
         storage = settings.storage
@@ -56,11 +58,16 @@ class LocalJobBackend:
             cpu_slots=jobs.cpu_slots,
             max_queued=jobs.max_queued_per_user,
             gpus_held=gpus_held,
+            gpus_taken=gpus_taken,
         )
         runner = LocalTrainingRunner(settings.state_dir, store=store, policy=policy)
         self.training = AsyncLocalTraining(runner, poll=poll)
         self.serving = LocalModelServing(settings.state_dir, storage=storage)
         self.tuning = LocalTuner(settings.state_dir, store=store)
+
+    def held_gpu_ids(self) -> list[str]:
+        """The GPU ids this machine's running training jobs hold (other local work's free GPUs)."""
+        return self.training.runner.held_gpu_ids()
 
     async def start(self, *, supervise: bool = True) -> None:
         if supervise:  # reads need nothing started: every local job's records are on disk

@@ -77,7 +77,8 @@ class LocalTrainingRunner:
         stop_grace_seconds: float = 10.0,
         policy: admission.QueuePolicy | None = None,
     ) -> None:
-        self.root = files.private_dir(Path(state_dir) / "training")
+        self.state_dir = Path(state_dir)
+        self.root = files.private_dir(self.state_dir / "training")
         self.records = RecordStore(self.root, "training job")
         self._store = store
         self.python = python
@@ -170,7 +171,11 @@ class LocalTrainingRunner:
         is submitted, ends or is deleted, and at start-up; one process at a time on this machine. A
         job that cannot be started fails, except `fresh` (the one being submitted): its error is
         raised, for `start` to leave nothing of it."""
-        with self._lock, locks.blocking_file_lock(self.root / ADMISSION_LOCK):
+        with (
+            self._lock,
+            locks.blocking_file_lock(self.root / ADMISSION_LOCK),
+            locks.blocking_file_lock(gpus.assign_lock_path(self.state_dir)),
+        ):
             records = self._all()
             queue = [r for r in records if r.waiting]
             if not queue:
@@ -210,11 +215,22 @@ class LocalTrainingRunner:
             free_slots=slots - sum(_demand(r)[1] for r in active),
         )
 
+    def _free_gpus(self, active: Sequence[JobRecord]) -> list[str]:
+        """This machine's GPUs no admitted, unfinished job nor other local work (a running pipeline
+        step) holds: the one rule, `local.gpus.free_gpu_ids`."""
+        return gpus.free_gpu_ids([*self._gpu_ids(active), *self._taken()])
+
     @staticmethod
-    def _free_gpus(active: Sequence[JobRecord]) -> list[str]:
-        """This machine's GPUs no admitted, unfinished job holds."""
-        held = {gpu for record in active for replica in record.replicas for gpu in replica.gpu_ids}
-        return [gpu for gpu in gpus.visible_gpu_ids() if gpu not in held]
+    def _gpu_ids(active: Sequence[JobRecord]) -> list[str]:
+        return [gpu for record in active for replica in record.replicas for gpu in replica.gpu_ids]
+
+    def held_gpu_ids(self) -> list[str]:
+        """The GPU ids admitted, unfinished training jobs hold (for other local work's free GPUs)."""
+        return self._gpu_ids([r for r in self._all() if r.active])
+
+    def _taken(self) -> list[str]:
+        taken = self.policy.gpus_taken
+        return list(taken()) if taken is not None else []
 
     def _launch(self, record: JobRecord, free: list[str], *, raise_error: bool) -> None:
         """Start every replica of an admitted job; when one cannot start, none runs and the job fails
@@ -338,6 +354,7 @@ class LocalTrainingRunner:
         seen = (
             sorted((r.user, r.name) for r in records if r.active),
             [held(user) for user in waiting_users] if held is not None else [],
+            sorted(self._taken()) if waiting_users else [],
         )
         if waiting_users and seen != self._seen:
             self.admit_waiting()

@@ -17,7 +17,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cube_jupyter.errors import CubeError
 from cube_jupyter.pipelines import marshal
@@ -27,6 +27,9 @@ from cube_jupyter.pipelines.history import COMPLETED_STEP, RunHistory, RunRecord
 from cube_jupyter.pipelines.local.workers import KernelSpec, StepTask, WorkerDied, WorkerPool
 from cube_jupyter.pipelines.model import Pipeline
 from cube_jupyter.storage import ArtifactStore, CubeStorage
+
+if TYPE_CHECKING:
+    from cube_jupyter.pipelines.local.gpus import StepGpus
 
 LOG = logging.getLogger(__name__)
 TIMEOUT_BACKSTOP = 30.0  # seconds past a step's timeout (+ the runner's grace) before the pool kills it
@@ -49,6 +52,7 @@ class RunOptions:
     cwd: str = "."  # the kernels' working directory: the notebook's folder
     storage: CubeStorage = field(default_factory=CubeStorage)
     user_slots: asyncio.Semaphore | None = None  # shared by every run of the user: their step limit
+    gpus: StepGpus | None = None  # assigns `gpu:N` steps their GPUs; None: steps see every GPU
 
 
 class LocalExecutor:
@@ -217,6 +221,29 @@ class RunHandle:
             return await self._attempts(name, key, inputs)
 
     async def _attempts(self, name: str, key: str, inputs: dict[str, str]) -> str:
+        """Run the step's attempts; a `gpu:N` step first waits (`queued`, with the reason) for N GPUs
+        of its own, which its kernels get as `CUDA_VISIBLE_DEVICES` and hold until it ends."""
+        wanted, gate = self.pipeline.step(name).options.gpu, self.options.gpus
+        if not wanted or gate is None:
+            return await self._tries(name, key, inputs, {})
+        given = await gate.acquire(
+            self.run.user,
+            self.run.id,
+            name,
+            wanted,
+            waiting=lambda why: self._set(name, status="queued", reason=why),
+            cancelled=lambda: self.cancelled,
+        )
+        if given is None:
+            self._set(name, status="cancelled", finished=now())
+            return "cancelled"
+        self._set(name, status="running", gpus=given, reason=None)
+        try:
+            return await self._tries(name, key, inputs, {"CUDA_VISIBLE_DEVICES": ",".join(given)})
+        finally:
+            gate.released()
+
+    async def _tries(self, name: str, key: str, inputs: dict[str, str], env: dict[str, str]) -> str:
         step = self.pipeline.step(name)
         tries = step.options.retries + 1
         result: dict[str, Any] = {}
@@ -234,6 +261,7 @@ class RunHandle:
                 inputs=inputs,
                 kernel=self._kernel,
                 timeout=_backstop(step.options.timeout),
+                env=env,
             )
             self._tasks[name] = task
             self._set(name, status="running", attempts=attempt, started=now(), cache_key=key, error=None)

@@ -1,7 +1,8 @@
 """Runs on this machine: steps run by papermill in kernels of one shared pool of kernel-warm workers,
 bounded by the admin's `CubePipelines.max_*` limits (a run asking for more `parallel` than one run may
-is refused; a user's runs together wait for their turn). The run is driven by this process; another
-process's runs are read from the shared history."""
+is refused; a user's runs together wait for their turn). A `gpu:N` step is given N GPUs of its own
+and waits for them (`pipelines.local.gpus`). The run is driven by this process; another process's
+runs are read from the shared history."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cube_jupyter import access
-from cube_jupyter.errors import Conflict, CubeError, InvalidInput
+from cube_jupyter.errors import Conflict, CubeError, InvalidInput, QuotaExceeded
 from cube_jupyter.local import gpus
 from cube_jupyter.pipelines.config import PipelineSettings
 from cube_jupyter.pipelines.history import RunHistory, RunRecord
+from cube_jupyter.pipelines.local.gpus import StepGpus
 from cube_jupyter.pipelines.model import Pipeline, pipeline_from_dict
 from cube_jupyter.pipelines.targets import NewRun, Observer, RunRequest
 from cube_jupyter.storage import ArtifactStore, open_store
@@ -29,9 +31,10 @@ LOG = logging.getLogger(__name__)
 CANCEL_WAIT = 30.0  # seconds `cancel` waits for a local run to settle
 
 
-def _require_gpus(pipeline: Pipeline) -> None:
+def _require_gpus(pipeline: Pipeline, limit: int | None = None) -> None:
     """A step that asks for GPUs (`gpu:N`, Kale's `limit:nvidia.com/gpu:N`) runs here only where this
-    machine has that many: never silently on the CPU."""
+    machine has that many, never silently on the CPU, and only within the GPU quota `limit`: what
+    no wait could give is refused now, naming the step; the rest waits for its GPUs as it runs."""
     asking = [step for step in pipeline.steps if step.options.gpu]
     if not asking:
         return
@@ -42,6 +45,12 @@ def _require_gpus(pipeline: Pipeline) -> None:
             f"step {step.name!r} asks for {step.options.gpu} GPU(s) (a gpu: or limit: tag on "
             f"{_cells(step.cells)}), but this machine has {have}: run it on the cluster, or remove the tag "
             "to run the step on the CPU",
+            field=f"steps.{step.name}.gpu",
+        )
+    if limit and step.options.gpu > limit:
+        raise QuotaExceeded(
+            f"step {step.name!r} asks for {step.options.gpu} GPU(s) (a gpu: or limit: tag on "
+            f"{_cells(step.cells)}) and the limit per user is {limit} (CubeWorkbench.gpu_quota_per_user)",
             field=f"steps.{step.name}.gpu",
         )
 
@@ -60,8 +69,12 @@ class LocalRunTarget:
         pool: WorkerPool | None = None,
         pool_size: int | None = None,
         multi_user: bool = False,
+        gpus: StepGpus | None = None,
     ) -> None:
+        """`gpus` assigns GPU steps their GPUs (the composition root's, with the one ledger and the
+        jobs' GPUs); None: the steps of this process's runs only, no quota."""
         self.settings = settings
+        self.gpus = gpus or StepGpus(history, settings.state_dir)
         self.limits = settings.pipelines
         self.history = history
         self.root_dir = root_dir
@@ -88,7 +101,7 @@ class LocalRunTarget:
             )
 
     async def launch(self, run: NewRun, observer: Observer | None = None) -> RunRecord:
-        await asyncio.to_thread(_require_gpus, run.pipeline)
+        await asyncio.to_thread(_require_gpus, run.pipeline, self.gpus.limit)
         request = run.request
         store = request.store
         if store:
@@ -124,6 +137,7 @@ class LocalRunTarget:
                 field="id",
             )
         pipeline = pipeline_from_dict(spec["pipeline"])
+        await asyncio.to_thread(_require_gpus, pipeline, self.gpus.limit)
         opened = await asyncio.to_thread(open_store, run.store, self.settings.storage, check=False)
         record = self.history.claim_for_resume(run.id)
         LOG.info("resuming pipeline run %s for %s", run.id, run.user)
@@ -151,6 +165,7 @@ class LocalRunTarget:
             cwd=spec["cwd"],
             storage=self.settings.storage,
             user_slots=user_slots,
+            gpus=self.gpus,
         )
         handle = LocalExecutor(self._pool, self.history).start(record, pipeline, store, options, observer)
         self._runs[record.id] = handle

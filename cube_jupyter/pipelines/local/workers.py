@@ -40,7 +40,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 import psutil
@@ -88,6 +88,8 @@ class StepTask:
     inputs: dict[str, str]  # variable -> store key of the upstream output it is read from
     kernel: KernelSpec
     timeout: float | None = None  # a backstop: the runner enforces the step's own timeout first
+    # the step's own environment (its GPUs): its kernel is started for it, never a warm spare
+    env: dict[str, str] = field(default_factory=dict)
     id: str = ""
     # why the pool killed the step's kernel: "timeout" or "cancelled"
     killed: str | None = None
@@ -106,6 +108,7 @@ class StepTask:
             "parameters": self.parameters,
             "inputs": self.inputs,
             "kernel": self.kernel.to_dict(),
+            "env": self.env,
         }
 
 
@@ -447,6 +450,18 @@ class _KernelKeeper:
             self.under_way()  # no step will come of it
             raise
 
+    def start_for(self, spec: KernelSpec, env: dict[str, str]) -> Any:
+        """A kernel started now for one step, with the step's own `env` on top of `spec`'s (its
+        `CUDA_VISIBLE_DEVICES`): forked per kernel, the spares for `spec` left as they are. Like
+        `take`, followed by one `under_way`."""
+        with self._lock:
+            self._setting_up += 1
+        try:
+            return self._start(replace(spec, env=tuple(sorted({**dict(spec.env), **env}.items()))))
+        except BaseException:
+            self.under_way()
+            raise
+
     def under_way(self) -> None:
         """Called once for each `take`: its step is set up (its own cells started) or over."""
         with self._lock:
@@ -529,8 +544,9 @@ def _run_step(
 
     step = message["step"]
     spec = KernelSpec.from_dict(message["kernel"])
+    env = message.get("env") or {}
     try:
-        km = keeper.take(spec)
+        km = keeper.start_for(spec, env) if env else keeper.take(spec)
     except Exception as exc:
         return _failure(step, f"step {step!r}: kernel {spec.name!r} did not start: {exc}", "kernel")
     send({"event": "started", "id": message["id"], "kernel_pid": _kernel_pid(km)})

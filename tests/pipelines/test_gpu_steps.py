@@ -1,0 +1,152 @@
+"""A local pipeline step's `gpu:N` is assigned and counted, on a machine faked to have 2 GPUs (NVML's
+count, as tests/server fake it): each GPU step's kernel gets `CUDA_VISIBLE_DEVICES` of GPUs no job or
+other step holds, the step is a `pipeline-step` holder in the GPU ledger while it runs, and a step
+past the free GPUs or its owner's quota waits `queued` with the reason, then runs; what no wait could
+give fails at once naming `steps.<name>.gpu`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cube_jupyter.errors import InvalidInput, QuotaExceeded
+from cube_jupyter.ledger import GpuLedger
+from cube_jupyter.local import gpus
+from cube_jupyter.pipelines.history import RunHistory, StepRecord
+from cube_jupyter.pipelines.local.gpus import StepGpus, gpu_holders
+from cube_jupyter.pipelines.service import PipelineService
+from cube_jupyter.pipelines.targets import RunRequest
+from tests.pipelines.notebooks import code, notebook, write
+from tests.pipelines.test_service import settings_for
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def gpu_step(name: str, gpu: int = 1, seconds: float = 2.0) -> object:
+    return code(
+        "import os, time\n"
+        f"seen_{name} = os.environ.get('CUDA_VISIBLE_DEVICES')\n"
+        f"print('CUDA_VISIBLE_DEVICES', seen_{name})\n"
+        f"open('{name}.gpu', 'w').write(str(seen_{name}))\n"
+        f"time.sleep({seconds})",
+        f"step:{name}",
+        f"gpu:{gpu}",
+    )
+
+
+class Env:
+    def __init__(self, root: Path, quota: int | None) -> None:
+        self.root = root
+        (root / "work").mkdir(exist_ok=True)
+        settings = settings_for(root)
+        self.history = RunHistory.in_state_dir(settings.state_dir)
+        self.jobs_hold: list[str] = []  # GPU ids the (fake) training jobs hold
+        self.ledger = GpuLedger(quota, [gpu_holders(self.history)])
+        self.gpus = StepGpus(
+            self.history,
+            settings.state_dir,
+            ledger=self.ledger,
+            others=lambda: self.jobs_hold,
+            poll_seconds=0.2,
+        )
+        self.service = PipelineService(settings, root, pool_size=3, history=self.history, gpus=self.gpus)
+        self.loop = asyncio.new_event_loop()
+
+    def run_watching(self, path: str, parallel: int = 3) -> tuple[object, list[StepRecord], list[list[str]]]:
+        """Run `path`; every step change seen, and the ledger's pipeline-step holders polled meanwhile."""
+        seen: list[StepRecord] = []
+        holders: list[list[str]] = []
+
+        async def go():  # type: ignore[no-untyped-def]
+            run = await self.service.start_run(
+                "alice", RunRequest(path, parallel=parallel), observer=seen.append
+            )
+            waiting = asyncio.create_task(self.service.wait("alice", run.id))
+            while not waiting.done():
+                holders.append([h.name for h in self.ledger.holders("alice") if h.kind == "pipeline-step"])
+                await asyncio.sleep(0.1)
+            return await waiting
+
+        return self.loop.run_until_complete(go()), seen, holders
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.service.close())
+        self.loop.close()
+
+
+@pytest.fixture
+def two_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(gpus, "nvml_device_count", lambda: 2)
+
+
+@pytest.fixture
+def env(tmp_path: Path, two_gpus: None) -> Iterator[Env]:
+    made = Env(tmp_path, quota=None)
+    yield made
+    made.close()
+
+
+def test_two_gpu_steps_get_different_gpus_a_third_waits_then_runs_and_the_ledger_counts_them(
+    env: Env,
+) -> None:
+    write(notebook(gpu_step("a"), gpu_step("b"), gpu_step("c")), env.root / "work" / "three.ipynb")
+    run, seen, holders = env.run_watching("work/three.ipynb")
+    assert run.status == "succeeded", run.error  # type: ignore[attr-defined]
+    given = {name: (env.root / "work" / f"{name}.gpu").read_text() for name in "abc"}
+    assert sorted(given.values()) in (["0", "0", "1"], ["0", "1", "1"]), given
+    queued = [s for s in seen if s.status == "queued"]
+    assert len({s.name for s in queued}) == 1, queued  # two ran at once, one waited for them
+    assert queued[0].reason == "waiting for 1 GPUs: 0 of 2 free"
+    first_two = [name for name in "abc" if name != queued[0].name]
+    assert given[first_two[0]] != given[first_two[1]]
+    running = [s for s in seen if s.status == "running" and s.gpus]
+    assert {s.name for s in running} == {"a", "b", "c"}
+    assert {tuple(s.gpus) for s in running} <= {("0",), ("1",)}
+    assert max(len(h) for h in holders) == 2  # the ledger held both while they ran
+    assert any(run.id in name for h in holders for name in h)  # type: ignore[attr-defined]
+    assert env.ledger.holders("alice") == []  # ended: nothing held
+    step = env.history.get(run.id).step(queued[0].name)  # type: ignore[attr-defined]
+    assert step.gpus == [given[queued[0].name]] and step.reason is None
+
+
+def test_a_job_holding_a_gpu_leaves_the_other_to_the_step(env: Env) -> None:
+    env.jobs_hold[:] = ["0"]
+    write(notebook(gpu_step("a", seconds=0)), env.root / "work" / "one.ipynb")
+    run, _seen, _holders = env.run_watching("work/one.ipynb")
+    assert run.status == "succeeded", run.error  # type: ignore[attr-defined]
+    assert (env.root / "work" / "a.gpu").read_text() == "1"
+
+
+def test_a_step_past_the_quota_waits_for_it(tmp_path: Path, two_gpus: None) -> None:
+    env = Env(tmp_path, quota=1)
+    try:
+        write(notebook(gpu_step("a", seconds=1), gpu_step("b", seconds=1)), env.root / "work" / "two.ipynb")
+        run, seen, holders = env.run_watching("work/two.ipynb")
+        assert run.status == "succeeded", run.error  # type: ignore[attr-defined]
+        queued = [s for s in seen if s.status == "queued"]
+        assert queued and queued[0].reason == (
+            "waiting for 1 GPU(s) of quota: 'alice' holds 1 of 1 (CubeWorkbench.gpu_quota_per_user)"
+        )
+        assert max(len(h) for h in holders) == 1  # never two at once under a quota of one
+    finally:
+        env.close()
+
+
+def test_what_no_wait_could_give_fails_at_once_naming_the_step(tmp_path: Path, two_gpus: None) -> None:
+    env = Env(tmp_path, quota=1)
+    try:
+        for tag, error in (("gpu:3", InvalidInput), ("gpu:2", QuotaExceeded)):
+            write(
+                notebook(code("x = 1", "step:prep"), code("y = x", "step:train", tag)),
+                env.root / "work" / "big.ipynb",
+            )
+            with pytest.raises(error) as caught:
+                env.loop.run_until_complete(env.service.start_run("alice", RunRequest("work/big.ipynb")))
+            assert caught.value.field == "steps.train.gpu"
+        assert env.service.list_runs("alice") == []
+    finally:
+        env.close()
