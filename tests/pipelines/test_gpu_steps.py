@@ -150,3 +150,35 @@ def test_what_no_wait_could_give_fails_at_once_naming_the_step(tmp_path: Path, t
         assert env.service.list_runs("alice") == []
     finally:
         env.close()
+
+
+def test_the_composition_root_shares_one_free_gpu_rule_and_one_ledger(tmp_path: Path, two_gpus: None) -> None:
+    """The workbench's ledger counts running GPU steps; the training queue's free GPUs leave out the
+    steps' GPUs, and the steps' free GPUs the jobs' (both through `local.gpus.free_gpu_ids`)."""
+    from traitlets.config import Config
+
+    from cube_jupyter.config import load_settings
+    from cube_jupyter.jobs.local.backend import LocalJobBackend
+    from cube_jupyter.pipelines.history import RunRecord
+    from cube_jupyter.services import Workbench
+
+    settings = load_settings(
+        Config({"CubeWorkbench": {"state_dir": str(tmp_path / "state"), "default_user": "alice"}})
+    )
+    workbench = Workbench(settings, root_dir=str(tmp_path))
+    history = workbench.pipeline_history
+    record = RunRecord(
+        id="r1", user="alice", path="a.ipynb", pipeline="a", status="running", target="local",
+        parameters={}, store="s", created="2026-01-01T00:00:00.000Z",
+    )  # fmt: skip
+    history.create(record, ["train"])
+    history.update_step("r1", "train", status="running", gpus=["1"])
+    holders = workbench.ledger.holders("alice")
+    assert [(h.kind, h.name, h.gpus) for h in holders] == [("pipeline-step", "r1/train", 1)]
+    backend = workbench.job_backend
+    assert isinstance(backend, LocalJobBackend)
+    assert backend.training.runner._free_gpus([]) == ["0"]  # the step holds GPU 1
+    history.update_step("r1", "train", status="succeeded")
+    assert backend.training.runner._free_gpus([]) == ["0", "1"] and workbench.ledger.holders("alice") == []
+    gate = workbench.pipelines.local.gpus
+    assert gate.ledger is workbench.ledger and gate.free() == ["0", "1"]
