@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -281,6 +282,22 @@ def test_gpu_cards_quota_kernel_status_and_idle_warning(lab: ReplayLab, page: Pa
     assert status == 201, body
     expect(quota.get_by_test_id("cube-gpu-quota-bar-text")).to_have_text(f"1 / {QUOTA}")
     expect(quota.get_by_test_id("cube-gpu-quota-holders")).to_contain_text("notebook trainer: 1 GPU")
+    demand = quota.get_by_test_id("cube-gpu-demand")
+    expect(demand).to_have_text("holding 1 · queued 0")
+    # A job past the quota waits in the queue: its GPUs show beside those held, then go with it.
+    wide = {
+        "name": "wide",
+        "framework": "pytorch",
+        "replicas": {"worker": {"replicas": 2, "resources": {"gpu": 1}}},
+        "command": [sys.executable, "-c", "pass"],
+    }
+    status, body = lab.request("POST", "cube/api/v1/jobs", {"kind": "training", "spec": wide})
+    assert status == 201 and body["phase"] == "Queued", body
+    expect(demand).to_have_text("holding 1 · queued 2 (job wide)")
+    expect(demand).to_have_attribute("title", re.compile(r"#1 wide: 2 GPUs, waiting for 2 GPU\(s\) of quota"))
+    status, body = lab.request("DELETE", "cube/api/v1/jobs/wide")
+    assert status == 204, body
+    expect(demand).to_have_text("holding 1 · queued 0")
     lap("quota")
     shot(page, "21-gpu-panel", PANEL)
 
