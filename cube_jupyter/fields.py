@@ -9,6 +9,7 @@ speaks its own error type (a step tag's PipelineError) converts; it never checks
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from collections.abc import Iterable, Mapping
@@ -155,9 +156,18 @@ def parse_quantity(value: object, field: str) -> float:
             field=field,
         )
     number_, suffix = float(match.group(1)), match.group(2) or ""
-    if suffix.startswith(("e", "E")):
-        return number_ * 10 ** int(suffix[1:])
-    return number_ * _BINARY[suffix] if suffix in _BINARY else number_ * _DECIMAL[suffix]
+    try:
+        if suffix in _BINARY:
+            amount = number_ * _BINARY[suffix]
+        elif suffix in _DECIMAL:  # "E" alone is exa, not an exponent
+            amount = number_ * _DECIMAL[suffix]
+        else:
+            amount = number_ * 10.0 ** int(suffix[1:])
+    except OverflowError:
+        amount = math.inf
+    if not math.isfinite(amount):
+        raise InvalidInput(f"{field} {quote(value)} is too large a quantity", field=field)
+    return amount
 
 
 def quantity(value: object, field: str) -> str:

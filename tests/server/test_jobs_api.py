@@ -252,6 +252,23 @@ async def test_a_served_model_answers_predictions_through_the_api(api: Any, root
             "min_replicas",
         ),
         ({"kind": "baking", "spec": DDP}, "kind"),
+        (  # was a 500: the exponent overflowed a float
+            {
+                "kind": "training",
+                "spec": {**DDP, "replicas": {"master": {"replicas": 1, "resources": {"cpu": "1e400"}}}},
+            },
+            "replicas.master.resources.cpu",
+        ),
+        (  # was a 500: "E" (exa) read as an exponent; now too large
+            {
+                "kind": "training",
+                "spec": {
+                    **DDP,
+                    "replicas": {"master": {"replicas": 1, "resources": {"memory": "9" * 300 + "E"}}},
+                },
+            },
+            "replicas.master.resources.memory",
+        ),
         ({"kind": "training"}, "spec"),
         ({"kind": "training", "spec": DDP, "extra": 1}, "extra"),
         ("not json", "body"),

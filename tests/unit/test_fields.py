@@ -13,7 +13,17 @@ from cube_jupyter.errors import InvalidInput
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("500m", 0.5), ("2", 2.0), ("1.5", 1.5), ("4Gi", 4 * 2**30), ("1k", 1000.0), ("2e3", 2000.0), (3, 3.0)],
+    [
+        ("500m", 0.5),
+        ("2", 2.0),
+        ("1.5", 1.5),
+        ("4Gi", 4 * 2**30),
+        ("1k", 1000.0),
+        ("2e3", 2000.0),
+        (3, 3.0),
+        ("2E", 2e18),  # exa, not an exponent
+        ("1Ei", 2.0**60),
+    ],
 )
 def test_quantities(text: object, value: float) -> None:
     assert fields.parse_quantity(text, "cpu") == pytest.approx(value)
@@ -24,6 +34,14 @@ def test_bad_quantities(bad: object) -> None:
     with pytest.raises(InvalidInput) as refused:
         fields.parse_quantity(bad, "memory")
     assert refused.value.field == "memory"
+
+
+@pytest.mark.parametrize("huge", ["1e400", "9" * 400, "9" * 300 + "E", "9" * 300 + "Ei", 10**400])
+def test_a_quantity_past_what_a_number_holds_is_refused_naming_the_field(huge: object) -> None:
+    """Was an OverflowError (a 500 from POST /jobs with cpu '1e400'), or inf taken as a CPU count."""
+    with pytest.raises(InvalidInput) as refused:
+        fields.parse_quantity(huge, "resources.cpu")
+    assert refused.value.field == "resources.cpu"
 
 
 @pytest.mark.parametrize(("given", "kept"), [("2", "2"), ("500m", "500m"), (4, "4"), (0.5, "0.5")])
