@@ -217,12 +217,13 @@ async def _follow_cluster_run(
     service: PipelineService, user: str, run_id: str, display: StepDisplay, interval: float = 1.0
 ) -> RunRecord:
     """Show each step's state as the cluster (Argo, KFP) reports it, until the run has finished."""
-    shown: dict[str, tuple[str, int]] = {}
+    shown: dict[str, str] = {}
     while True:
         run = service.get_run(user, run_id)
         for step in run.steps:
-            if shown.get(step.name) != (step.status, step.attempts):
-                shown[step.name] = (step.status, step.attempts)
+            text = _status_text(step)
+            if shown.get(step.name) != text:
+                shown[step.name] = text
                 display.update(step)
         if run.status not in ACTIVE_RUN:
             return run
@@ -292,12 +293,22 @@ class StepDisplay:
 
 
 def _status_text(step: StepRecord) -> str:
+    """A step's state for the progress display: a queued step says why it waits (GPUs, the GPU
+    quota), a running one which GPUs it holds."""
     text = step.status
+    if step.status == "queued" and step.reason:
+        text += f": {step.reason}"
+    if step.status == "running" and step.gpus:
+        text += f" on {_gpu_text(step.gpus)}"
     if step.attempts > 1:
         text += f" (attempt {step.attempts})"
     if step.status in ("succeeded", "failed") and step.duration is not None:
         text += f" in {step.duration:.2f}s"
     return text
+
+
+def _gpu_text(gpus: list[str]) -> str:
+    return ("GPU " if len(gpus) == 1 else "GPUs ") + ", ".join(gpus)
 
 
 def _print_summary(run: RunRecord, elapsed: float) -> None:

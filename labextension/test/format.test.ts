@@ -28,7 +28,9 @@ import { resourceParts } from '../src/notebooks/format';
 import {
   describeError,
   formatDuration,
-  formatFiles
+  formatFiles,
+  formatGpus,
+  stepNote
 } from '../src/pipeline/format';
 
 describe('common', () => {
@@ -185,5 +187,20 @@ describe('pipeline', () => {
       'a.csv, b.csv, c.csv and 2 more'
     );
     expect(formatFiles(['a.csv', 'b.csv'], 1)).toBe('a.csv and 1 more');
+  });
+
+  it('says why a queued step waits and which GPUs a running one holds', () => {
+    const reason = 'waiting for 1 GPUs: 0 of 2 free';
+    expect(stepNote({ status: 'queued', reason, gpus: [] })).toBe(reason);
+    expect(stepNote({ status: 'queued', reason: null })).toBe('');
+    expect(stepNote({ status: 'running', reason: null, gpus: ['1'] })).toBe(
+      'GPU 1'
+    );
+    expect(stepNote({ status: 'running', gpus: ['0', '1'] })).toBe('GPUs 0, 1');
+    expect(stepNote({ status: 'running', gpus: [] })).toBe('');
+    // Records from before steps had GPUs have neither field.
+    expect(stepNote({ status: 'running' })).toBe('');
+    expect(stepNote({ status: 'succeeded', gpus: ['1'] })).toBe('');
+    expect(formatGpus(undefined)).toBe('');
   });
 });

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+from io import StringIO
 from pathlib import Path
 
 import nbformat
@@ -17,7 +18,9 @@ import pytest
 import yaml
 
 from cube_jupyter.cli import main
-from cube_jupyter.pipelines.history import RunHistory
+from cube_jupyter.cli.pipeline_commands import StepDisplay
+from cube_jupyter.pipelines.dag import build_pipeline
+from cube_jupyter.pipelines.history import RunHistory, StepRecord
 from tests.pipelines.notebooks import EXAMPLES, code, notebook, write
 from tests.waiting import wait_until
 
@@ -257,3 +260,20 @@ def test_the_cluster_target_needs_the_kubernetes_backend(
     monkeypatch.chdir(tmp_path)
     code = main(["pipeline", "run", "fanout_ml.ipynb", "--target", "cluster", "--config", "cube_config.py"])
     assert code in (1, 2) and "kubernetes backend" in capsys.readouterr().err
+
+
+def test_the_progress_display_shows_a_queued_step_with_its_reason_then_the_gpus_it_holds() -> None:
+    stream = StringIO()  # no terminal: a line per change
+    display = StepDisplay(build_pipeline(GOOD, "good.ipynb"), stream)
+    reason = "waiting for 1 GPUs: 0 of 2 free"
+    display.update(StepRecord("make", status="queued", reason=reason))
+    display.update(StepRecord("make", status="running", attempts=1, gpus=["1"]))
+    display.update(StepRecord("show", status="running", attempts=1, gpus=["0", "1"]))
+    display.update(StepRecord("show", status="running", attempts=1))
+    display.close()
+    assert stream.getvalue().splitlines() == [
+        f"make  queued: {reason}",
+        "make  running on GPU 1",
+        "show  running on GPUs 0, 1",
+        "show  running",
+    ]

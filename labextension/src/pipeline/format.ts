@@ -88,6 +88,32 @@ export function describeError(error: unknown): string | null {
   return JSON.stringify(error);
 }
 
+/** The GPUs a step holds, for one line: `GPU 1`, `GPUs 0, 1`; '' for none. */
+export function formatGpus(gpus: readonly string[] | null | undefined): string {
+  if (!gpus || gpus.length === 0) {
+    return '';
+  }
+  return `${gpus.length === 1 ? 'GPU' : 'GPUs'} ${gpus.join(', ')}`;
+}
+
+/**
+ * What a run's step shows beside its state: why a queued step waits, which GPUs a
+ * running one holds; '' when there is nothing to say.
+ */
+export function stepNote(step: {
+  status: string;
+  reason?: string | null;
+  gpus?: readonly string[] | null;
+}): string {
+  if (step.status === 'queued') {
+    return step.reason ?? '';
+  }
+  if (step.status === 'running') {
+    return formatGpus(step.gpus);
+  }
+  return '';
+}
+
 /**
  * The data files a run's step read (its cache key saw), for one line: the first `shown`
  * and how many more; '' for none.

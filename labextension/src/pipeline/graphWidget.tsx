@@ -17,6 +17,7 @@ import type { StepStatus } from './types';
 /** The step states a run can show, in the order the legend lists them. */
 const LEGEND: StepStatus[] = [
   'pending',
+  'queued',
   'running',
   'succeeded',
   'cached',

@@ -90,6 +90,7 @@ export type RunStatus =
 
 export type StepStatus =
   | 'pending'
+  | 'queued'
   | 'running'
   | 'succeeded'
   | 'failed'
@@ -113,6 +114,10 @@ export interface IRunStep {
    * step's cache key in this run.
    */
   files: string[];
+  /** The GPU ids a local `gpu:N` step was given (`CUDA_VISIBLE_DEVICES`), held while it runs. */
+  gpus: string[];
+  /** Why a `queued` step waits (free GPUs, the GPU quota); null otherwise. */
+  reason: string | null;
 }
 
 /** One pipeline run, as `GET /pipelines/runs/{id}` returns it. */

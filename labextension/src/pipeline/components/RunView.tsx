@@ -1,8 +1,10 @@
 /**
  * One run: its status, its steps with state, duration and cache hits, the error that
  * failed it, Cancel while it runs and Resume when it stopped with steps left (a failure,
- * a cancel, a workbench restart). A step with an executed notebook opens it; the data
- * files a step read (whose contents its cache key saw) are listed under it.
+ * a cancel, a workbench restart). A queued step says why it waits (GPUs, the GPU
+ * quota), a running GPU step which GPUs it holds. A step with an executed notebook
+ * opens it; the data files a step read (whose contents its cache key saw) are listed
+ * under it.
  */
 import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
@@ -10,7 +12,12 @@ import * as React from 'react';
 import { ErrorMessage } from '../../common/components/ErrorMessage';
 import { StatusBadge } from '../../common/components/StatusBadge';
 import { formatDate } from '../../common/format';
-import { describeError, formatDuration, formatFiles } from '../format';
+import {
+  describeError,
+  formatDuration,
+  formatFiles,
+  stepNote
+} from '../format';
 import type { IRun, IRunStep } from '../types';
 
 export interface IRunViewProps {
@@ -75,6 +82,10 @@ export function RunView(props: IRunViewProps): JSX.Element {
           const canOpen = !!step.notebook;
           // Runs recorded before steps listed their files have none.
           const files = step.files ?? [];
+          // A queued step says why it waits; a running GPU step which GPUs it holds.
+          const note = stepNote(step);
+          const reason = step.status === 'queued' ? note : '';
+          const gpus = step.status === 'running' ? note : '';
           return (
             <li
               key={step.name}
@@ -100,11 +111,29 @@ export function RunView(props: IRunViewProps): JSX.Element {
                   {step.cache_hit ? 'cached' : formatDuration(step.duration)}
                   {step.attempts > 1 ? ` · ${step.attempts} tries` : ''}
                 </span>
+                {gpus && (
+                  <span
+                    className="cube-RunStep-gpus"
+                    data-testid="cube-run-step-gpus"
+                    data-gpus={(step.gpus ?? []).join(',')}
+                    title={`${step.name} runs with CUDA_VISIBLE_DEVICES=${(step.gpus ?? []).join(',')}`}
+                  >
+                    {gpus}
+                  </span>
+                )}
                 <StatusBadge
                   status={step.status}
                   testid="cube-run-step-status"
                 />
               </button>
+              {reason && (
+                <div
+                  className="cube-RunStep-reason"
+                  data-testid="cube-run-step-reason"
+                >
+                  {reason}
+                </div>
+              )}
               {files.length > 0 && (
                 <div
                   className="cube-RunStep-files"
