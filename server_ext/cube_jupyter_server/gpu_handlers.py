@@ -28,7 +28,7 @@ class GpuHandler(CubeAPIHandler):
     @cube_endpoint
     async def get(self) -> None:
         caller = self.caller
-        all_users = self.get_query_argument("all", "") in ("1", "true", "yes")
+        all_users = self.flag_param("all")
         history = parse_history(self.get_query_argument("history", None))
         service: GpuService = self.settings[GPU_SETTING]
         report = await service.report(caller, all_users=all_users, history_seconds=history)

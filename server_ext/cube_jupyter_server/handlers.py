@@ -27,6 +27,7 @@ from cube_jupyter.errors import (
     InvalidInput,
     NotFound,
     PayloadTooLarge,
+    quote,
 )
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import NotebookServer
@@ -43,6 +44,8 @@ REASONS = {
 }
 Method = TypeVar("Method", bound=Callable[..., Awaitable[None]])
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+FLAG_YES = ("1", "true", "yes")
+FLAG_NO = ("0", "false", "no", "")
 # What the bodies read at once may hold together: a few at the limit, so a burst of uploads (even
 # unauthenticated ones, refused before a byte is read) cannot take the server's memory.
 MAX_READING_BYTES = 4 * MAX_BODY_BYTES
@@ -156,6 +159,14 @@ class CubeAPIHandler(APIHandler):
     def json_body(self) -> Any:
         return parse_json_body(bytes(self._body))
 
+    def flag_param(self, name: str) -> bool:
+        """A yes/no query parameter (`?all=1`): absent, '', 0, false or no is no; 1, true or yes is yes, in
+        any case; anything else is a 400 naming it, not a quiet no."""
+        text = self.get_query_argument(name, "").strip().lower()
+        if text in FLAG_YES or text in FLAG_NO:
+            return text in FLAG_YES
+        raise InvalidInput(f"{name} must be 1, true, yes, 0, false or no; got {quote(text)}", field=name)
+
     def decode_argument(self, value: bytes, name: str | None = None) -> str:
         """Path and query parameters as text the API takes: not UTF-8 (tornado's own 400 names no
         field) or holding a NUL (which tornado would quietly turn into a space) is a 400 naming it."""
@@ -217,7 +228,7 @@ class NotebooksHandler(CubeAPIHandler):
     @cube_endpoint
     async def get(self) -> None:
         caller = self.caller
-        all_users = self.get_query_argument("all", "") in ("1", "true", "yes")
+        all_users = self.flag_param("all")
         servers = self.notebooks.list_servers(caller, self.get_query_argument("user", None), all_users)
         self.write_json(
             {

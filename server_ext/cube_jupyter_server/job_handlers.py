@@ -26,8 +26,6 @@ from cube_jupyter.jobs.service import JobService
 from cube_jupyter.jobs.vocabulary import form_vocabulary
 from cube_jupyter_server.handlers import API_PREFIX, CubeAPIHandler, cube_endpoint
 
-TRUE = ("1", "true", "yes")
-
 
 class JobAPIHandler(CubeAPIHandler):
     @property
@@ -48,7 +46,7 @@ class JobsHandler(JobAPIHandler):
         jobs = self.jobs.list_jobs(
             caller,
             self.user_param,
-            all_users=self.get_query_argument("all", "") in TRUE,
+            all_users=self.flag_param("all"),
             kind=self.get_query_argument("kind", None),
         )
         self.write_json(
@@ -110,7 +108,7 @@ class JobLogsHandler(JobAPIHandler):
             self.caller,
             name,
             self.get_query_argument("replica", None) or None,
-            follow=self.get_query_argument("follow", "") in TRUE,
+            follow=self.flag_param("follow"),
             tail=tail,
             user=self.user_param,
         )
@@ -172,7 +170,7 @@ class QueueHandler(JobAPIHandler):
     @cube_endpoint
     async def get(self) -> None:
         caller = self.caller
-        all_users = self.get_query_argument("all", "") in TRUE
+        all_users = self.flag_param("all")
         self.write_json({"user": caller, **self.jobs.queue(caller, self.user_param, all_users=all_users)})
 
 

@@ -21,7 +21,6 @@ from cube_jupyter.errors import InvalidInput
 from cube_jupyter.schedules.service import ScheduleService
 from cube_jupyter_server.handlers import API_PREFIX, CubeAPIHandler, cube_endpoint
 
-TRUE = ("1", "true", "yes")
 MAX_RUNS = 2000
 PREVIEW_ARGUMENTS = ("cron", "interval_seconds", "timezone", "count", "start")
 
@@ -41,9 +40,7 @@ class SchedulesHandler(ScheduleAPIHandler):
     @cube_endpoint
     async def get(self) -> None:
         caller = self.caller
-        listed = self.schedules.list(
-            caller, self.user_param, all_users=self.get_query_argument("all", "").lower() in TRUE
-        )
+        listed = self.schedules.list(caller, self.user_param, all_users=self.flag_param("all"))
         self.write_json({"user": caller, "schedules": listed})
 
     @cube_endpoint

@@ -234,6 +234,25 @@ async def test_a_served_model_answers_predictions_through_the_api(api: Any, root
 
 
 @pytest.mark.parametrize(
+    ("path", "spec_path", "params"),
+    [
+        ("queue", "/queue", {"all": "banana"}),
+        ("jobs", "/jobs", {"all": "2"}),
+        ("jobs/ddp/logs", "/jobs/{name}/logs", {"follow": "maybe"}),
+    ],
+)
+async def test_a_yes_no_query_parameter_that_is_neither_is_a_400_naming_it(
+    api: Any, path: str, spec_path: str, params: dict[str, str]
+) -> None:
+    """Was a quiet no: ?all=banana listed only the caller's jobs with a 200."""
+    status, error = await call(api, "GET", path, spec_path, **params)
+    assert status == 400, error
+    assert error["field"] == next(iter(params)), error
+    status, body = await call(api, "GET", "queue", "/queue", all="No")  # any case, as schedules took it
+    assert status == 200, body
+
+
+@pytest.mark.parametrize(
     ("body", "field"),
     [
         ({"kind": "training", "spec": {**DDP, "framework": "caffe"}}, "framework"),
