@@ -215,7 +215,7 @@ class Workbench:
             gpus=StepGpus(
                 self.pipeline_history,
                 self.settings.state_dir,
-                ledger=self.ledger,
+                ledger=lambda: self.ledger,
                 others=lambda: self._job_gpu_ids(),
             ),
         )

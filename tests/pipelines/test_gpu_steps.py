@@ -48,7 +48,7 @@ class Env:
         self.gpus = StepGpus(
             self.history,
             settings.state_dir,
-            ledger=self.ledger,
+            ledger=lambda: self.ledger,
             others=lambda: self.jobs_hold,
             poll_seconds=0.2,
         )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -48,26 +49,31 @@ def held_gpu_ids(history: RunHistory) -> Callable[[], list[str]]:
 
 
 class StepGpus:
-    """Assigns GPUs to local pipeline steps. `ledger` is the workbench's one GPU ledger (its limit
-    is the quota; None: no quota, the steps' own holders only); `others` the GPU ids other local
-    work holds (the training jobs'); `state_dir` where the machine's assignment lock lives."""
+    """Assigns GPUs to local pipeline steps. `ledger` gives the workbench's one GPU ledger (its
+    limit is the quota), asked for when a step first needs it, since it reads every backend; None:
+    no quota, the steps' own holders only. `others` gives the GPU ids other local work holds (the
+    training jobs'); `state_dir` is where the machine's assignment lock lives."""
 
     def __init__(
         self,
         history: RunHistory,
         state_dir: Path,
         *,
-        ledger: GpuLedger | None = None,
+        ledger: Callable[[], GpuLedger] | None = None,
         others: Callable[[], Iterable[str]] | None = None,
         poll_seconds: float = POLL_SECONDS,
     ) -> None:
         self.history = history
-        self.ledger = ledger or GpuLedger(None, [gpu_holders(history)])
+        self._ledger = ledger
         self.others = others or (lambda: ())
         self.lock = gpus.assign_lock_path(state_dir)
         self.poll_seconds = poll_seconds
         self._turns: dict[str, asyncio.Lock] = {}  # each user's GPU steps in order
         self._freed = asyncio.Event()
+
+    @functools.cached_property
+    def ledger(self) -> GpuLedger:
+        return self._ledger() if self._ledger is not None else GpuLedger(None, [gpu_holders(self.history)])
 
     @property
     def limit(self) -> int | None:
