@@ -12,6 +12,7 @@ codes: 0 done, 1 the request failed (the message names the field), 2 bad usage.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -39,13 +40,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(load_config_file(args.config) if args.config else Config())
         for warning in settings.deprecations:
             print(f"warning: {warning}", file=sys.stderr)
-        return int(args.run(args, settings) or 0)
+        code = int(args.run(args, settings) or 0)
+        sys.stdout.flush()  # a closed pipe fails here, where it is handled, not at exit
+        return code
     except CubeError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `cube-jupyter ... | head`: the reader had enough, as with any Unix tool
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 141
 
 
 def build_parser() -> argparse.ArgumentParser:

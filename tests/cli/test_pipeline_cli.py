@@ -159,6 +159,31 @@ def test_compile_writes_an_argo_workflow(folder: Path) -> None:
     assert sorted(task["name"] for task in dag["dag"]["tasks"]) == ["make", "show"]
 
 
+def test_a_reader_that_stops_early_gets_no_traceback(folder: Path) -> None:
+    """`cube-jupyter ... | head`: stdout's reader is gone; the command ends quietly, as Unix tools do."""
+    script = (
+        "import os, sys\n"
+        "read, write = os.pipe()\n"
+        "os.close(read)\n"
+        "os.dup2(write, 1)\n"
+        "from cube_jupyter.cli import main\n"
+        f"config = {str(folder / 'jupyter_server_config.py')!r}\n"
+        "sys.exit(main(['pipeline', 'graph', 'good.ipynb', '--config', config]))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=folder,
+        check=False,
+    )
+    assert result.returncode == 141, result.stderr
+    assert "Traceback" not in result.stderr and "BrokenPipeError" not in result.stderr
+
+
 def test_compile_writes_kfp_ir_and_refuses_argos_flags(folder: Path) -> None:
     result = cube(
         folder, "compile", "good.ipynb", "--target", "kfp", "-p", "rate", "2", "-o", "pipeline.yaml"

@@ -143,9 +143,8 @@ def decide(
 def _own_limit(job: Waiting, mine: Holding, rules: Rules) -> str | None:
     """Why `job` waits on its owner's own limits, or None."""
     if rules.max_running and mine.jobs >= rules.max_running:
-        return (
-            f"{mine.jobs} jobs running, the limit is {rules.max_running} (CubeJobs.max_running_jobs_per_user)"
-        )
+        running = f"{mine.jobs} job{'s' if mine.jobs != 1 else ''} running"
+        return f"{running}, the limit is {rules.max_running} (CubeJobs.max_running_jobs_per_user)"
     if job.gpus and over_quota(rules.gpu_quota, mine.gpus, job.gpus):
         return (
             f"waiting for {job.gpus} GPU(s) of quota: {job.user!r} holds {mine.gpus} of "
