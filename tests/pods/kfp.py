@@ -60,11 +60,12 @@ and KFP_POD_UID, and from a kfp-kubernetes platform document (a second YAML docu
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import math
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -301,7 +302,8 @@ class _Run:
     pipeline_root: str
     parameters: dict[str, Any]
     tasks: dict[str, TaskRun]
-    artifact_ids: list[int] = field(default_factory=lambda: [0])
+    # MLMD's artifact ids; next() on a count is atomic, and ready tasks run in threads at once
+    artifact_ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     imported: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (uri, type) → artifact
 
     def component(self, task: dict[str, Any]) -> dict[str, Any]:
@@ -403,10 +405,10 @@ class _Run:
 
     def record_artifact(self, name: str, artifact: dict[str, Any]) -> dict[str, Any]:
         """The output artifact as MLMD keeps it and hands a consumer (ToRuntimeArtifact)."""
-        self.artifact_ids[0] += 1
+        artifact_id = next(self.artifact_ids)
         metadata = {"display_name": name, **artifact.get("metadata", {})}
         return {
-            "name": str(self.artifact_ids[0]),
+            "name": str(artifact_id),
             "type": artifact["type"],
             "uri": artifact["uri"],
             "metadata": metadata,

@@ -230,9 +230,11 @@ def test_structured_placeholders_resolve_and_an_unresolved_one_fails_its_task(
 
 @dsl.pipeline(name="imports")
 def imports(uri: str) -> None:
+    # One after another: tasks ready together run at once (in KFP too), and which of them records
+    # the URI first would be a race.
     first = dsl.importer(artifact_uri=uri, artifact_class=Dataset, reimport=False)
-    again = dsl.importer(artifact_uri=uri, artifact_class=Dataset, reimport=False)
-    dsl.importer(artifact_uri=uri, artifact_class=Dataset, reimport=True)
+    again = dsl.importer(artifact_uri=uri, artifact_class=Dataset, reimport=False).after(first)
+    dsl.importer(artifact_uri=uri, artifact_class=Dataset, reimport=True).after(again)
     dsl.importer(artifact_uri="gs://elsewhere/data", artifact_class=Dataset, metadata={"origin": "made"})
     read_dir(rows=first.output).after(again)
 
