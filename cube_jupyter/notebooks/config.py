@@ -168,6 +168,11 @@ class CubeSpawner(CubePods):
     cull_idle_seconds = Int(
         0, help="Stop servers with no kernel or terminal activity for this long; 0: never."
     )
+    max_queued_servers_per_user = Int(
+        4,
+        help="Most servers one user may have waiting in the local queue for GPUs (status 'queued'): a "
+        "create or start past it is refused (403) naming this field. 0: no limit.",
+    )
     server_url_template = Unicode(
         "http://{name}.{namespace}.svc.cluster.local",
         help="Where the workbench reaches a server in the cluster to read its activity (for culling), "
@@ -180,7 +185,13 @@ class CubeSpawner(CubePods):
     )
 
     _profiles_ok = checked(_profile_list, "profiles")
-    _limits_ok = checked(non_negative, "max_servers_per_user", "max_starting_servers", "cull_idle_seconds")
+    _limits_ok = checked(
+        non_negative,
+        "max_servers_per_user",
+        "max_starting_servers",
+        "cull_idle_seconds",
+        "max_queued_servers_per_user",
+    )
     _path_prefix_ok = checked(optional(_route_prefix), "path_prefix")
     _istio_gateway_ok = checked(_gateway, "istio_gateway")
     _principals_ok = checked(_principal, "istio_ingress_principal", "workbench_principal")
