@@ -22,11 +22,12 @@ from pathlib import Path
 from traitlets.config import Config, PyFileConfigLoader
 
 from cube_jupyter.configurable import CubeConfigurable
-from cube_jupyter.errors import ConfigError
+from cube_jupyter.errors import ConfigError, InvalidInput
 from cube_jupyter.gpu.config import CubeGPU, GpuSettings
 from cube_jupyter.jobs.config import CubeJobs, JobSettings
 from cube_jupyter.notebooks.config import CubeSpawner, NotebookSettings, parse_profiles
 from cube_jupyter.pipelines.config import CubePipelines, PipelineSettings
+from cube_jupyter.queues import CubeQueues
 from cube_jupyter.schedules.config import CubeSchedules, ScheduleSettings
 from cube_jupyter.storage.config import CubeStorage
 from cube_jupyter.workbench import MOVED_TO_WORKBENCH, CubeWorkbench, WorkbenchSettings
@@ -40,6 +41,7 @@ CONFIG_CLASSES: tuple[type[CubeConfigurable], ...] = (
     CubePipelines,
     CubeJobs,
     CubeSchedules,
+    CubeQueues,
 )
 
 
@@ -74,9 +76,14 @@ def load_settings(config: Config | None = None, *, base_url: str | None = None) 
     pipelines = CubePipelines.load(config)
     jobs = CubeJobs.load(config)
     schedules = CubeSchedules.load(config)
-    loaded = (workbench, spawner, storage, gpu, pipelines, jobs, schedules)
+    queues = CubeQueues.load(config)
+    loaded = (workbench, spawner, storage, gpu, pipelines, jobs, schedules, queues)
     spawner.check()
     profiles = parse_profiles(spawner.profiles)
+    try:
+        queues.check_profiles(p.name for p in profiles)
+    except InvalidInput as exc:
+        raise ConfigError(exc.message, field=exc.field) from None
     image = next((p for p in profiles if p.default), profiles[0]).image
     workbench_url = workbench.workbench_url
     if not workbench_url and base_url is not None and workbench.role == "workbench":
@@ -84,6 +91,7 @@ def load_settings(config: Config | None = None, *, base_url: str | None = None) 
     base = WorkbenchSettings(
         workbench=workbench,
         storage=storage,
+        queues=queues,
         gpu_resources=tuple(
             sorted({p.gpu_resource for p in profiles} | {jobs.gpu_resource, pipelines.gpu_resource})
         ),

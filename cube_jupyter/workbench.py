@@ -35,6 +35,7 @@ from cube_jupyter.configurable import (
 )
 from cube_jupyter.errors import ConfigError
 from cube_jupyter.names import namespace_from_template
+from cube_jupyter.queues import CubeQueues
 from cube_jupyter.storage.config import CubeStorage
 
 # What a notebook server the workbench starts is told in its environment (a local child's, a pod's).
@@ -190,6 +191,7 @@ class WorkbenchSettings:
 
     workbench: CubeWorkbench
     storage: CubeStorage  # one artifact store config, shared by pipelines and jobs
+    queues: CubeQueues = dataclasses.field(default_factory=CubeQueues)  # Kueue, for every feature
     # Every extended resource a user's pod may ask for as GPUs: each profile's, the jobs' and the
     # steps' (`kube.objects.gpu_request` counts these, and only these, as GPUs).
     gpu_resources: tuple[str, ...] = (DEFAULT_GPU_RESOURCE,)

@@ -17,7 +17,7 @@ from cube_jupyter.cli.jobs import COMMANDS
 from cube_jupyter.cli.table import print_rows
 from cube_jupyter.config import Settings
 from cube_jupyter.errors import CubeError, InvalidInput, NotFound
-from cube_jupyter.jobs.model import Job, describe_progress
+from cube_jupyter.jobs.model import Job, QueuePlace, describe_progress
 from cube_jupyter.jobs.render import render_job
 from cube_jupyter.jobs.service import JobService
 from cube_jupyter.jobs.specs import parse_kind
@@ -252,6 +252,12 @@ def _age(created: float) -> str:
     return f"{seconds}s"
 
 
+def queue_place(place: QueuePlace) -> str:
+    """`#2: waiting for 1 GPU...` locally; on the cluster Kueue's LocalQueue, and its place if known."""
+    where = " ".join(part for part in (f"#{place.position}" if place.position else "", place.queue) if part)
+    return f"{where}: {place.reason}" if where else place.reason
+
+
 def print_table(jobs: list[Job]) -> None:
     header = ("NAME", "KIND", "FRAMEWORK", "PHASE", "REPLICAS", "GPUS", "AGE", "ENDPOINT", "QUEUE")
     print_rows(
@@ -266,7 +272,7 @@ def print_table(jobs: list[Job]) -> None:
                 str(job.gpus),
                 _age(job.created),
                 job.endpoint or "-",
-                f"#{job.queue.position}: {job.queue.reason}" if job.queue else "-",
+                queue_place(job.queue) if job.queue else "-",
             )
             for job in jobs
         ],

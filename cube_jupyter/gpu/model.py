@@ -106,7 +106,7 @@ class QueuedGpuJob:
 
     name: str
     gpus: int  # all replicas together
-    position: int  # 1-based place in the queue
+    position: int | None  # 1-based place in the queue; None where Kueue does not say
     reason: str  # what it waits for
 
 

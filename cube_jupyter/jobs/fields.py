@@ -83,3 +83,13 @@ def package_uri(value: object, field: str) -> str | None:
     if parts.scheme == "configmap":
         validate_dns_label(parts.netloc, field, 253)
     return uri
+
+
+def queue_choice(body: dict[str, object]) -> tuple[str | None, str | None]:
+    """`queue` and `priority`: the Kueue LocalQueue and WorkloadPriorityClass a user picks for one job
+    (names here; whether the admin offers them is `CubeQueues.choose`'s, at submit)."""
+    queue, priority = (
+        None if body.get(key) is None else validate_dns_label(body.get(key), key, 253)
+        for key in ("queue", "priority")
+    )
+    return queue, priority

@@ -17,8 +17,10 @@ from cube_jupyter.names import user_slug
 
 JobKind = Literal["training", "tuning", "serving"]
 # The last true condition, as the Training Operator reports it; serving adds Ready; Queued: waiting in
-# the local queue, before any replica started.
-JobPhase = Literal["Queued", "Created", "Running", "Restarting", "Succeeded", "Failed", "Ready", "Deleting"]
+# the local queue or Kueue's, before any replica started; Admitted: Kueue let it go, no replica runs yet.
+JobPhase = Literal[
+    "Queued", "Admitted", "Created", "Running", "Restarting", "Succeeded", "Failed", "Ready", "Deleting"
+]
 ReplicaState = Literal["Pending", "Running", "Succeeded", "Failed"]
 FINISHED_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed"})
 
@@ -88,10 +90,12 @@ class JobError:
 
 @dataclass(frozen=True)
 class QueuePlace:
-    """Where a queued job is: its 1-based place in the queue and what it waits for."""
+    """Where a queued job is: its 1-based place in the queue (None where Kueue does not say), what it
+    waits for, and on the cluster its Kueue LocalQueue."""
 
-    position: int
+    position: int | None
     reason: str
+    queue: str | None = None
 
 
 @dataclass(frozen=True)

@@ -138,7 +138,8 @@ class JobService:
         order, and their admitted, unfinished ones."""
         jobs = self.list_jobs(caller, user, all_users=all_users)
         queued = sorted(
-            (j for j in jobs if j.queue is not None), key=lambda j: j.queue.position if j.queue else 0
+            (j for j in jobs if j.queue is not None),
+            key=lambda j: (j.queue.position is None, j.queue.position or 0, j.created) if j.queue else (),
         )
         running = [j for j in jobs if j.queue is None and not j.finished]
         return {"queued": [j.to_dict() for j in queued], "running": [j.to_dict() for j in running]}
@@ -208,6 +209,10 @@ class JobService:
         raw = self._readable_model(reader, request["spec"]) if kind == "serving" else request["spec"]
         spec = parse_spec(kind, raw, owner, self.root_dir)
         check_bounds(spec, self.settings.jobs)
+        if isinstance(spec, (TrainingSpec, TuningSpec)):  # a queue or priority not offered: a 400
+            self.settings.queues.choose(
+                "training" if kind == "training" else "tuning", queue=spec.queue, priority=spec.priority
+            )
         return kind, self._readable_code(reader, spec)
 
     def _readable(self, caller: str, path: str, field: str, *, folder: bool = False) -> str:

@@ -24,7 +24,7 @@ from typing import Any, Literal, cast
 
 from cube_jupyter import fields as f
 from cube_jupyter.errors import InvalidInput
-from cube_jupyter.jobs.fields import function_target, job_name, package_uri
+from cube_jupyter.jobs.fields import function_target, job_name, package_uri, queue_choice
 from cube_jupyter.jobs.resources import ResourceSpec
 from cube_jupyter.names import validate_dns_label
 
@@ -91,6 +91,8 @@ TRAINING_KEYS = (
     "ttl_seconds_after_finished",
     "active_deadline_seconds",
     "slots_per_worker",
+    "queue",
+    "priority",
 )
 ROLE_KEYS = ("replicas", "resources", "image", "command", "env")
 VOLUME_KEYS = ("name", "mount_path", "pvc", "config_map", "secret", "empty_dir")
@@ -258,6 +260,8 @@ class TrainingSpec:
     ttl_seconds_after_finished: int | None = None  # None: the admin's default
     active_deadline_seconds: int | None = None
     slots_per_worker: int | None = None  # mpi only (default 1)
+    queue: str | None = None  # the user's Kueue LocalQueue (CubeQueues.user_queues), else the admin's
+    priority: str | None = None  # the user's WorkloadPriorityClass, else the admin's
 
     @property
     def total_gpus(self) -> int:
@@ -304,6 +308,7 @@ class TrainingSpec:
         if framework == "mpi":
             slots = f.integer(1 if slots is None else slots, "slots_per_worker", minimum=1)
         volumes = _volumes(body.get("volumes"))
+        queue, priority = queue_choice(body)
         return cls(
             name=name,
             user=user,
@@ -330,6 +335,8 @@ class TrainingSpec:
                 body.get("active_deadline_seconds"), "active_deadline_seconds", minimum=1
             ),
             slots_per_worker=slots,
+            queue=queue,
+            priority=priority,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -351,6 +358,8 @@ class TrainingSpec:
             "ttl_seconds_after_finished",
             "active_deadline_seconds",
             "slots_per_worker",
+            "queue",
+            "priority",
         ):
             if getattr(self, key) is not None:
                 body[key] = getattr(self, key)

@@ -29,7 +29,7 @@ from typing import Any, Literal, cast
 
 from cube_jupyter import fields as f
 from cube_jupyter.errors import InvalidInput
-from cube_jupyter.jobs.fields import PYTHON_KEYWORDS, job_name, package_uri, string_settings
+from cube_jupyter.jobs.fields import PYTHON_KEYWORDS, job_name, package_uri, queue_choice, string_settings
 from cube_jupyter.jobs.resources import ResourceSpec
 from cube_jupyter.jobs.training_spec import CodeSpec, TrainingSpec
 
@@ -71,6 +71,8 @@ TUNING_KEYS = (
     "max_failed_trials",
     "early_stopping",
     "trial",
+    "queue",
+    "priority",
 )
 OBJECTIVE_KEYS = ("metric", "type", "goal", "additional_metrics")
 PARAMETER_KEYS = ("type", "min", "max", "step", "values", "log")
@@ -291,6 +293,8 @@ class TuningSpec:
     trial_resources: ResourceSpec = field(default_factory=ResourceSpec)
     trial_env: dict[str, str] = field(default_factory=dict)
     trial_workspace: bool = False
+    queue: str | None = None  # the trials' Kueue LocalQueue, as a training job's `queue`
+    priority: str | None = None  # the trials' WorkloadPriorityClass
 
     @property
     def trial_kind(self) -> Literal["notebook", "training"]:
@@ -342,6 +346,7 @@ class TuningSpec:
         )
         _check_algorithm(algorithm, parameters, max_trials, parallel)
         trial = _trial(body.get("trial"), name, user, parameters)
+        queue, priority = queue_choice(body)
         return cls(
             name=name,
             user=user,
@@ -353,6 +358,8 @@ class TuningSpec:
             max_failed_trials=failed,
             early_stopping=early,
             **trial,
+            queue=queue,
+            priority=priority,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -368,6 +375,7 @@ class TuningSpec:
         }
         if self.early_stopping is not None:
             body["early_stopping"] = self.early_stopping.to_dict()
+        body.update({key: getattr(self, key) for key in ("queue", "priority") if getattr(self, key)})
         if self.trial_training is not None:
             body["trial"] = {"training": self.trial_training.to_dict()}
             return body

@@ -26,6 +26,8 @@ BAD_VALUE_PER_CLASS: list[tuple[str, str, Any, str]] = [
     ("CubeJobs", "katib_metrics_format", "(unclosed", "CubeJobs.katib_metrics_format"),
     ("CubeJobs", "ttl_seconds_after_finished", "a day", "CubeJobs.ttl_seconds_after_finished"),
     ("CubeSchedules", "max_catchup_runs", 0, "CubeSchedules.max_catchup_runs"),
+    ("CubeQueues", "queues", {"trainin": "gpu-jobs"}, "CubeQueues.queues.trainin"),
+    ("CubeQueues", "user_queues", ["ok", "Not_A_Name"], "CubeQueues.user_queues[1]"),
     ("CubePods", "service_account", "Bad_SA", "CubeSpawner.service_account"),
     ("CubeNamespaces", "namespace_template", "fixed", "CubeWorkbench.namespace_template"),
     ("CubePrometheus", "prometheus_url", "ftp://prom", "CubeWorkbench.prometheus_url"),
@@ -396,6 +398,13 @@ def test_valid_values_in_every_configurable_load_as_given() -> None:
             "images_with_runtime": ["registry.example.com/ml/", "registry.example.com/tools/step"],
         },
         "CubeSchedules": {"poll_seconds": 0.5, "on_time_seconds": 120.0, "max_catchup_runs": 50},
+        "CubeQueues": {
+            "queues": {"training": "gpu-jobs", "pipeline-step": "steps"},
+            "profile_queues": {"standard": "notebooks"},
+            "user_queues": ["cpu-batch"],
+            "priority_classes": {"notebook": "interactive"},
+            "gang_scheduler": "volcano",
+        },
     }
     config = Config()
     for section, traits in values.items():
@@ -410,6 +419,7 @@ def test_valid_values_in_every_configurable_load_as_given() -> None:
         "CubePipelines": settings.pipelines.pipelines,
         "CubeJobs": settings.jobs.jobs,
         "CubeSchedules": settings.schedules.schedules,
+        "CubeQueues": settings.queues,
     }
     normalized = {
         ("CubeWorkbench", "prometheus_url"): "http://prom:9090/",
@@ -424,3 +434,11 @@ def test_valid_values_in_every_configurable_load_as_given() -> None:
     assert settings.gpu.prometheus_url == "http://prom:9090/"  # the workbench's, CubeGPU setting none
     assert settings.jobs.prometheus_url == "http://keda-prom:9090/x/"
     assert settings.pipelines.default_image == "img:1"
+
+
+def test_queue_of_a_profile_that_does_not_exist_is_refused_naming_it() -> None:
+    config = Config()
+    config.CubeQueues.profile_queues = {"gpu-large": "gpu-notebooks"}
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    assert caught.value.field == "CubeQueues.profile_queues.gpu-large" and "standard" in caught.value.message

@@ -45,10 +45,12 @@ from cube_jupyter.jobs.kubernetes.status import (
     training_job,
     trainjob_job,
     tuning_job,
+    with_admission,
 )
 from cube_jupyter.jobs.model import Job, JobKind
 from cube_jupyter.jobs.package import ship_to_cluster
 from cube_jupyter.jobs.render import render_spec
+from cube_jupyter.kube import kueue
 from cube_jupyter.kube.client import ApiNotFound, error_for_status
 from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.kube.discovery import ServedApis
@@ -68,7 +70,9 @@ from cube_jupyter.kube.objects import (
     name_of,
     owner_of,
     qualified_name,
+    uid_of,
 )
+from cube_jupyter.queues import QUEUE_LABEL
 
 log = logging.getLogger(__name__)
 
@@ -99,14 +103,15 @@ class KubernetesJobBackend:
         self.served: ServedApis | None = None  # what the cluster serves, once start() asked
         self.kinds: dict[str, Informer] = {}  # the job kinds it serves: TrainJob, PyTorchJob, ...
         self.trials: Informer | None = None
+        self.workloads: Informer | None = None  # Kueue's, when the cluster serves them
         # The replica, node, trial and predictor pods: the one pod cache of the cluster.
         self.pods = self.cluster.pods({"owner": index_pod_owner})
         self.user_namespaces = UserNamespaces(settings, self.cluster)
 
     @property
     def informers(self) -> list[Informer]:
-        trials = [self.trials] if self.trials is not None else []
-        return [*self.kinds.values(), *trials, self.pods, *self.user_namespaces.informers]
+        extra = [i for i in (self.trials, self.workloads) if i is not None]
+        return [*self.kinds.values(), *extra, self.pods, *self.user_namespaces.informers]
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -114,7 +119,7 @@ class KubernetesJobBackend:
         """Ask the cluster which job kinds it serves, then start their informers and wait for their
         first lists, so the first read sees the cluster."""
         try:
-            self.served = await self.cluster.discover(GROUP_VERSIONS)
+            self.served = await self.cluster.discover([*GROUP_VERSIONS, *kueue.GROUP_VERSIONS])
             self._follow(self.served)
             await self.cluster.start(self.informers, self.sync_timeout)
         except CubeError:
@@ -138,12 +143,18 @@ class KubernetesJobBackend:
                 indexers={"experiment": index_experiment},
             )
 
+        self.workloads = kueue.follow_workloads(self.cluster, served)
+
     async def close(self) -> None:
         if self._owns_cluster:  # a shared cluster's informers stop with it, for every feature
             await self.cluster.close()
 
     def queues(self, kind: JobKind) -> bool:
-        return False  # the cluster's quota is checked at submit (Kueue: a later session of issue 25)
+        """Kueue queues the kind's jobs when the admin gave the kind a LocalQueue: its ClusterQueue's
+        quota admits them, so the GPU quota is not checked at submit (a job waits, not a 403)."""
+        if kind == "serving" or self.workloads is None:
+            return False  # KServe is no Kueue integration
+        return QUEUE_LABEL in self.settings.queues.choose(kind)
 
     def availability(self) -> dict[str, Any]:
         return cluster_availability(self.settings, self.served)
@@ -185,6 +196,12 @@ class KubernetesJobBackend:
         return self.pods.by_index("owner", qualified_name(obj))
 
     def _job(self, obj: Obj) -> Job:
+        job = self._operator_job(obj)
+        if self.workloads is None:
+            return job
+        return with_admission(job, obj, next(iter(self.workloads.by_index("owner", uid_of(obj))), None))
+
+    def _operator_job(self, obj: Obj) -> Job:
         kind = obj.get("kind") or ""
         spec = spec_annotation(obj)
         gpus = self.settings.gpu_resources

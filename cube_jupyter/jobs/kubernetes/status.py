@@ -8,12 +8,14 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Collection
+from dataclasses import replace
 from typing import Any
 
 from cube_jupyter.fields import parse_timestamp
-from cube_jupyter.jobs.model import Condition, Job, JobKind, Replica, Trial
+from cube_jupyter.jobs.model import Condition, Job, JobKind, QueuePlace, Replica, Trial
 from cube_jupyter.jobs.render.pods import SPEC_ANNOTATION
 from cube_jupyter.jobs.render.trainjob import NODE
+from cube_jupyter.kube.kueue import Admission, admission
 from cube_jupyter.kube.objects import (
     Obj,
     annotations_of,
@@ -28,6 +30,7 @@ from cube_jupyter.kube.objects import (
     pod_spec_of,
     pod_state,
 )
+from cube_jupyter.queues import QUEUE_LABEL
 
 TRAINING_API = "kubeflow.org/v1"
 KATIB_API = "kubeflow.org/v1beta1"
@@ -364,3 +367,21 @@ def spec_annotation(obj: Obj) -> dict[str, Any]:
     except ValueError:
         return {}
     return parsed if isinstance(parsed, dict) else {}
+
+
+def with_admission(job: Job, obj: Obj, workload: Obj | None) -> Job:
+    """A job on a Kueue queue as Kueue has it: `Queued` (with its LocalQueue and Kueue's reason) until
+    its Workload is admitted, then `Admitted` until a replica starts. Queued, it holds nothing: its
+    `gpus` are what it asks for, counted toward nothing (`JobBackend` leaves queued jobs out)."""
+    queue = labels_of(obj).get(QUEUE_LABEL)
+    if not queue or job.finished or job.phase == "Deleting":
+        return job
+    if workload is None:  # Kueue has not made its Workload yet (or is not running)
+        state = Admission(False, queue, f"waiting for Kueue to take it into LocalQueue {queue}")
+    else:
+        state = admission(workload)
+    if not state.admitted:
+        return replace(job, phase="Queued", queue=QueuePlace(None, state.reason, state.queue or queue))
+    if job.phase == "Created" and all(r.state == "Pending" for r in job.replicas):
+        return replace(job, phase="Admitted")
+    return job

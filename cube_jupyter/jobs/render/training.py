@@ -20,6 +20,7 @@ from cube_jupyter.jobs.render.pods import (
     pod_template,
 )
 from cube_jupyter.jobs.training_spec import RoleSpec, TrainingSpec
+from cube_jupyter.queues import QUEUE_LABEL
 
 API_VERSION = "kubeflow.org/v1"
 
@@ -59,7 +60,19 @@ def render_training(
     """The one object the kubernetes backend creates for `spec`."""
     obj = training_object(spec, config, workspace_claim=workspace_claim)
     obj["metadata"] = job_metadata("training", spec.name, spec.user, config.jobs_namespace_for(spec.user))
+    queued(obj, config.queues.choose("training", queue=spec.queue, priority=spec.priority))
     return [obj]
+
+
+def queued(obj: dict[str, Any], labels: dict[str, str]) -> None:
+    """Give a job object (a v1 job, or a Katib trial's batch Job or v1 job) its Kueue labels; one on
+    a queue is created suspended, as Kueue expects, and unsuspended when admitted."""
+    if not labels:
+        return
+    obj.setdefault("metadata", {}).setdefault("labels", {}).update(labels)
+    if QUEUE_LABEL in labels:
+        spec = obj["spec"]
+        spec.get("runPolicy", spec)["suspend"] = True
 
 
 def training_object(
@@ -86,7 +99,21 @@ def training_object(
     if spec.framework == "mpi":
         body["slotsPerWorker"] = spec.slots_per_worker
         body["mainContainer"] = operator.container
+    if config.queues.gang_scheduler == "volcano":
+        _volcano_gang(body, operator, config)
     return {"apiVersion": API_VERSION, "kind": operator.kind, "spec": body}
+
+
+def _volcano_gang(body: dict[str, Any], operator: OperatorKind, config: JobSettings) -> None:
+    """Volcano gang scheduling (`CubeQueues.gang_scheduler`): every replica's pod is Volcano's, and the
+    operator's PodGroup asks for all of them at once, so no replica holds a GPU waiting for the rest."""
+    replicas = body[operator.replica_specs].values()
+    policy: dict[str, Any] = {"minAvailable": sum(r["replicas"] for r in replicas)}
+    if config.queues.volcano_queue:
+        policy["queue"] = config.queues.volcano_queue
+    body["runPolicy"]["schedulingPolicy"] = policy
+    for replica in replicas:
+        replica["template"]["spec"]["schedulerName"] = "volcano"
 
 
 def primary_role(spec: TrainingSpec) -> RoleSpec:

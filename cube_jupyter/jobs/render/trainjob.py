@@ -26,7 +26,7 @@ from cube_jupyter.jobs.render.pods import (
     job_metadata,
     pod_template,
 )
-from cube_jupyter.jobs.render.training import role_workload
+from cube_jupyter.jobs.render.training import queued, role_workload
 from cube_jupyter.jobs.trainer_env import WORKDIR_ENV
 from cube_jupyter.jobs.training_spec import RoleSpec, TrainingSpec
 
@@ -92,7 +92,9 @@ def render_trainjob(spec: TrainingSpec, config: JobSettings) -> list[dict[str, A
     if spec.active_deadline_seconds is not None:
         body["activeDeadlineSeconds"] = spec.active_deadline_seconds
     metadata = job_metadata("training", spec.name, spec.user, config.jobs_namespace_for(spec.user))
-    return [{"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": body}]
+    obj = {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": body}
+    queued(obj, config.queues.choose("training", queue=spec.queue, priority=spec.priority))
+    return [obj]
 
 
 def trainjob_problem(spec: TrainingSpec, config: JobSettings) -> InvalidInput | None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from cube_jupyter.jobs.config import JobSettings
 from cube_jupyter.jobs.render import pods
-from cube_jupyter.jobs.render.training import container_name, primary_pod_labels, training_object
+from cube_jupyter.jobs.render.training import container_name, primary_pod_labels, queued, training_object
 from cube_jupyter.jobs.training_spec import CodeSpec
 from cube_jupyter.jobs.tuning_spec import ParameterSpec, TuningSpec
 
@@ -108,6 +108,15 @@ def _trial_template(spec: TuningSpec, config: JobSettings, workspace_claim: str 
         trial_spec = _notebook_job(spec, values, config, workspace_claim)
         template["primaryContainerName"] = NOTEBOOK_TRIAL_CONTAINER
         succeeded = SUCCEEDED["Job"]
+    trial = spec.trial_training
+    queued(
+        trial_spec,
+        config.queues.choose(
+            "tuning",
+            queue=spec.queue or (trial.queue if trial else None),
+            priority=spec.priority or (trial.priority if trial else None),
+        ),
+    )
     template["trialSpec"] = trial_spec
     template["successCondition"] = CONDITION.format(type=succeeded)
     template["failureCondition"] = CONDITION.format(type="Failed")
