@@ -38,6 +38,7 @@ from cube_jupyter.configurable import (
     positive,
 )
 from cube_jupyter.errors import InvalidInput
+from cube_jupyter.pipelines.model import PipelineError, StepOptions
 from cube_jupyter.workbench import WorkloadSettings
 
 RUNNER_COMMAND = ["python", "-m", "cube_jupyter.pipelines.runner"]
@@ -194,3 +195,13 @@ class PipelineSettings(WorkloadSettings[CubePipelines]):
     @property
     def pipelines(self) -> CubePipelines:
         return self.workload
+
+    def step_queue_labels(self, step: str, options: StepOptions) -> dict[str, str]:
+        """The Kueue labels of a step's pod (Argo's or KFP's): its `queue:`/`priority:` tags among those
+        offered, else the admin's for pipeline steps; a PipelineError naming the step otherwise."""
+        try:
+            return self.queues.choose(
+                "pipeline-step", queue=options.queue, priority=options.priority, field=f"steps.{step}."
+            )
+        except InvalidInput as exc:
+            raise PipelineError(f"step {step!r}: {exc.message}", field=exc.field) from None

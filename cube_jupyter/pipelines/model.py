@@ -25,8 +25,8 @@ class PipelineError(InvalidInput):
 @dataclass(frozen=True)
 class StepOptions:
     """Per-step resources and behaviour from `image:`, `cpu:`, `memory:`, `gpu:N`, `retries:N`,
-    `timeout:SECONDS`, `cache:enabled|disabled` tags, and the step pod's `annotation:` and `label:`
-    tags (Kale's). None means the pipeline's default."""
+    `timeout:SECONDS`, `cache:enabled|disabled` tags, the step pod's `annotation:` and `label:`
+    tags (Kale's) and its Kueue `queue:`/`priority:`. None means the pipeline's default."""
 
     image: str | None = None
     cpu: str | None = None
@@ -37,6 +37,8 @@ class StepOptions:
     cache: bool = True
     annotations: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
+    queue: str | None = None  # the step pod's Kueue LocalQueue, among CubeQueues.user_queues
+    priority: str | None = None  # its WorkloadPriorityClass, among CubeQueues.user_priority_classes
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,9 @@ unchanged; our own spellings are aliases of them:
 - `skip` drops its own cell only: untagged cells after it continue what came before it (Kale).
 - Options: `image:REF`, `cpu:Q`, `memory:Q`, `gpu:N`, `retries:N`, `timeout:SECONDS` (plain seconds
   or with an `s`/`m`/`h` suffix), `cache:enabled|disabled`; Kale's `limit:RESOURCE:AMOUNT` (a GPU
-  resource, `cpu`, `memory`), `annotation:KEY:VALUE` and `label:KEY:VALUE` (the step pod's). They may
+  resource, `cpu`, `memory`), `annotation:KEY:VALUE` and `label:KEY:VALUE` (the step pod's);
+  `queue:NAME` and `priority:NAME`, the step pod's Kueue LocalQueue and WorkloadPriorityClass on the
+  cluster, among those the admin offers (`CubeQueues.user_queues`). They may
   sit on any cell of the step; two different values for one option are an error. Kale's notebook-wide
   `steps_defaults` (and `docker_image`/`base_image`) apply to every step that does not set its own.
 
@@ -52,7 +54,20 @@ ROLE_TAGS: dict[str, Role] = {
 }
 STEP_KEYS = {"step", "block"}
 AFTER_KEYS = {"after", "prev"}
-OPTION_KEYS = {"image", "cpu", "memory", "gpu", "retries", "timeout", "cache", "limit", "annotation", "label"}
+OPTION_KEYS = {
+    "image",
+    "cpu",
+    "memory",
+    "gpu",
+    "retries",
+    "timeout",
+    "cache",
+    "limit",
+    "annotation",
+    "label",
+    "queue",
+    "priority",
+}
 # Kale's tags we do not honour, and why: each is a warning naming the cell.
 UNSUPPORTED_KALE_KEYS = {
     "secret": "Secrets reach steps through the workbench's storage settings only",
@@ -177,6 +192,10 @@ def _pod_metadata(key: str, value: str, where: str) -> tuple[str, Any]:
     return "annotations", {name: text}
 
 
+def _kueue_name(value: object, field: str) -> str:
+    return validate_dns_label(value, field, 253)
+
+
 def _option(key: str, value: str, where: str) -> tuple[str, Any] | None:
     """One option tag as (StepOptions field, validated value); None for a Kale limit we ignore."""
     if key == "image":
@@ -189,6 +208,8 @@ def _option(key: str, value: str, where: str) -> tuple[str, Any] | None:
         return "retries", _count("retries", value, where, MAX_RETRIES)
     if key == "timeout":
         return "timeout", parse_duration(value, where)
+    if key in ("queue", "priority"):
+        return key, _field(_kueue_name, key, value, where)
     if key == "cache":
         if value.strip().lower() not in _CACHE_VALUES:
             raise PipelineError(

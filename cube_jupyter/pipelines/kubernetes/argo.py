@@ -49,6 +49,7 @@ RESERVED_METADATA_PREFIXES = (
     "app.kubernetes.io/",
     "sidecar.istio.io/",
     "workflows.argoproj.io/",
+    "kueue.x-k8s.io/",  # a queue only through `queue:`, among those the admin offers
 )
 ENTRYPOINT = "pipeline"
 STEP_TEMPLATE_PREFIX = "step-"
@@ -268,7 +269,11 @@ def _step_template(
     template: dict[str, Any] = {
         "name": step_template_name(step.name),
         "metadata": {
-            "labels": {**_users_metadata(options.labels, f"{field}.labels"), STEP_LABEL: step.name},
+            "labels": {
+                **_users_metadata(options.labels, f"{field}.labels"),
+                STEP_LABEL: step.name,
+                **config.step_queue_labels(step.name, options),
+            },
             "annotations": {
                 **_users_metadata(options.annotations, f"{field}.annotations"),
                 **pods.NO_ISTIO_SIDECAR,

@@ -409,5 +409,7 @@ def _configure(task: Any, step: Step, config: PipelineSettings) -> None:
                 field=f"{field}.timeout",
             )
         kubernetes.set_timeout(task, max(1, int(-(-options.timeout // 1))))
+    for key, value in config.step_queue_labels(step.name, options).items():
+        kubernetes.add_pod_label(task, key, value)
     task.set_caching_options(enable_caching=options.cache)
     task.set_env_variable("PYTHONUNBUFFERED", "1")
