@@ -140,6 +140,12 @@ def object_labels(spec: NotebookSpec) -> dict[str, str]:
     }
 
 
+def queue_labels(spec: NotebookSpec, settings: NotebookSettings) -> dict[str, str]:
+    """The server's Kueue LocalQueue and priority: its profile's (`CubeQueues.profile_queues`), else
+    the admin's for servers; none: the server is not queued."""
+    return settings.queues.choose("notebook", profile=spec.profile.name)
+
+
 def object_annotations(spec: NotebookSpec) -> dict[str, str]:
     """The raw user name lives in annotations: label values cannot hold '@' or upper case."""
     return {
@@ -231,20 +237,25 @@ def _workspace_pvc(spec: NotebookSpec, settings: NotebookSettings, namespace: st
 def _notebook(spec: NotebookSpec, settings: NotebookSettings, namespace: str) -> dict[str, Any]:
     # The Notebook's template has no metadata: the controller copies the Notebook's labels onto the pod
     # and adds `notebook-name` and `statefulset` itself.
+    metadata = _metadata(spec, spec.name, namespace)
+    metadata["labels"].update(queue_labels(spec, settings))  # the pod's too: Kueue's pod integration
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "Notebook",
-        "metadata": _metadata(spec, spec.name, namespace),
+        "metadata": metadata,
         "spec": {"template": {"spec": _pod_spec(spec, settings, namespace)}},
     }
 
 
 def _statefulset(spec: NotebookSpec, settings: NotebookSettings, namespace: str) -> dict[str, Any]:
-    pod_labels = {**object_labels(spec), STATEFULSET_LABEL: spec.name}
+    queue = queue_labels(spec, settings)  # Kueue's StatefulSet integration: on it and its pods
+    pod_labels = {**object_labels(spec), STATEFULSET_LABEL: spec.name, **queue}
+    metadata = _metadata(spec, spec.name, namespace)
+    metadata["labels"].update(queue)
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": _metadata(spec, spec.name, namespace),
+        "metadata": metadata,
         "spec": {
             "replicas": 1,
             "serviceName": spec.name,
