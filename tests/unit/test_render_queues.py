@@ -6,6 +6,7 @@ with no queue gets no Kueue label. Kueue holding a server for real: tests/cluste
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 from traitlets.config import Config
@@ -24,7 +25,7 @@ QUEUES = {
 }
 
 
-def render(kind: str, profile: str, **queues: object) -> list[dict[str, object]]:
+def render(kind: str, profile: str, **queues: object) -> list[dict[str, Any]]:
     config = Config()
     config.CubeSpawner.profiles = copy.deepcopy(PROFILES)
     config.CubeSpawner.resource_kind = kind
