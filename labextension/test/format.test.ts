@@ -22,7 +22,12 @@ import {
   gpuLabel,
   NOT_REPORTED
 } from '../src/gpu/format';
-import { formatValue, jobKey, replicaCount } from '../src/jobs/format';
+import {
+  formatValue,
+  jobKey,
+  queueWhere,
+  replicaCount
+} from '../src/jobs/format';
 import type { IJob } from '../src/jobs/types';
 import { resourceParts } from '../src/notebooks/format';
 import {
@@ -139,6 +144,18 @@ describe('jobs', () => {
     expect(formatValue(0.123456)).toBe('0.1235');
     expect(formatValue('adam')).toBe('adam');
     expect(formatValue([1, 2])).toBe('[1,2]');
+  });
+
+  it('says where a queued job waits: its place locally, its LocalQueue on Kueue', () => {
+    const reason = 'waiting for 2 GPUs';
+    expect(queueWhere({ position: 2, queue: null, reason })).toBe('#2 · ');
+    expect(queueWhere({ position: null, queue: 'gpu-jobs', reason })).toBe(
+      'gpu-jobs · '
+    );
+    expect(queueWhere({ position: 3, queue: 'gpu-jobs', reason })).toBe(
+      '#3 gpu-jobs · '
+    );
+    expect(queueWhere({ position: null, queue: null, reason })).toBe('');
   });
 });
 

@@ -91,8 +91,8 @@ export interface IQuotaHolder {
 export interface IQueuedGpuJob {
   name: string;
   gpus: number;
-  /** 1-based place in the queue. */
-  position: number;
+  /** 1-based place in the queue; null where Kueue does not say. */
+  position: number | null;
   /** What it waits for. */
   reason: string;
 }

@@ -3,7 +3,7 @@
  */
 import { formatAge, formatDate, isoFromSeconds } from '../common/format';
 import type { LogStreamState } from './logStream';
-import type { IJob, IJobReplica } from './types';
+import type { IJob, IJobReplica, IQueuePlace } from './types';
 
 /** Identifies a job: names are unique per user. */
 export function jobKey(job: { user: string; name: string }): string {
@@ -24,6 +24,16 @@ export function localTime(seconds: number | null): string {
  * `ready/total`: replicas running or done, of all the job's replicas, as `kubectl get`
  * shows a workload's ready count.
  */
+/** Where a queued job waits, before its reason: "#2 · " locally, "gpu-jobs · " on Kueue (with its
+ * place when Kueue says), "" when neither is known. */
+export function queueWhere(queue: IQueuePlace): string {
+  const parts = [
+    queue.position === null ? '' : `#${queue.position}`,
+    queue.queue ?? ''
+  ].filter(part => part);
+  return parts.length ? `${parts.join(' ')} · ` : '';
+}
+
 export function replicaCount(job: IJob): string {
   const ready = job.replicas.filter(
     r => r.state === 'Running' || r.state === 'Succeeded'

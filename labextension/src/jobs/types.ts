@@ -6,9 +6,10 @@
 export type JobKind = 'training' | 'tuning' | 'serving';
 
 /** The last true condition, as the Kubeflow operators report it; serving adds Ready; Queued: waiting
- * in the local training queue. */
+ * in the local training queue or Kueue's; Admitted: Kueue let it go, no replica runs yet. */
 export type JobPhase =
   | 'Queued'
+  | 'Admitted'
   | 'Created'
   | 'Running'
   | 'Restarting'
@@ -89,14 +90,17 @@ export interface IJob {
   best_trial: string | null;
   endpoint: string | null;
   completed: number | null;
-  /** While Queued: its 1-based place in the queue and what it waits for. */
+  /** While Queued: its place in the queue, what it waits for, and on the cluster its LocalQueue. */
   queue: IQueuePlace | null;
   finished: boolean;
 }
 
 export interface IQueuePlace {
-  position: number;
+  /** 1-based; null where Kueue does not say. */
+  position: number | null;
   reason: string;
+  /** Kueue's LocalQueue on the cluster; null locally. */
+  queue: string | null;
 }
 
 export interface IJobList {

@@ -40,7 +40,7 @@ export function QuotaBar(props: { quota: IGpuQuota }): JSX.Element {
         title={waiting
           .map(
             j =>
-              `#${j.position} ${j.name}: ${plural(j.gpus, 'GPU')}, ${j.reason}`
+              `${j.position === null ? '' : `#${j.position} `}${j.name}: ${plural(j.gpus, 'GPU')}, ${j.reason}`
           )
           .join('\n')}
       >
