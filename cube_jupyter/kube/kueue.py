@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.kube.discovery import ServedApis
 from cube_jupyter.kube.informer import Informer
-from cube_jupyter.kube.objects import Obj, labels_of, namespace_of
+from cube_jupyter.kube.objects import Obj, labels_of, namespace_of, uid_of
 from cube_jupyter.kube.resources import ResourceType, register_resource_type
 from cube_jupyter.queues import QUEUE_LABEL
 
@@ -73,6 +73,17 @@ def _reason(condition: Obj, default: str) -> str:
     """Kueue's reason and message: 'Preempted: ...', or the message alone for a plain Pending."""
     reason, message = condition.get("reason") or "", condition.get("message") or default
     return message if reason in ("", "Pending") else f"{reason}: {message}"
+
+
+def pod_reason(pod: Obj, workloads: Informer | None) -> str:
+    """Why Kueue holds a gated pod back (a server's, a pipeline step's): its Workload's words, with
+    the LocalQueue."""
+    queue = labels_of(pod).get(QUEUE_LABEL, "")
+    found = workloads.by_index("owner", uid_of(pod)) if workloads is not None else []
+    if not found:
+        return f"waiting for Kueue to take it into LocalQueue {queue}"
+    state = admission(found[0])
+    return f"{state.reason} (LocalQueue {state.queue or queue})"
 
 
 def is_gated(pod: Obj) -> bool:

@@ -12,13 +12,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFound, NotServed
+from cube_jupyter.kube import kueue
 from cube_jupyter.kube.client import ApiNotFound
 from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.kube.discovery import missing_crd
+from cube_jupyter.kube.informer import Informer
 from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL
 from cube_jupyter.kube.namespaces import (
     UserNamespaces,
@@ -35,6 +37,7 @@ from cube_jupyter.pipelines.kubernetes.argo import (
     COMPONENT_LABEL,
     KIND,
     RUN_ID_LABEL,
+    STEP_LABEL,
     compile_workflow,
 )
 from cube_jupyter.pipelines.model import Pipeline
@@ -62,7 +65,7 @@ class StepState:
     """One step as the run view shows it, from its Argo node (or the lack of one)."""
 
     name: str
-    status: str  # pending | running | succeeded | failed | cached | skipped | cancelled
+    status: str  # pending | queued (Kueue gates its pod) | running | succeeded | failed | cached | ...
     started: str | None = None
     finished: str | None = None
     attempts: int = 0
@@ -94,6 +97,12 @@ class WorkflowRun:
         return result
 
 
+def _index_run_step(pod: Obj) -> list[str]:
+    labels = labels_of(pod)
+    run_id, step = labels.get(RUN_ID_LABEL), labels.get(STEP_LABEL)
+    return [f"{namespace_of(pod)}/{run_id}/{step}"] if run_id and step else []
+
+
 def _index_run(obj: Obj) -> list[str]:
     run_id = labels_of(obj).get(RUN_ID_LABEL)
     return [f"{namespace_of(obj)}/{run_id}"] if run_id else []
@@ -120,6 +129,9 @@ class ClusterPipelineRuns:
             API_VERSION, KIND, label_selector=SELECTOR, indexers={"run": _index_run, "user": index_owner}
         )
         self.user_namespaces = UserNamespaces(settings, self.cluster)
+        # Step pods and Kueue's Workloads (when served): why a step Kueue gates waits.
+        self.pods = self.cluster.pods({"run-step": _index_run_step})
+        self.kueue_workloads: Informer | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -127,13 +139,15 @@ class ClusterPipelineRuns:
         """Start the informer and wait for its first list, so the first read sees the cluster; a
         cluster without Argo's CRD is said so at once, instead of after the wait."""
         try:
-            served = await self.cluster.discover([API_VERSION])
+            served = await self.cluster.discover([API_VERSION, *kueue.GROUP_VERSIONS])
             if not served.serves(API_VERSION, KIND):
                 raise NotServed(
                     f"cluster pipeline runs need Argo Workflows: {missing_crd(API_VERSION, KIND)}"
                 )
+            self.kueue_workloads = kueue.follow_workloads(self.cluster, served)
+            queueing = [self.pods, self.kueue_workloads] if self.kueue_workloads is not None else []
             await self.cluster.start(
-                [self.workflows, *self.user_namespaces.informers],
+                [self.workflows, *queueing, *self.user_namespaces.informers],
                 self.sync_timeout,
                 " (is Argo Workflows installed?)",
             )
@@ -156,7 +170,24 @@ class ClusterPipelineRuns:
         obj = self._workflow(user, run_id)
         if obj is None:
             raise NotFound(f"user {user!r} has no cluster run {run_id!r}", field="run_id")
-        return workflow_run(obj)
+        return self._run(obj)
+
+    def _run(self, obj: Obj) -> WorkflowRun:
+        """The run as Argo has it, with each step whose pod Kueue gates `queued`, with Kueue's reason."""
+        run = workflow_run(obj)
+        if self.kueue_workloads is None:
+            return run
+        steps = dict(run.steps)
+        for name, state in steps.items():
+            if state.status != "pending":
+                continue
+            pods = self.pods.by_index("run-step", f"{run.namespace}/{run.run_id}/{name}")
+            gated = [pod for pod in pods if kueue.is_gated(pod)]
+            if gated:
+                steps[name] = replace(
+                    state, status="queued", message=kueue.pod_reason(gated[0], self.kueue_workloads)
+                )
+        return replace(run, steps=steps)
 
     def status(self, user: str, run_id: str) -> dict[str, str]:
         """{step: status} of one run."""
@@ -164,7 +195,7 @@ class ClusterPipelineRuns:
 
     def list_runs(self, user: str | None) -> list[WorkflowRun]:
         objs = self.workflows.list() if user is None else self.workflows.by_index("user", user)
-        return [workflow_run(obj) for obj in objs if labels_of(obj).get(RUN_ID_LABEL)]
+        return [self._run(obj) for obj in objs if labels_of(obj).get(RUN_ID_LABEL)]
 
     def _workflow(self, user: str, run_id: str) -> Obj | None:
         namespace = self.user_namespaces.lookup(user)
@@ -236,7 +267,7 @@ class ClusterPipelineRuns:
         if obj is None:
             raise NotFound(f"user {user!r} has no cluster run {run_id!r}", field="run_id")
         if _phase(obj) in FINISHED_PHASES or _shutdown(obj):
-            return workflow_run(obj)
+            return self._run(obj)
         meta = obj["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         patched = await asyncio.to_thread(
@@ -249,7 +280,7 @@ class ClusterPipelineRuns:
 
         if not await asyncio.to_thread(self.workflows.wait_for, applied, CACHE_WAIT_SECONDS):
             self.workflows.upsert(patched)
-        return workflow_run(self.workflows.get(namespace, name) or patched)
+        return self._run(self.workflows.get(namespace, name) or patched)
 
     async def wait_finished(self, user: str, run_id: str, timeout: float | None = None) -> WorkflowRun:
         """Block (in a thread) until the run's Workflow reaches a final phase; the run as it is then."""
