@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cube_jupyter.errors import QuotaExceeded
+from cube_jupyter.local.admission import over_quota  # the quota rule itself, which the queue admits by
 from cube_jupyter.local.locks import KeyedLocks, file_lock, file_lock_path
 
 HolderKind = Literal["notebook", "job", "pipeline-step"]
@@ -42,12 +43,6 @@ class GpuHolder:
 # What one backend's user holds now; raises what the backend raises when it cannot say
 # (BackendUnavailable): a quota check must not pass on a blind read.
 HolderSource = Callable[[str], Iterable[GpuHolder]]
-
-
-def over_quota(limit: int | None, held: int, wanted: int) -> bool:
-    """The quota rule itself, for the check here and for the local job queue, which admits a waiting
-    job only once its owner's holders (this ledger's) leave room for it."""
-    return bool(limit) and held + wanted > (limit or 0)
 
 
 class GpuLedger:

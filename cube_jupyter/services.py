@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from cube_jupyter.jobs.backend import JobBackend
     from cube_jupyter.jobs.service import JobService
     from cube_jupyter.kube.cluster import Cluster
+    from cube_jupyter.local.admission import QueueSide
     from cube_jupyter.notebooks.backend import NotebookBackend
     from cube_jupyter.notebooks.service import NotebookService
     from cube_jupyter.pipelines.history import RunHistory
@@ -124,6 +125,30 @@ class Workbench:
 
         return RunHistory.in_state_dir(self.settings.state_dir)
 
+    def _queue_sides(self, *features: str) -> list[QueueSide]:
+        """The sides of this machine's one queue (`local.admission`) of the features named, read
+        when a pass runs (the backends are built on first use, and read each other)."""
+        from cube_jupyter.local.admission import deferred
+
+        return [deferred(functools.partial(self._queue_side, feature)) for feature in features]
+
+    def _queue_side(self, feature: str) -> QueueSide:
+        """'notebooks' (GPU servers), 'jobs' (training) or 'steps' (running GPU pipeline steps: they
+        hold GPUs, and wait in their own turn) as the machine's queue sees them."""
+        from cube_jupyter.jobs.local.backend import LocalJobBackend
+        from cube_jupyter.local.admission import Held, QueueSide
+        from cube_jupyter.notebooks.backend import QueueingBackend
+
+        servers, jobs = self.notebook_backend, self.job_backend
+        if feature == "notebooks" and isinstance(servers, QueueingBackend):
+            return servers.queue_side()
+        if feature == "jobs" and isinstance(jobs, LocalJobBackend):
+            return jobs.queue_side()
+        steps = self.pipeline_history.gpu_steps
+        return QueueSide(
+            waiting=tuple, held=lambda: [Held(user, "pipeline-step", tuple(ids)) for user, *_, ids in steps()]
+        )
+
     def _job_gpu_ids(self) -> list[str]:
         """The GPU ids this machine's training jobs hold (none on the kubernetes backend)."""
         from cube_jupyter.jobs.local.backend import LocalJobBackend
@@ -142,10 +167,20 @@ class Workbench:
             from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 
             return KubernetesNotebookBackend(settings, self.cluster)
+        from cube_jupyter.jobs.local.backend import queue_rules
+        from cube_jupyter.local.admission import QueuePolicy
         from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
 
-        # Local servers are reached under the Jupyter server's base URL, through its path router.
-        return LocalNotebookBackend(settings, base_url=self.base_url)
+        # Local servers are reached under the Jupyter server's base URL, through its path router. GPU
+        # servers wait in the machine's one queue, by the rules the jobs' side applies too.
+        queue = QueuePolicy(
+            queue_rules(self.settings.jobs),
+            cpu_slots=self.settings.jobs.jobs.cpu_slots,
+            max_queued=settings.spawner.max_queued_servers_per_user,
+            gpus_held=lambda user: self.ledger.held(user),
+            others=self._queue_sides("jobs", "steps"),
+        )
+        return LocalNotebookBackend(settings, base_url=self.base_url, queue=queue)
 
     @cached_property
     def job_backend(self) -> JobBackend:
@@ -157,15 +192,14 @@ class Workbench:
 
             return KubernetesJobBackend(settings, self.cluster, root_dir=self.root_dir)
         from cube_jupyter.jobs.local.backend import LocalJobBackend
-        from cube_jupyter.pipelines.local.gpus import held_gpu_ids
 
-        # The queue admits against the one ledger (read when it admits: the ledger counts this backend),
-        # and the GPUs running pipeline steps hold are not free to it (one rule: local.gpus).
+        # The machine's one queue admits against the one ledger (read when it admits: the ledger
+        # counts this backend), beside the servers and the running pipeline steps.
         return LocalJobBackend(
             settings,
             root_dir=self.root_dir,
             gpus_held=lambda user: self.ledger.held(user),
-            gpus_taken=held_gpu_ids(self.pipeline_history),
+            others=self._queue_sides("notebooks", "steps"),
         )
 
     # -- services ----------------------------------------------------------------------------------

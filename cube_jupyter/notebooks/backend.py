@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from cube_jupyter.ledger import GpuHolder, HolderSource
+from cube_jupyter.local.admission import QueueSide
 from cube_jupyter.notebooks.enforcement import Enforcement
 from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec, Profile
 
@@ -70,6 +71,16 @@ class RoutableBackend(Protocol):
 
     def upstream(self, user: str, name: str) -> Upstream | None:
         """Where a running server listens and the token it expects; None unless it is running."""
+        ...
+
+
+@runtime_checkable
+class QueueingBackend(Protocol):
+    """A backend whose GPU servers wait in this machine's queue (the local one): past the GPU quota
+    or the free GPUs they are queued, not refused; its admission pass applies the quota."""
+
+    def queue_side(self) -> QueueSide:
+        """Its servers' part of the machine's queue (for the other features' passes)."""
         ...
 
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from cube_jupyter import access
 from cube_jupyter.errors import BackendUnavailable, InvalidInput, NotFound, QuotaExceeded, quote
-from cube_jupyter.ledger import GpuLedger
-from cube_jupyter.notebooks.backend import NotebookBackend, RoutableBackend, gpu_holders
+from cube_jupyter.ledger import GpuLedger, HolderKind, over_quota
+from cube_jupyter.notebooks.backend import NotebookBackend, QueueingBackend, RoutableBackend, gpu_holders
 from cube_jupyter.notebooks.config import NotebookSettings
 from cube_jupyter.notebooks.spec import (
     NotebookServer,
@@ -86,7 +86,7 @@ class NotebookService:
                     "(CubeSpawner.max_servers_per_user). Delete one first.",
                     field="name",
                 )
-            self.ledger.check(owner, spec.profile.gpu, field="profile")
+            self._check_gpus(owner, spec.profile.name, spec.profile.gpu, field="profile", server=None)
             async with self._starting:
                 self._require_room_to_start("name")
                 return await self.backend.create_server(spec)
@@ -99,14 +99,31 @@ class NotebookService:
         server = self.get(caller, name, user)
         async with self.ledger.locked(server.user):
             if not stopped and server.gpus_held == 0:
-                self.ledger.check(
-                    server.user, server.resources.gpu, field="stopped", replacing=("notebook", server.name)
+                self._check_gpus(
+                    server.user, server.profile, server.resources.gpu, field="stopped", server=server.name
                 )
             if stopped:
                 return await self.backend.set_stopped(server.user, server.name, stopped)
             async with self._starting:
                 self._require_room_to_start("stopped")
                 return await self.backend.set_stopped(server.user, server.name, stopped)
+
+    def _check_gpus(self, user: str, profile: str, wanted: int, *, field: str, server: str | None) -> None:
+        """The GPU quota, under the user's ledger lock: a backend that queues (local) refuses only
+        what no wait could give, more GPUs than the quota itself, and queues the rest; any other
+        refuses past what the user's holders leave (`server`: the one being started, not counted)."""
+        if not isinstance(self.backend, QueueingBackend):
+            holder: HolderKind = "notebook"
+            self.ledger.check(
+                user, wanted, field=field, replacing=None if server is None else (holder, server)
+            )
+            return
+        if over_quota(self.ledger.limit, 0, wanted):
+            raise QuotaExceeded(
+                f"profile {quote(profile)} asks for {wanted} GPUs and the limit per user is "
+                f"{self.ledger.limit} (CubeWorkbench.gpu_quota_per_user)",
+                field=field,
+            )
 
     def _require_room_to_start(self, field: str) -> None:
         """Refuse (503) a start while `max_starting_servers` are starting already, whoever's."""

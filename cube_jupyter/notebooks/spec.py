@@ -120,6 +120,7 @@ def server_exists(user: str, name: str) -> Conflict:
 class ServerStatus(enum.StrEnum):
     """Lifecycle of a server, the same words on both backends."""
 
+    QUEUED = "queued"  # waiting in this machine's queue for its GPUs (local backend): holds nothing
     PENDING = "pending"  # created or starting, not yet answering
     RUNNING = "running"
     STOPPING = "stopping"
@@ -143,15 +144,18 @@ class NotebookServer:
     reason: str | None = None  # why it is not running: exit code, scheduler event, ...
     last_activity: str | None = None
     namespace: str | None = None
+    queue_position: int | None = None  # a queued server's place in this machine's queue, from 1
+    queue_reason: str | None = None  # and what it waits for
 
     @property
     def gpus_held(self) -> int:
-        """GPUs counted against the user's quota: every server that is not stopped holds its GPUs.
+        """GPUs counted against the user's quota: every server that is not stopped (or still queued,
+        holding nothing yet) holds its GPUs.
 
         Conservative on purpose: a failed pod in CrashLoopBackOff, a pending one and a terminating
         one all keep (or may get) their GPU on Kubernetes.
         """
-        return 0 if self.status == ServerStatus.STOPPED else self.resources.gpu
+        return 0 if self.status in (ServerStatus.STOPPED, ServerStatus.QUEUED) else self.resources.gpu
 
     @property
     def actions(self) -> list[str]:
@@ -174,6 +178,7 @@ class ServerAction(enum.StrEnum):
 
 
 _ACTIONS: dict[ServerStatus, tuple[ServerAction, ...]] = {
+    ServerStatus.QUEUED: (ServerAction.STOP,),  # stopping leaves the queue
     ServerStatus.PENDING: (ServerAction.STOP,),
     ServerStatus.RUNNING: (ServerAction.CONNECT, ServerAction.STOP),
     ServerStatus.STOPPING: (),

@@ -156,7 +156,7 @@ def test_gpu_profile_is_refused_when_the_machine_has_too_few(
             await backend.create_server(NotebookSpec("alice", "nb1", settings.notebooks.profile(None)))
         assert refused.value.field == "profile"
         assert f"profile 'big-gpu' asks for {wanted} GPU(s)" in refused.value.message
-        assert f"of {len(visible)} visible" in refused.value.message
+        assert f"this machine has {len(visible)} (GPUs visible" in refused.value.message
         assert backend.list_servers(None) == []
 
     loop.run_until_complete(run())

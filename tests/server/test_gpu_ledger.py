@@ -1,5 +1,5 @@
 """One GPU ledger for servers and jobs, through the REST API of a real server (local backend): a GPU
-job holds quota against a new GPU server, a GPU server keeps a new GPU job queued until it is gone,
+job keeps a new GPU server queued until it is gone and the other way round (the machine's one queue),
 and `/gpu` reports the holders."""
 
 from __future__ import annotations
@@ -39,35 +39,42 @@ def two_visible_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
 
-async def test_a_gpu_server_is_refused_while_the_users_jobs_hold_the_quota(
+async def test_a_gpu_server_waits_while_the_users_jobs_hold_the_quota_and_starts_once_they_are_gone(
     api: Any, user_files: Callable[[str], Path]
 ) -> None:
+    """The machine's one queue: a local GPU server past the quota is queued (holding nothing: the
+    report counts the job only), and starts once the job is deleted."""
     (user_files("alice") / "hold.py").write_text(HOLD_SCRIPT)
     code, job = await api("POST", "jobs", body={"kind": "training", "spec": ONE_GPU_JOB})
     assert code == 201, job
     assert job["gpus"] == 1 and job["finished"] is False
 
-    code, error = await api("POST", "notebooks", body={"name": "g1", "profile": "gpu"})
-    assert_response_matches("/notebooks", "post", code, error)
-    assert (code, error["reason"], error["field"]) == (403, "QuotaExceeded", "profile"), error
-    assert "1 in unfinished jobs" in error["message"] and "gpu_quota_per_user" in error["message"]
-    code, listing = await api("GET", "notebooks")
-    assert listing["notebooks"] == []  # nothing half-created
+    code, server = await api("POST", "notebooks", body={"name": "g1", "profile": "gpu"})
+    assert_response_matches("/notebooks", "post", code, server)
+    assert (code, server["status"], server["queue_position"]) == (201, "queued", 1), server
+    assert server["queue_reason"] == (
+        "waiting for 1 GPU(s) of quota: 'alice' holds 1 of 1 (CubeWorkbench.gpu_quota_per_user)"
+    )
+    assert server["actions"] == ["stop", "delete"]
 
     # bob's quota is his own
-    code, server = await api("POST", "notebooks", as_user="bob", body={"name": "g1", "profile": "gpu"})
-    assert code == 201, server
+    code, other = await api("POST", "notebooks", as_user="bob", body={"name": "g1", "profile": "gpu"})
+    assert (code, other["status"]) == (201, "pending"), other
 
-    # the GPU report counts the same holders the check did
+    # the GPU report counts the same holders the queue did: the queued server holds nothing
     code, report = await api("GET", "gpu")
     assert code == 200, report
     assert report["quota"]["used"] == 1 and report["quota"]["limit"] == 1
     assert report["quota"]["holders"] == [{"kind": "job", "name": "holder", "gpus": 1}]
 
-    # once the job is gone its GPU is free for a server
+    # once the job is gone its GPU is alice's server's
     assert (await api("DELETE", "jobs/holder"))[0] == 204
-    code, server = await api("POST", "notebooks", body={"name": "g1", "profile": "gpu"})
-    assert code == 201, server
+    await wait_until_async(
+        lambda: api("GET", "notebooks/g1"),
+        60,
+        "the queue to admit g1",
+        until=lambda answer: answer[1]["status"] != "queued",
+    )
     for user in ("alice", "bob"):
         assert (await api("DELETE", "notebooks/g1", as_user=user))[0] == 204
 

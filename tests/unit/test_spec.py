@@ -19,19 +19,25 @@ def server(status: ServerStatus, gpu: int = 2, url: str = "/notebook/ns/nb/") ->
     )
 
 
-@pytest.mark.parametrize("status", [s for s in ServerStatus if s != ServerStatus.STOPPED])
-def test_every_server_but_a_stopped_one_holds_its_gpus(status: ServerStatus) -> None:
+HOLDING_NOTHING = (ServerStatus.STOPPED, ServerStatus.QUEUED)
+
+
+@pytest.mark.parametrize("status", [s for s in ServerStatus if s not in HOLDING_NOTHING])
+def test_every_server_but_a_stopped_or_queued_one_holds_its_gpus(status: ServerStatus) -> None:
     """A failed pod in CrashLoopBackOff keeps its GPU on Kubernetes: it must count."""
     assert server(status).gpus_held == 2
 
 
-def test_a_stopped_server_holds_no_gpu() -> None:
-    assert server(ServerStatus.STOPPED).gpus_held == 0
+@pytest.mark.parametrize("status", HOLDING_NOTHING)
+def test_a_stopped_or_queued_server_holds_no_gpu(status: ServerStatus) -> None:
+    """A queued server (local queue) holds nothing until it is admitted."""
+    assert server(status).gpus_held == 0
 
 
 @pytest.mark.parametrize(
     ("status", "actions"),
     [
+        (ServerStatus.QUEUED, ["stop", "delete"]),
         (ServerStatus.PENDING, ["stop", "delete"]),
         (ServerStatus.RUNNING, ["connect", "stop", "delete"]),
         (ServerStatus.STOPPING, ["delete"]),

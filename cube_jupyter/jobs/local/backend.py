@@ -12,14 +12,13 @@ from __future__ import annotations
 import asyncio
 import codecs
 import os
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from cube_jupyter.errors import NotFound
 from cube_jupyter.jobs.availability import local_availability
 from cube_jupyter.jobs.config import JobSettings
-from cube_jupyter.jobs.local.admission import QueuePolicy, Rules
 from cube_jupyter.jobs.local.serving import LocalModelServing
 from cube_jupyter.jobs.local.training import AsyncLocalTraining, LocalTrainingRunner
 from cube_jupyter.jobs.local.tuning import LocalTuner
@@ -28,9 +27,16 @@ from cube_jupyter.jobs.serving_spec import ServingSpec
 from cube_jupyter.jobs.training_spec import TrainingSpec
 from cube_jupyter.jobs.tuning_spec import TuningSpec
 from cube_jupyter.local import processes
+from cube_jupyter.local.admission import QueuePolicy, QueueSide, Rules
 from cube_jupyter.storage import open_store
 
 FOLLOW_POLL_SECONDS = 0.2
+
+
+def queue_rules(settings: JobSettings) -> Rules:
+    """The machine queue's rules (`CubeJobs`, the GPU quota), which every feature's pass shares."""
+    jobs = settings.jobs
+    return Rules(settings.gpu_quota, jobs.max_running_jobs_per_user, dict(jobs.user_priorities))
 
 
 class LocalJobBackend:
@@ -43,27 +49,31 @@ class LocalJobBackend:
         root_dir: str | Path | None = None,
         poll: float = 0.5,
         gpus_held: Callable[[str], int] | None = None,
-        gpus_taken: Callable[[], Iterable[str]] | None = None,
+        others: Sequence[QueueSide] = (),
     ) -> None:
-        """`gpus_held` is the GPU ledger's count of a user's GPUs (servers too), which the training
-        queue admits against; None: this backend's training jobs only. `gpus_taken` are the GPU ids
-        other local work holds (running pipeline steps): not free to jobs."""
+        """`gpus_held` is the GPU ledger's count of a user's GPUs (servers too), which the machine's
+        queue admits against; None: what the queue's sides hold. `others` are the other features'
+        sides of the machine's queue (notebook servers, pipeline steps)."""
         self.settings = settings
         self.root_dir = Path(root_dir or os.getcwd())
         storage = settings.storage
         store = open_store(None, storage, check=False)
         jobs = settings.jobs
         policy = QueuePolicy(
-            Rules(settings.gpu_quota, jobs.max_running_jobs_per_user, dict(jobs.user_priorities)),
+            queue_rules(settings),
             cpu_slots=jobs.cpu_slots,
             max_queued=jobs.max_queued_per_user,
             gpus_held=gpus_held,
-            gpus_taken=gpus_taken,
+            others=others,
         )
         runner = LocalTrainingRunner(settings.state_dir, store=store, policy=policy)
         self.training = AsyncLocalTraining(runner, poll=poll)
         self.serving = LocalModelServing(settings.state_dir, storage=storage)
         self.tuning = LocalTuner(settings.state_dir, store=store)
+
+    def queue_side(self) -> QueueSide:
+        """The training jobs' side of the machine's queue (for the other features' passes)."""
+        return self.training.runner.queue_side()
 
     def held_gpu_ids(self) -> list[str]:
         """The GPU ids this machine's running training jobs hold (other local work's free GPUs)."""

@@ -46,13 +46,13 @@ import psutil
 from cube_jupyter import tracebacks
 from cube_jupyter.errors import BackendUnavailable, CubeError, InvalidInput, NotFound, QuotaExceeded
 from cube_jupyter.jobs import package as packaging
-from cube_jupyter.jobs.local import admission, rendezvous
 from cube_jupyter.jobs.local import conditions as ops
+from cube_jupyter.jobs.local import rendezvous
 from cube_jupyter.jobs.local import training_plan as plan
 from cube_jupyter.jobs.local.training_state import JobRecord, ReplicaRecord
 from cube_jupyter.jobs.model import Job, wait_until_finished
 from cube_jupyter.jobs.training_spec import TrainingSpec
-from cube_jupyter.local import files, gpus, locks, monitor, processes
+from cube_jupyter.local import admission, files, gpus, locks, monitor, processes
 from cube_jupyter.local.records import RecordStore
 from cube_jupyter.storage import ArtifactStore, open_store
 
@@ -86,7 +86,7 @@ class LocalTrainingRunner:
         self.mpirun = (shutil.which("mpirun") or "") if mpirun is None else mpirun
         self.stop_grace_seconds = stop_grace_seconds
         self.policy = policy or admission.QueuePolicy()
-        self._seen: object = None  # what the queue waited on at the last pass (`refresh_all`)
+        self._wake = admission.Wake()  # whether a supervision pass (`refresh_all`) admits
         self.owner = processes.this_process_id()
         self._procs: dict[tuple[str, str, str], processes.Leader] = {}  # replicas' monitors
         self._started: set[tuple[str, str]] = set()  # the jobs this runner started (`abandon`)
@@ -176,49 +176,37 @@ class LocalTrainingRunner:
             locks.blocking_file_lock(self.root / ADMISSION_LOCK),
             locks.blocking_file_lock(gpus.assign_lock_path(self.state_dir)),
         ):
-            records = self._all()
-            queue = [r for r in records if r.waiting]
-            if not queue:
+            if not any(r.waiting for r in self._all()):
                 return
-            active = [r for r in records if r.active]
-            verdict = admission.decide(
-                [admission.Waiting(r.user, r.name, r.enqueued or r.created, *_demand(r)) for r in queue],
-                {user: self._holding(user, active) for user in {r.user for r in records}},
-                self._machine(active),
-                self.policy.rules,
-            )
-            free = self._free_gpus(active)
-            by_key = {(r.user, r.name): r for r in queue}
+            verdict, free = admission.machine_verdict(self.queue_side(), self.policy)
             for chosen in verdict.admit:
-                self._launch(by_key[chosen.key], free, raise_error=chosen.key == fresh)
-            for key, (position, reason) in verdict.waiting.items():
-                record = by_key[key]
-                if (record.queue_position, record.queue_reason) != (position, reason):
+                record = self._load(chosen.user, chosen.name) if chosen.kind == admission.JOB else None
+                if record is not None and record.waiting:
+                    self._launch(record, free, raise_error=chosen.key[1:] == fresh)
+            for (kind, user, name), (position, reason) in verdict.waiting.items():
+                record = self._load(user, name) if kind == admission.JOB else None
+                if record is not None and (record.queue_position, record.queue_reason) != (position, reason):
                     record.queue_position, record.queue_reason = position, reason
                     self.records.write(record.user, record.name, record.to_json())
 
-    def _holding(self, user: str, active: Sequence[JobRecord]) -> admission.Holding:
-        mine = [r for r in active if r.user == user]
-        held = self.policy.gpus_held
-        return admission.Holding(
-            jobs=len(mine),
-            gpus=held(user) if held is not None else sum(_demand(r)[0] for r in mine),
-            slots=sum(_demand(r)[1] for r in mine),
-        )
+    def queue_side(self) -> admission.QueueSide:
+        """The training jobs' part of the machine's queue: waiting jobs, and what admitted,
+        unfinished ones hold (GPU ids and CPU slots)."""
+        return admission.QueueSide(waiting=self._waiting_items, held=self._held_items)
 
-    def _machine(self, active: Sequence[JobRecord]) -> admission.Machine:
-        slots = self.policy.cpu_slots
-        return admission.Machine(
-            gpus=len(gpus.visible_gpu_ids()),
-            free_gpus=len(self._free_gpus(active)),
-            slots=slots,
-            free_slots=slots - sum(_demand(r)[1] for r in active),
-        )
+    def _waiting_items(self) -> list[admission.Waiting]:
+        return [
+            admission.Waiting(r.user, r.name, r.enqueued or r.created, *_demand(r), kind=admission.JOB)
+            for r in self._all()
+            if r.waiting
+        ]
 
-    def _free_gpus(self, active: Sequence[JobRecord]) -> list[str]:
-        """This machine's GPUs no admitted, unfinished job nor other local work (a running pipeline
-        step) holds: the one rule, `local.gpus.free_gpu_ids`."""
-        return gpus.free_gpu_ids([*self._gpu_ids(active), *self._taken()])
+    def _held_items(self) -> list[admission.Held]:
+        return [
+            admission.Held(r.user, admission.JOB, tuple(self._gpu_ids([r])), _demand(r)[1])
+            for r in self._all()
+            if r.active
+        ]
 
     @staticmethod
     def _gpu_ids(active: Sequence[JobRecord]) -> list[str]:
@@ -227,10 +215,6 @@ class LocalTrainingRunner:
     def held_gpu_ids(self) -> list[str]:
         """The GPU ids admitted, unfinished training jobs hold (for other local work's free GPUs)."""
         return self._gpu_ids([r for r in self._all() if r.active])
-
-    def _taken(self) -> list[str]:
-        taken = self.policy.gpus_taken
-        return list(taken()) if taken is not None else []
 
     def _launch(self, record: JobRecord, free: list[str], *, raise_error: bool) -> None:
         """Start every replica of an admitted job; when one cannot start, none runs and the job fails
@@ -346,19 +330,9 @@ class LocalTrainingRunner:
             self._wake_queue()
 
     def _wake_queue(self) -> None:
-        """Admit when what the queue waits on changed since the last pass (a job ended or was
-        deleted, by any process; a waiting user's GPUs in the ledger), and on the first pass."""
-        records = self._all()
-        waiting_users = sorted({r.user for r in records if r.waiting})
-        held = self.policy.gpus_held
-        seen = (
-            sorted((r.user, r.name) for r in records if r.active),
-            [held(user) for user in waiting_users] if held is not None else [],
-            sorted(self._taken()) if waiting_users else [],
-        )
-        if waiting_users and seen != self._seen:
+        """Admit when what the queue waits on changed since the last pass (`admission.Wake`)."""
+        if self._wake.due(self.queue_side(), self.policy, waiting=any(r.waiting for r in self._all())):
             self.admit_waiting()
-        self._seen = seen
 
     def _reconcile_owned(self, record: JobRecord) -> JobRecord:
         if record.waiting:

@@ -22,11 +22,12 @@ from dataclasses import asdict
 from cube_jupyter import tracebacks
 from cube_jupyter.errors import InvalidInput
 from cube_jupyter.fields import parse_quantity
-from cube_jupyter.jobs.local import admission, rendezvous
 from cube_jupyter.jobs.local import conditions as ops
+from cube_jupyter.jobs.local import rendezvous
 from cube_jupyter.jobs.local.training_state import JobRecord, ReplicaRecord
 from cube_jupyter.jobs.model import Condition, Job, JobError, QueuePlace, Replica
 from cube_jupyter.jobs.training_spec import RoleSpec, TrainingSpec
+from cube_jupyter.local import admission
 
 ENTRY_MODULE = "cube_jupyter.jobs.entry"
 MPI_MODULE = "cube_jupyter.jobs.local.mpi"

@@ -6,6 +6,13 @@ servers. The profile's image is not used locally (there is no container); its cp
 limits each child is put under (`local.limits`: a cgroup where this machine allows one, else
 rlimit and affinity); its GPUs are handed out by `CUDA_VISIBLE_DEVICES`. `enforcement` says which.
 
+A GPU server waits its turn in this machine's one queue (`local.admission`, with training jobs and
+GPU pipeline steps): created or started, it is `queued` (holding nothing, its place and reason
+recorded) until the admission pass, run here under the machine's assignment lock, gives it free GPUs
+within its owner's quota; the pass runs when a server is created, started, stopped or deleted, and
+on every supervision pass that finds the queue's inputs changed (work ended in any process). What no
+wait could give (more GPUs than the machine has) is refused at once.
+
 While supervising, the backend keeps a fork server that has imported `jupyter lab` and the
 workbench extension (`children.LAB_MODULES`): a child is forked from it, with its own argv,
 environment, config and log, and skips the second or more of imports a spawned one spends; until
@@ -21,12 +28,15 @@ import os
 import secrets
 import shutil
 import subprocess
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
-from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound
+from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFound, QuotaExceeded
 from cube_jupyter.fields import format_timestamp, parse_timestamp
-from cube_jupyter.local import files, gpus, limits, processes
+from cube_jupyter.ledger import HolderKind
+from cube_jupyter.local import admission, files, gpus, limits, locks, processes
 from cube_jupyter.local.forks import Forks, module_command
 from cube_jupyter.local.kernel_sockets import socket_dir
 from cube_jupyter.local.locks import KeyedLocks
@@ -44,6 +54,7 @@ log = logging.getLogger(__name__)
 
 DOWN_REASON = "process exited while the workbench was down"
 Key = tuple[str, str]
+NOTEBOOK: HolderKind = "notebook"
 
 
 class LocalNotebookBackend:
@@ -60,8 +71,16 @@ class LocalNotebookBackend:
         stop_grace_seconds: float = 10.0,
         ready_timeout_seconds: float = 120.0,
         limiter: limits.Limiter | None = None,
+        queue: admission.QueuePolicy | None = None,
     ) -> None:
+        """`queue` is this machine's queue as the composition root wires it (the shared rules, the
+        GPU ledger's count, the other features' sides); None: the GPU quota over servers alone."""
         self.settings = settings
+        self.queue = queue or admission.QueuePolicy(
+            admission.Rules(settings.gpu_quota, 0, {}),
+            max_queued=settings.spawner.max_queued_servers_per_user,
+        )
+        self._wake = admission.Wake()  # whether a supervision pass (`check_once`) admits
         self.base_url = "/" + base_url.strip("/") + "/" if base_url.strip("/") else "/"
         self.lab_command = tuple(lab_command)
         self.stop_grace_seconds = stop_grace_seconds
@@ -134,9 +153,12 @@ class LocalNotebookBackend:
         return record.to_server() if record else None
 
     async def create_server(self, spec: NotebookSpec) -> NotebookServer:
-        """Record the server as pending and spawn it; returns at once, a watcher marks it running.
-        If spawning fails the record is removed again: nothing is left half-created. The insert is
-        the atomic duplicate check (Conflict), also against the CLI in another process."""
+        """Record the server as pending and spawn it (a GPU server: queued, and spawned once the
+        queue admits it); returns at once, a watcher marks it running. If spawning fails, or the
+        server would wait past `max_queued_servers_per_user`, the record is removed again: nothing is
+        left half-created. The insert is the atomic duplicate check (Conflict), also against the CLI
+        in another process."""
+        self._check_machine(spec.profile.name, spec.profile.gpu)
         if self._forks is not None:
             self._start_forks()  # again, if it died
         if self._forks_started is not None and not self._forks_started.done():
@@ -151,18 +173,19 @@ class LocalNotebookBackend:
             image="",  # no container runs here: the server is this machine's Python, not the image
             resources=spec.resources,
             env=dict(spec.profile.env),
-            gpu_ids=self._pick_gpus(spec.profile.name, spec.profile.gpu, exclude=None),
             base_url=f"{self.base_url}{ROUTE_PREFIX}/{slug}/{spec.name}/",
-            status=ServerStatus.PENDING,
+            status=ServerStatus.QUEUED if spec.profile.gpu else ServerStatus.PENDING,
             created=_now(),
+            enqueued=time.time() if spec.profile.gpu else None,
         )
         self.state.insert(record)
         try:
-            record = self._launch(record)
+            record = self._enqueue(record, "name") if spec.profile.gpu else self._launch(record)
         except BaseException:
             self.state.delete(spec.user, spec.name)
             raise
-        self._watch(record)
+        if record.status == ServerStatus.PENDING:
+            self._watch(record)
         return record.to_server()
 
     async def set_stopped(self, user: str, name: str, stopped: bool) -> NotebookServer:
@@ -171,14 +194,26 @@ class LocalNotebookBackend:
             if stopped:
                 if record.status != ServerStatus.STOPPED:
                     record = await self._stop(record, reason=None)
+                    self.admit_waiting()  # what it held, or its place in the queue, is free
                 return record.to_server()
-            if record.status in (ServerStatus.PENDING, ServerStatus.RUNNING):
+            if record.status in (ServerStatus.QUEUED, ServerStatus.PENDING, ServerStatus.RUNNING):
                 return record.to_server()
             if record.status == ServerStatus.STOPPING:
                 raise Conflict(f"server {name!r} is still stopping; try again in a moment", field="stopped")
-            gpu_ids = self._pick_gpus(record.profile, record.resources.gpu, exclude=record.key)
-            record = self._launch(record.evolve(gpu_ids=gpu_ids))
-            self._watch(record)
+            if not record.resources.gpu:
+                record = self._launch(record)
+            else:
+                self._check_machine(record.profile, record.resources.gpu)
+                queued = self.state.update(
+                    user, name, status=ServerStatus.QUEUED, reason=None, gpu_ids=(), enqueued=time.time()
+                )
+                try:
+                    record = self._enqueue(queued or record, "stopped")
+                except BaseException:  # not started: as it was
+                    self.state.update(user, name, **_unqueued(status=record.status, reason=record.reason))
+                    raise
+            if record.status == ServerStatus.PENDING:
+                self._watch(record)
             return record.to_server()
 
     async def delete_server(self, user: str, name: str) -> None:
@@ -191,6 +226,7 @@ class LocalNotebookBackend:
             shutil.rmtree(
                 files.child_config_dir(self.settings.state_dir, record.slug, name), ignore_errors=True
             )
+            self.admit_waiting()  # what it held, or its place in the queue, is free
 
     def enforcement(self, profile: Profile) -> enforcement.Enforcement:
         return enforcement.on_this_machine(profile, self.limiter)
@@ -268,7 +304,9 @@ class LocalNotebookBackend:
                     self._watch(updated)
 
     async def check_once(self) -> None:
-        """One supervision pass: watch pending servers, notice dead ones, record activity, cull."""
+        """One supervision pass: admit from the queue when its inputs changed, watch pending servers,
+        notice dead ones, record activity, cull."""
+        self._wake_queue()
         limit = self.settings.spawner.cull_idle_seconds
         for record in self.state.list(statuses=(ServerStatus.PENDING, ServerStatus.RUNNING)):
             if record.status == ServerStatus.PENDING:
@@ -363,6 +401,7 @@ class LocalNotebookBackend:
             gpu_ids=record.gpu_ids,
             started=_now(),
             last_activity=None,
+            **_unqueued(),
         )
         if updated is None:  # deleted meanwhile (by the CLI, say): do not leave an orphan behind
             child.kill()
@@ -465,29 +504,98 @@ class LocalNotebookBackend:
             popen.poll()  # reap it if psutil did not
         self.limiter.release()
         updated = self.state.update(
-            record.user, record.name, status=final, reason=reason, pid=None, port=None, token=None
+            record.user,
+            record.name,
+            **_unqueued(status=final, reason=reason, pid=None, port=None, token=None),
         )
         return updated or record.evolve(status=final, reason=reason, pid=None, port=None, token=None)
 
-    def _pick_gpus(self, profile: str, count: int, exclude: Key | None) -> tuple[str, ...]:
-        """`count` GPUs no live server holds; refuse, naming the profile, when there are too few."""
-        if count <= 0:
-            return ()
-        visible = gpus.visible_gpu_ids()
-        held = {
-            gpu
-            for record in self.state.list(statuses=ACTIVE)
-            if record.key != exclude
-            for gpu in record.gpu_ids
-        }
-        free = [gpu for gpu in visible if gpu not in held]
-        if len(free) < count:
+    # -- the machine's queue -----------------------------------------------------------------------
+
+    def queue_side(self) -> admission.QueueSide:
+        """The servers' part of the machine's queue: queued GPU servers, and the GPU ids of those
+        with a live child (for the other features' passes too)."""
+        return admission.QueueSide(waiting=self._waiting_items, held=self._held_items)
+
+    def _waiting_items(self) -> list[admission.Waiting]:
+        return [
+            admission.Waiting(r.user, r.name, r.enqueued or 0.0, r.resources.gpu, 0, kind=NOTEBOOK)
+            for r in self.state.list(statuses=(ServerStatus.QUEUED,))
+        ]
+
+    def _held_items(self) -> list[admission.Held]:
+        return [
+            admission.Held(r.user, NOTEBOOK, r.gpu_ids) for r in self.state.list(statuses=ACTIVE) if r.gpu_ids
+        ]
+
+    def admit_waiting(self, fresh: Key | None = None) -> None:
+        """The servers' admission pass (`admission.machine_verdict`, the machine's one rule, under
+        its assignment lock): start every queued server the queue admits, with free GPUs, and record
+        the others' places and reasons. A server that cannot be started fails, except `fresh` (the
+        one being created or started): its error is raised."""
+        with locks.blocking_file_lock(gpus.assign_lock_path(self.settings.state_dir)):
+            if not self.state.list(statuses=(ServerStatus.QUEUED,)):
+                return
+            verdict, free = admission.machine_verdict(self.queue_side(), self.queue)
+            for chosen in verdict.admit:
+                current = self.state.get(chosen.user, chosen.name) if chosen.kind == NOTEBOOK else None
+                if current is None or current.status != ServerStatus.QUEUED:
+                    continue  # another feature's, or stopped or deleted meanwhile
+                given, free = tuple(free[: chosen.gpus]), free[chosen.gpus :]
+                try:
+                    self._launch(current.evolve(gpu_ids=given))
+                except CubeError as exc:
+                    if current.key == fresh:
+                        raise
+                    failed = _unqueued(status=ServerStatus.FAILED, reason=exc.message)
+                    self.state.update(current.user, current.name, **failed)
+                else:
+                    log.info("admitted server %s/%s from the queue", current.user, current.name)
+            for (kind, user, name), (position, reason) in verdict.waiting.items():
+                if kind == NOTEBOOK:
+                    self.state.update(
+                        user,
+                        name,
+                        expect={"status": ServerStatus.QUEUED},
+                        queue_position=position,
+                        queue_reason=reason,
+                    )
+
+    def _wake_queue(self) -> None:
+        """Admit when what the queue waits on changed since the last pass (`admission.Wake`)."""
+        if self._wake.due(
+            self.queue_side(), self.queue, waiting=bool(self.state.list(statuses=(ServerStatus.QUEUED,)))
+        ):
+            self.admit_waiting()
+
+    def _enqueue(self, record: ServerRecord, field: str) -> ServerRecord:
+        """Run the admission pass for a server just queued (`field`: what the request set); the
+        record after it: started (pending) or queued. QuotaExceeded when it waits and its owner
+        already has `max_queued` servers queued."""
+        self.admit_waiting(fresh=record.key)
+        current = self._require(record.user, record.name)
+        limit = self.queue.max_queued
+        if current.status == ServerStatus.QUEUED and limit:
+            queued = len(self.state.list(record.user, statuses=(ServerStatus.QUEUED,)))
+            if queued > limit:
+                raise QuotaExceeded(
+                    f"user {record.user!r} has {queued - 1} servers waiting in the queue for GPUs, the "
+                    f"limit (CubeSpawner.max_queued_servers_per_user) is {limit}; stop or delete one, "
+                    "or wait for one to start",
+                    field=field,
+                )
+        return current
+
+    @staticmethod
+    def _check_machine(profile: str, count: int) -> None:
+        """Refuse, naming the profile, what no wait could give: more GPUs than this machine has."""
+        visible = len(gpus.visible_gpu_ids()) if count else 0
+        if count > visible:
             raise BackendUnavailable(
-                f"profile {profile!r} asks for {count} GPU(s) but this machine has {len(free)} free "
-                f"(of {len(visible)} visible)",
+                f"profile {profile!r} asks for {count} GPU(s) but this machine has {visible} "
+                "(GPUs visible to the workbench)",
                 field="profile",
             )
-        return tuple(free[:count])
 
     def _require(self, user: str, name: str) -> ServerRecord:
         record = self.state.get(user, name)
@@ -504,3 +612,8 @@ class LocalNotebookBackend:
 
 def _now() -> str:
     return format_timestamp(datetime.now(UTC))
+
+
+def _unqueued(**changes: Any) -> dict[str, Any]:
+    """`changes` with the queue's fields cleared: the server left the queue."""
+    return {"enqueued": None, "queue_position": None, "queue_reason": None, **changes}

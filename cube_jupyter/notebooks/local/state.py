@@ -37,9 +37,14 @@ CREATE TABLE IF NOT EXISTS servers (
     created TEXT NOT NULL,
     last_activity TEXT,
     started TEXT,
+    enqueued REAL,
+    queue_position INTEGER,
+    queue_reason TEXT,
     PRIMARY KEY (user, name)
 )
 """
+# Columns added since the first schema, with their types: a state file of an older version gains them.
+ADDED_COLUMNS = {"enqueued": "REAL", "queue_position": "INTEGER", "queue_reason": "TEXT"}
 COLUMNS = (
     "user",
     "name",
@@ -58,6 +63,7 @@ COLUMNS = (
     "created",
     "last_activity",
     "started",
+    *ADDED_COLUMNS,
 )
 _JSON_COLUMNS = ("resources", "env", "gpu_ids")
 # Where a live child process may exist.
@@ -85,6 +91,11 @@ class ServerRecord:
     reason: str | None = None
     last_activity: str | None = None
     started: str | None = None
+    # The machine's queue (`local.admission`): a queued server holds nothing; when it asked, and its
+    # place and reason as the last admission pass saw them.
+    enqueued: float | None = None
+    queue_position: int | None = None
+    queue_reason: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -105,6 +116,8 @@ class ServerRecord:
             image=self.image,
             reason=self.reason,
             last_activity=self.last_activity,
+            queue_position=self.queue_position,
+            queue_reason=self.queue_reason,
         )
 
 
@@ -121,6 +134,10 @@ class StateStore:
             db.close()
         with self._transaction() as db:
             db.execute(SCHEMA)
+            present = {row[1] for row in db.execute("PRAGMA table_info(servers)")}
+            for column, kind in ADDED_COLUMNS.items():
+                if column not in present:
+                    db.execute(f"ALTER TABLE servers ADD COLUMN {column} {kind}")
         for suffix in ("-wal", "-shm"):
             # Another process closing its last connection may delete the sidecars at any moment.
             with suppress(FileNotFoundError):

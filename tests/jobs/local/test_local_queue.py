@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from cube_jupyter.errors import InvalidInput, QuotaExceeded
-from cube_jupyter.jobs.local.admission import QueuePolicy
 from cube_jupyter.jobs.local.training import LocalTrainingRunner
+from cube_jupyter.local.admission import QueuePolicy
 from cube_jupyter.storage.local import LocalStore
 from tests.jobs.local.conftest import USER, training
 from tests.jobs.local.test_local_training import PY, TIMEOUT, awaiting, gone
@@ -91,7 +91,7 @@ def test_what_no_wait_could_give_is_refused_at_once(runner: LocalTrainingRunner)
 
 QUEUEING_WORKBENCH = """
 import json, sys
-from cube_jupyter.jobs.local.admission import QueuePolicy
+from cube_jupyter.local.admission import QueuePolicy
 from cube_jupyter.jobs.local.training import LocalTrainingRunner
 from cube_jupyter.jobs.training_spec import TrainingSpec
 from cube_jupyter.storage.local import LocalStore

@@ -1,4 +1,4 @@
-"""The local training queue's admission rule (`admission.decide`), on a simulated clock: enqueue
+"""The machine queue's admission rule (`admission.decide`), on a simulated clock: enqueue
 times are the simulation's, and nothing here sleeps or reads the time."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import itertools
 import random
 from collections.abc import Mapping
 
-from cube_jupyter.jobs.local.admission import Holding, Machine, Rules, Waiting, decide, replica_slots
+from cube_jupyter.local.admission import Holding, Machine, Rules, Waiting, decide, replica_slots
 
 NO_LIMITS = Rules(gpu_quota=None, max_running=0, priorities={})
 
@@ -22,7 +22,11 @@ def machine(
 
 
 def job(user: str, name: str, at: float, gpus: int = 0, slots: int = 1) -> Waiting:
-    return Waiting(user, name, at, gpus, slots)
+    return Waiting(user, name, at, gpus, slots, "job")
+
+
+def server(user: str, name: str, at: float, gpus: int) -> Waiting:
+    return Waiting(user, name, at, gpus, 0, "notebook")
 
 
 def admitted(
@@ -39,8 +43,8 @@ def test_per_user_fifo_and_the_reason_names_what_is_missing() -> None:
     queue = [job("ann", "b", 2, gpus=1), job("ann", "a", 1, gpus=2)]
     verdict = decide(queue, {}, machine(gpus=2, free_gpus=1), NO_LIMITS)
     assert verdict.admit == ()  # "b" fits, but it never overtakes ann's earlier "a"
-    assert verdict.waiting[("ann", "a")] == (1, "waiting for 2 GPUs: 1 of 2 free")
-    assert verdict.waiting[("ann", "b")] == (2, "behind a, submitted before it")
+    assert verdict.waiting[("job", "ann", "a")] == (1, "waiting for 2 GPUs: 1 of 2 free")
+    assert verdict.waiting[("job", "ann", "b")] == (2, "behind a, submitted before it")
 
 
 def test_cpu_slots_admit_whole_jobs_only() -> None:
@@ -48,7 +52,7 @@ def test_cpu_slots_admit_whole_jobs_only() -> None:
     queue = [job("ann", "first", 1, slots=2), job("bob", "second", 2, slots=2)]
     verdict = decide(queue, {}, machine(slots=3), NO_LIMITS)
     assert [w.name for w in verdict.admit] == ["first"]
-    assert verdict.waiting[("bob", "second")] == (
+    assert verdict.waiting[("job", "bob", "second")] == (
         1,
         "waiting for 2 CPU slots: 1 of 3 free (CubeJobs.cpu_slots)",
     )
@@ -61,10 +65,10 @@ def test_max_running_per_user_and_the_gpu_quota_wait_without_holding_others_back
     verdict = decide(queue, holding, machine(gpus=4), rules)
     assert [w.name for w in verdict.admit] == ["c1"]
     assert (
-        verdict.waiting[("ann", "a1")][1]
+        verdict.waiting[("job", "ann", "a1")][1]
         == "2 jobs running, the limit is 2 (CubeJobs.max_running_jobs_per_user)"
     )
-    assert verdict.waiting[("bob", "b1")][1] == (
+    assert verdict.waiting[("job", "bob", "b1")][1] == (
         "waiting for 1 GPU(s) of quota: 'bob' holds 2 of 2 (CubeWorkbench.gpu_quota_per_user)"
     )
 
@@ -74,7 +78,7 @@ def test_admitting_counts_toward_the_same_pass() -> None:
     rules = Rules(gpu_quota=1, max_running=0, priorities={})
     verdict = decide([job("ann", "a", 1, gpus=1), job("ann", "b", 2, gpus=1)], {}, machine(gpus=4), rules)
     assert [w.name for w in verdict.admit] == ["a"]
-    assert "holds 1 of 1" in verdict.waiting[("ann", "b")][1]
+    assert "holds 1 of 1" in verdict.waiting[("job", "ann", "b")][1]
 
 
 def test_the_user_holding_least_goes_first() -> None:
@@ -82,7 +86,7 @@ def test_the_user_holding_least_goes_first() -> None:
     queue = [job("ann", "a", 1), job("bob", "b", 5)]
     verdict = decide(queue, holding, machine(slots=4, free_slots=1), NO_LIMITS)
     assert [w.name for w in verdict.admit] == ["b"]  # bob holds nothing: his later job goes first
-    assert verdict.waiting[("ann", "a")][0] == 1
+    assert verdict.waiting[("job", "ann", "a")][0] == 1
 
 
 def test_admin_priorities_go_before_fairness() -> None:
@@ -98,13 +102,46 @@ def test_a_big_head_reserves_what_it_waits_for() -> None:
     holding = {"cid": Holding(jobs=1, slots=2)}
     verdict = decide(queue, holding, machine(slots=4, free_slots=2), NO_LIMITS)
     assert verdict.admit == ()
-    assert verdict.waiting[("bob", "small")] == (
+    assert verdict.waiting[("job", "bob", "small")] == (
         2,
         "waiting for 1 CPU slots: 0 of 4 free (CubeJobs.cpu_slots)",
     )
     # once enough is free, the big job starts; the small one backfills what is left beyond it
     later = decide(queue, {}, machine(slots=6), NO_LIMITS)
     assert [w.name for w in later.admit] == ["big", "small"]
+
+
+def test_a_waiting_server_reserves_its_gpus_against_jobs_behind_it_and_a_job_against_servers() -> None:
+    """One queue for the machine: a server at the head waiting for 2 GPUs holds back a later 1-GPU
+    job of another user, and a job at the head holds back a later server, alike."""
+    queue = [server("ann", "big", 1, gpus=2), job("bob", "small", 2, gpus=1)]
+    verdict = decide(queue, {}, machine(gpus=2, free_gpus=1), NO_LIMITS)
+    assert verdict.admit == ()
+    assert verdict.waiting[("notebook", "ann", "big")] == (1, "waiting for 2 GPUs: 1 of 2 free")
+    assert verdict.waiting[("job", "bob", "small")] == (2, "waiting for 1 GPUs: 0 of 2 free")
+
+    queue = [job("ann", "train", 1, gpus=2), server("bob", "lab", 2, gpus=1)]
+    verdict = decide(queue, {}, machine(gpus=2, free_gpus=1), NO_LIMITS)
+    assert verdict.admit == () and verdict.waiting[("notebook", "bob", "lab")][0] == 2
+
+    # once both GPUs are free the head starts, and the item behind it waits for what it holds
+    verdict = decide(queue, {}, machine(gpus=2), NO_LIMITS)
+    assert [w.key for w in verdict.admit] == [("job", "ann", "train")]
+
+
+def test_a_users_server_waits_behind_their_earlier_job_and_max_running_counts_jobs_only() -> None:
+    rules = Rules(gpu_quota=None, max_running=1, priorities={})
+    holding = {"ann": Holding(jobs=1, gpus=0, slots=1)}
+    queue = [job("ann", "second", 1), server("ann", "lab", 2, gpus=1), server("bob", "nb", 3, gpus=1)]
+    verdict = decide(queue, holding, machine(gpus=2), rules)
+    assert [w.key for w in verdict.admit] == [("notebook", "bob", "nb")]  # bob's: no job limit
+    assert verdict.waiting[("job", "ann", "second")][1] == (
+        "1 job running, the limit is 1 (CubeJobs.max_running_jobs_per_user)"
+    )
+    assert verdict.waiting[("notebook", "ann", "lab")][1] == "behind job second, submitted before it"
+    # an admitted server counts toward the GPU quota, never toward the running jobs
+    verdict = decide([server("cid", "a", 1, gpus=1), job("cid", "b", 2)], {}, machine(gpus=2), rules)
+    assert [w.name for w in verdict.admit] == ["a", "b"]
 
 
 # -- fairness over a simulated day -----------------------------------------------------------------
@@ -139,7 +176,7 @@ def simulate(jobs: list[Submission], slots: int) -> dict[str, list[float]]:
         now, _, what, payload = heapq.heappop(events)
         if what == "submit":
             index, (submitted, user, need, duration) = payload  # type: ignore[misc]
-            queue[f"{user}-{index}"] = (Waiting(user, f"{user}-{index}", submitted, 0, need), duration)
+            queue[f"{user}-{index}"] = (Waiting(user, f"{user}-{index}", submitted, 0, need, "job"), duration)
         else:
             running.pop(str(payload))
         holding: dict[str, Holding] = {}
