@@ -11,6 +11,7 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
+from cube_jupyter.cli.table import print_rows
 from cube_jupyter.config import Settings
 from cube_jupyter.names import validate_dns_label
 from cube_jupyter.notebooks.service import NotebookService, parse_create_request
@@ -104,7 +105,7 @@ async def _wait_settled(
     while server.status not in SETTLED and time.monotonic() < deadline:
         if sys.stderr.isatty():
             elapsed = time.monotonic() - started
-            sys.stderr.write(f"\r{spinner[tick % 4]} {server.name}: {server.status.value} ({elapsed:.0f}s)  ")
+            sys.stderr.write(f"\r{spinner[tick % 4]} {server.name}: {_state(server)} ({elapsed:.0f}s)  ")
             sys.stderr.flush()
             tick += 1
         await asyncio.sleep(0.25)
@@ -115,7 +116,7 @@ async def _wait_settled(
 
 
 def _report(server: NotebookServer, wanted: ServerStatus | None) -> int:
-    line = f"{server.name}: {server.status.value}  {server.url}"
+    line = f"{server.name}: {_state(server)}  {server.url}"
     if server.reason:
         line += f"  ({server.reason})"
     print(line)
@@ -123,8 +124,8 @@ def _report(server: NotebookServer, wanted: ServerStatus | None) -> int:
 
 
 def _print_table(servers: list[NotebookServer]) -> None:
-    header = ("NAME", "PROFILE", "STATUS", "CPU", "MEMORY", "GPU", "AGE", "URL", "REASON")
-    rows = [header] + [
+    header = ("NAME", "PROFILE", "STATUS", "CPU", "MEMORY", "GPU", "AGE", "URL", "QUEUE", "REASON")
+    rows = [
         (
             s.name,
             s.profile,
@@ -134,13 +135,26 @@ def _print_table(servers: list[NotebookServer]) -> None:
             f"{s.resources.gpu} {s.resources.gpu_resource}" if s.resources.gpu else "-",
             _age(s.created),
             s.url,
+            _place(s) or "-",
             (s.reason or "").replace("\n", " ")[:80],
         )
         for s in servers
     ]
-    widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
-    for row in rows:
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    print_rows(header, rows)
+
+
+def _place(server: NotebookServer) -> str:
+    """A queued server's place in this machine's queue and why it waits: `#2: waiting for 1 GPUs: ...`."""
+    if server.status != ServerStatus.QUEUED:
+        return ""
+    where = f"#{server.queue_position}" if server.queue_position else ""
+    return ": ".join(part for part in (where, server.queue_reason or "") if part)
+
+
+def _state(server: NotebookServer) -> str:
+    """The status, with a queued server's place and reason: never a bare wait."""
+    place = _place(server)
+    return f"{server.status.value} {place}" if place else server.status.value
 
 
 def _age(created: str) -> str:

@@ -55,6 +55,13 @@ class NotebookService:
         )
         return sorted(servers, key=lambda s: (s.user, s.created, s.name))
 
+    def queued(self, caller: str, user: str | None = None, all_users: bool = False) -> list[dict[str, Any]]:
+        """The servers waiting in this machine's queue, as `caller` sees them (their own; admins
+        anyone's, or all), in queue order: for the queue's view beside the jobs."""
+        servers = [s for s in self.list_servers(caller, user, all_users) if s.status == ServerStatus.QUEUED]
+        servers.sort(key=lambda s: (s.queue_position or 0, s.created))
+        return [self.view(caller, s) for s in servers]
+
     def view(self, caller: str, server: NotebookServer) -> dict[str, Any]:
         """A server as `caller` sees it: through the local path router only the owner connects (its
         pages run on the workbench's origin), so others are not offered Connect there."""

@@ -6,7 +6,7 @@
     GET         /cube/api/v1/jobs/{name}/logs?replica=worker-0&follow=1&tail=N   text/plain, streamed
     GET         /cube/api/v1/jobs/{name}/history                    a tuning job's optimization history
     POST        /cube/api/v1/jobs/{name}/predict                    {inputs, protocol} to a served model
-    GET         /cube/api/v1/queue[?user=U|all=1]                   queued jobs in order, and running ones
+    GET         /cube/api/v1/queue[?user=U|all=1]                   queued jobs and servers, running jobs
 
 Admins may name another user with `?user=` (and list everyone's with `?all=1`), as for notebooks.
 """
@@ -24,6 +24,7 @@ from tornado.iostream import StreamClosedError
 from cube_jupyter.errors import CubeError, InvalidInput
 from cube_jupyter.jobs.service import JobService
 from cube_jupyter.jobs.vocabulary import form_vocabulary
+from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter_server.handlers import API_PREFIX, CubeAPIHandler, cube_endpoint
 
 
@@ -164,14 +165,18 @@ class JobPredictHandler(JobAPIHandler):
 
 
 class QueueHandler(JobAPIHandler):
-    """The caller's queued jobs (in queue order, each with its place and reason) and running ones;
-    admins pass `?user=` or `?all=1`."""
+    """The caller's queued jobs (in queue order, each with its place and reason) and running ones,
+    and their notebook servers waiting in the same queue (the machine's, on the local backend): the
+    two services side by side, neither reading the other; admins pass `?user=` or `?all=1`."""
 
     @cube_endpoint
     async def get(self) -> None:
         caller = self.caller
         all_users = self.flag_param("all")
-        self.write_json({"user": caller, **self.jobs.queue(caller, self.user_param, all_users=all_users)})
+        jobs = self.jobs.queue(caller, self.user_param, all_users=all_users)
+        notebooks: NotebookService | None = self.settings.get("cube_notebooks")  # none in a user server
+        servers = notebooks.queued(caller, self.user_param, all_users) if notebooks is not None else []
+        self.write_json({"user": caller, **jobs, "servers": servers})
 
 
 JOBS = f"{API_PREFIX}/jobs"

@@ -56,6 +56,13 @@ async def test_a_gpu_server_waits_while_the_users_jobs_hold_the_quota_and_starts
         "waiting for 1 GPU(s) of quota: 'alice' holds 1 of 1 (CubeWorkbench.gpu_quota_per_user)"
     )
     assert server["actions"] == ["stop", "delete"]
+    code, queue = await api("GET", "queue")  # the same queue as the jobs': side by side
+    assert_response_matches("/queue", "get", code, queue)
+    assert [(s["name"], s["queue_position"]) for s in queue["servers"]] == [("g1", 1)]
+    assert [j["name"] for j in queue["running"]] == ["holder"] and queue["queued"] == []
+    code, everyone = await api("GET", "queue", as_user="root-admin", all="1")
+    assert [(s["user"], s["name"]) for s in everyone["servers"]] == [("alice", "g1")]
+    assert (await api("GET", "queue", as_user="bob"))[1]["servers"] == []
 
     # bob's quota is his own
     code, other = await api("POST", "notebooks", as_user="bob", body={"name": "g1", "profile": "gpu"})
