@@ -2,7 +2,7 @@
  * Display formatting of notebook servers only: turns what the server sent into short
  * text. No decision about a server's state is taken here.
  */
-import type { IResources } from './types';
+import type { IResources, IServer } from './types';
 
 function given(value: string | number | null | undefined): boolean {
   return value !== null && value !== undefined && value !== '';
@@ -27,4 +27,16 @@ export function resourceParts(
     parts.push(`${resources.gpu} × ${kind}`);
   }
   return parts;
+}
+
+/** Why a queued server waits, as one line: `Queued · #2 · waiting for 1 GPUs: 0 of 2 free`
+ * (what the server said, its place only when known); null for a server not queued. */
+export function queueLine(server: IServer): string | null {
+  if (server.status !== 'queued') {
+    return null;
+  }
+  const place = server.queue_position ? `#${server.queue_position}` : '';
+  return ['Queued', place, server.queue_reason ?? 'waiting in the queue']
+    .filter(part => part)
+    .join(' · ');
 }

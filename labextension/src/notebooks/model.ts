@@ -11,10 +11,12 @@ import type { IProfile, IServer, ServerStatus } from './types';
 
 /** Poll interval while every server is settled (ms). */
 export const SETTLED_INTERVAL = 5000;
-/** Poll interval while a server is pending, stopping or terminating (ms). */
+/** Poll interval while a server is queued, pending, stopping or terminating (ms): a queued
+ * server's place and reason, and its start, show live. */
 export const TRANSITION_INTERVAL = 1000;
 
 const TRANSITIONAL: ReadonlySet<ServerStatus> = new Set<ServerStatus>([
+  'queued',
   'pending',
   'stopping',
   'terminating'

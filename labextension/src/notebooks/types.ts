@@ -4,9 +4,16 @@
  * displays them, so the types mirror the wire format and nothing more.
  */
 
-/** Lifecycle states a notebook server reports. */
+/** Lifecycle states a notebook server reports; `queued`: waiting in this machine's queue for
+ * its GPUs (local backend), holding nothing yet. */
 export type ServerStatus =
-  'pending' | 'running' | 'stopping' | 'stopped' | 'failed' | 'terminating';
+  | 'queued'
+  | 'pending'
+  | 'running'
+  | 'stopping'
+  | 'stopped'
+  | 'failed'
+  | 'terminating';
 
 /** What the server says the caller may do to a notebook server now. */
 export type ServerAction = 'connect' | 'stop' | 'start' | 'delete';
@@ -61,6 +68,9 @@ export interface IServer {
   namespace: string | null;
   /** The buttons to show, decided by the server from the status. */
   actions: ServerAction[];
+  /** While queued: its place in the machine's queue (from 1) and what it waits for. */
+  queue_position: number | null;
+  queue_reason: string | null;
 }
 
 /** Body of `GET /cube/api/v1/profiles`. */

@@ -1,7 +1,7 @@
 /**
  * One notebook server in the list: name, status, profile, resources, age, the
- * server's reason when it is not running, its actions, and the error of the last
- * action taken on it.
+ * server's reason when it is not running (a queued one's place and what it waits
+ * for), its actions, and the error of the last action taken on it.
  */
 import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
@@ -9,7 +9,7 @@ import * as React from 'react';
 import { ErrorMessage } from '../../common/components/ErrorMessage';
 import { StatusBadge } from '../../common/components/StatusBadge';
 import { formatAge, formatDate } from '../../common/format';
-import { resourceParts } from '../format';
+import { queueLine, resourceParts } from '../format';
 import type { IServer } from '../types';
 
 export interface IServerRowProps {
@@ -57,6 +57,7 @@ export function ServerRow(props: IServerRowProps): JSX.Element {
   // The server decides what may be done (no business rules here): show exactly its actions.
   const actions = new Set(server.actions ?? []);
   const canConnect = actions.has('connect') && !!server.url;
+  const queued = queueLine(server);
   return (
     <li
       className="cube-ServerRow"
@@ -96,6 +97,11 @@ export function ServerRow(props: IServerRowProps): JSX.Element {
           </span>
         )}
       </div>
+      {queued && (
+        <div className="cube-ServerRow-reason" data-testid="cube-server-queue">
+          {queued}
+        </div>
+      )}
       {status !== 'running' && server.reason && (
         <div className="cube-ServerRow-reason" data-testid="cube-server-reason">
           {server.reason}
