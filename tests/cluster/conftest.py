@@ -362,3 +362,107 @@ def requests_of(state: State, test: str) -> list[Audited]:
 
 def as_json(obj: Any) -> Any:
     return json.loads(json.dumps(obj, default=str))
+
+
+# --- Kueue: queue admission by Kueue's own controller ----------------------------------------------
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # on a Job, JobSet, TrainJob or pod: its LocalQueue
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"  # and its WorkloadPriorityClass
+
+
+@pytest.fixture(scope="session")
+def kueue(installed: State) -> State:
+    """Kueue's controller started once (controlplane.start_kueue): from then on, for the rest of the
+    session, whatever carries QUEUE_LABEL waits for its ClusterQueue's quota. Queues: `kueue_queue`."""
+    controlplane.start_kueue(installed)
+    return installed
+
+
+@contextmanager
+def applied(kubectl: Kubectl, objects: list[dict[str, Any]]) -> Iterator[None]:
+    """`objects` created (server-side apply) while the block runs, deleted after it in reverse order."""
+    kubectl.apply(objects)
+    try:
+        yield
+    finally:
+        for obj in reversed(objects):
+            namespace = obj["metadata"].get("namespace")
+            where = [f"--namespace={namespace}"] if namespace else []
+            group = obj["apiVersion"].rpartition("/")[0]
+            kind = f"{obj['kind'].lower()}.{group}" if group else obj["kind"].lower()
+            kubectl("delete", kind, obj["metadata"]["name"], *where, "--ignore-not-found", "--wait=true")
+
+
+def kueue_queue_objects(
+    namespace: str,
+    name: str,
+    quota: dict[str, str],
+    *,
+    node_labels: dict[str, str] | None = None,
+    tolerations: list[dict[str, str]] | None = None,
+) -> list[dict[str, Any]]:
+    """A ResourceFlavor, a ClusterQueue giving every namespace `quota` of it (nominal quota by
+    resource name: {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "4"}), and the LocalQueue `name`
+    in `namespace` submitting to it; all three named `name` (the flavor and ClusterQueue are cluster
+    scoped: one name per test). A pod requesting a resource the quota leaves out is never admitted.
+    The flavor's `node_labels` and `tolerations` are added to an admitted workload's pods, which
+    places them on the flavor's nodes."""
+    flavor: dict[str, Any] = {"nodeLabels": node_labels or {}, "tolerations": tolerations or []}
+    resources = [{"name": resource, "nominalQuota": amount} for resource, amount in quota.items()]
+    return [
+        {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": flavor},
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "ClusterQueue",
+            "metadata": {"name": name},
+            "spec": {
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {"coveredResources": list(quota), "flavors": [{"name": name, "resources": resources}]}
+                ],
+            },
+        },
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "LocalQueue",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"clusterQueue": name},
+        },
+    ]
+
+
+@contextmanager
+def kueue_queue(
+    kubectl: Kubectl,
+    namespace: str,
+    name: str,
+    quota: dict[str, str],
+    **flavor: Any,
+) -> Iterator[str]:
+    """The queue of `kueue_queue_objects` (needs the `kueue` fixture), active before the block runs,
+    deleted after; `namespace` labelled controlplane.KUEUE_MANAGED while it runs, so that pods and
+    StatefulSets there (a notebook server's) are Kueue's to admit too. Yields the LocalQueue's name:
+    the value of a workload's QUEUE_LABEL."""
+    labels = ",".join(f"{key}={value}" for key, value in controlplane.KUEUE_MANAGED.items())
+    unlabels = [f"{key}-" for key in controlplane.KUEUE_MANAGED]
+    kubectl("label", "namespace", namespace, labels, "--overwrite")
+    objects = kueue_queue_objects(namespace, name, quota, **flavor)
+    with applied(kubectl, objects):
+        try:
+            for kind, where in (("clusterqueue", []), ("localqueue", [f"--namespace={namespace}"])):
+                kubectl("wait", f"{kind}.kueue.x-k8s.io/{name}", *where, "--for=condition=Active")
+            yield name
+        finally:
+            kubectl("label", "namespace", namespace, *unlabels)
+
+
+def workload_priority_class(name: str, value: int) -> dict[str, Any]:
+    """A WorkloadPriorityClass (for `applied`): a workload labelled PRIORITY_LABEL=`name` is admitted
+    before pending ones of lower `value` in its ClusterQueue."""
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "WorkloadPriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+    }

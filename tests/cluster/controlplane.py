@@ -55,6 +55,31 @@ ARGO_CONTROLLER = "workflow-controller"  # built with the plane; started by `sta
 ARGO_NAMESPACE = "argo"
 # Kubeflow Trainer v2 and the JobSet controller it drives: built with the plane; started by `start_trainer`.
 TRAINER, JOBSET = "trainer-controller-manager", "jobset"
+# Kueue's controller manager: built with the plane (tools/kueue pins it); started by `start_kueue`.
+KUEUE = "kueue"
+KUEUE_MODULE = "sigs.k8s.io/kueue"
+KUEUE_NAMESPACE = "kueue-system"
+# The names Kueue's certificate rotator derives its Secret's, its certificate's and its webhook
+# configurations' (kueue-{mutating,validating}-webhook-configuration) from.
+KUEUE_SERVICE, KUEUE_SECRET = "kueue-webhook-service", "kueue-webhook-server-cert"
+# Kueue manages pods (and the StatefulSets and Deployments that own them, a notebook server's) only
+# in namespaces labelled so, and its webhooks on them are called only there.
+KUEUE_MANAGED = {"kueue-managed": "true"}
+# Kueue's integrations for every kind whose CRD the cluster tests install: batch Jobs, JobSets,
+# TrainJobs, the Training Operator v1 kinds, and pod-based workloads. Not kubeflow.org/mpijob: Kueue's
+# is MPI Operator v2's v2beta1 MPIJob, the Training Operator's CRD serves v1 only.
+KUEUE_FRAMEWORKS = (
+    "batch/job",
+    "jobset.x-k8s.io/jobset",
+    "trainer.kubeflow.org/trainjob",
+    "kubeflow.org/pytorchjob",
+    "kubeflow.org/tfjob",
+    "kubeflow.org/xgboostjob",
+    "pod",
+    "deployment",
+    "statefulset",
+)
+POD_OWNERS = {"pods", "deployments", "statefulsets"}  # what Kueue's pod-based integrations watch
 # Argo's controller runs out of the cluster, with the admin's kubeconfig: no leader to elect. The API
 # server rebuilds its OpenAPI documents each time a CRD changes (KServe's and Istio's are large), and
 # Go keeps what it freed: a soft memory limit makes it hand memory back, as a container's limit would.
@@ -186,7 +211,7 @@ def binaries(directory: Path) -> Path:
     folder = Path(done.stdout.strip().splitlines()[-1])
     missing = [
         name
-        for name in (*BINARIES, ARGO_CONTROLLER, TRAINER, JOBSET, "kwok-stages.yaml")
+        for name in (*BINARIES, ARGO_CONTROLLER, TRAINER, JOBSET, KUEUE, "kwok-stages.yaml")
         if not (folder / name).is_file()
     ]
     if missing:
@@ -214,44 +239,54 @@ def _pem_key(key: rsa.RSAPrivateKey) -> bytes:
     )
 
 
+def _certificate(
+    name: str,
+    key: rsa.RSAPrivateKey,
+    *,
+    names: Sequence[x509.GeneralName] = (),
+    issuer: tuple[x509.Certificate, rsa.RSAPrivateKey] | None = None,
+    days: int = 30,
+) -> x509.Certificate:
+    """`key`'s certificate, `names` its subject alternative names: signed by `issuer`, or, without
+    one, a CA's, self-signed."""
+    now = datetime.datetime.now(datetime.UTC)
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer[0].subject if issuer else subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days))
+    )
+    if issuer is None:
+        builder = builder.add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+    if names:
+        builder = builder.add_extension(x509.SubjectAlternativeName(list(names)), critical=False)
+    return builder.sign(issuer[1] if issuer else key, hashes.SHA256())
+
+
+def _pem_certificate(certificate: x509.Certificate) -> bytes:
+    return certificate.public_bytes(serialization.Encoding.PEM)
+
+
 def write_pki(folder: Path) -> None:
     """A CA, the API server's serving certificate (loopback and in-cluster names) signed by it, and
     the service-account signing key pair."""
     folder.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.UTC)
     ca_key = _key()
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cube-jupyter-test-ca")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=30))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
+    ca = _certificate("cube-jupyter-test-ca", ca_key)
     server_key = _key()
     names: list[x509.GeneralName] = [
         x509.DNSName(name)
         for name in ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc")
     ]
     names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ("127.0.0.1", "10.96.0.1")]
-    server = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-        .issuer_name(ca_name)
-        .public_key(server_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=30))
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
+    server = _certificate("kube-apiserver", server_key, names=names, issuer=(ca, ca_key))
     sa_key = _key()
-    (folder / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    (folder / "apiserver.crt").write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    (folder / "ca.crt").write_bytes(_pem_certificate(ca))
+    (folder / "apiserver.crt").write_bytes(_pem_certificate(server))
     (folder / "apiserver.key").write_bytes(_pem_key(server_key))
     (folder / "sa.key").write_bytes(_pem_key(sa_key))
     (folder / "sa.pub").write_bytes(
@@ -382,6 +417,7 @@ def _arguments(state: State, bin_dir: Path) -> dict[str, list[str]]:
         ],
         TRAINER: [str(bin_dir / TRAINER), f"--kubeconfig={kubeconfig}", f"--config={d / 'trainer.yaml'}"],
         JOBSET: [str(bin_dir / JOBSET), f"--kubeconfig={kubeconfig}", f"--config={d / 'jobset.yaml'}"],
+        KUEUE: [str(bin_dir / KUEUE), f"--kubeconfig={kubeconfig}", f"--config={d / 'kueue.yaml'}"],
     }
 
 
@@ -530,13 +566,8 @@ def start_trainer(state: State) -> None:
     from tests.upstream import module_file  # the webhook manifests of the versions tools/crds pins
 
     directory = Path(state.directory)
-    certs = directory / "tmp" / "k8s-webhook-server" / "serving-certs"  # controller-runtime's default
-    certs.mkdir(parents=True, exist_ok=True)
-    shutil.copy(directory / "pki" / "apiserver.crt", certs / "tls.crt")  # the plane's CA signed it
-    shutil.copy(directory / "pki" / "apiserver.key", certs / "tls.key")
+    ca = _serving_certificates(directory)
     ports = {TRAINER: free_port(), JOBSET: free_port()}
-    quiet = {"metrics": {"bindAddress": "0"}, "health": {"healthProbeBindAddress": "0"}}
-    alone = {"leaderElection": {"leaderElect": False}}
     for name, api, certificates in (
         (TRAINER, "config.trainer.kubeflow.org/v1alpha1", "certManagement"),
         (JOBSET, "config.jobset.x-k8s.io/v1alpha1", "internalCertManagement"),
@@ -546,11 +577,9 @@ def start_trainer(state: State) -> None:
             "kind": "Configuration",
             "webhook": {"host": "127.0.0.1", "port": ports[name]},
             certificates: {"enable": False},
-            **quiet,
-            **alone,
+            **LOCAL_MANAGER,
         }
         (directory / f"{name.split('-')[0]}.yaml").write_text(yaml.safe_dump(config))
-    ca = base64.b64encode((directory / "pki" / "ca.crt").read_bytes()).decode()
     manifests = (
         (TRAINER, module_file("github.com/kubeflow/trainer/v2", "manifests/base/webhook/manifests.yaml")),
         (JOBSET, module_file("sigs.k8s.io/jobset", "config/components/webhook/manifests.yaml")),
@@ -569,17 +598,160 @@ def start_trainer(state: State) -> None:
     _kubectl(state, bin_dir, "apply", "-f", "-", stdin=yaml.safe_dump_all(configurations))
 
 
-def _webhooks_by_url(configuration: dict[str, Any], prefix: str, port: int, ca: str) -> dict[str, Any]:
-    """An upstream webhook configuration calling the controller on loopback instead of its Service;
-    without the webhooks on pods (every pod's create would then wait on a test's controller)."""
+# A controller-runtime manager out of the cluster: no metrics or health servers (their fixed ports may
+# be taken on a shared machine), no leader to elect.
+LOCAL_MANAGER = {
+    "metrics": {"bindAddress": "0"},
+    "health": {"healthProbeBindAddress": "0"},
+    "leaderElection": {"leaderElect": False},
+}
+
+
+def _serving_certificates(directory: Path) -> str:
+    """The plane's API server certificate as the webhook servers' too, where controller-runtime looks
+    for one by default (under the TMPDIR `_start` gives them); the CA bundle that trusts it."""
+    certs = directory / "tmp" / "k8s-webhook-server" / "serving-certs"
+    certs.mkdir(parents=True, exist_ok=True)
+    shutil.copy(directory / "pki" / "apiserver.crt", certs / "tls.crt")  # the plane's CA signed it
+    shutil.copy(directory / "pki" / "apiserver.key", certs / "tls.key")
+    return base64.b64encode((directory / "pki" / "ca.crt").read_bytes()).decode()
+
+
+def start_kueue(state: State) -> None:
+    """Kueue's controller manager (its CRDs, of the version tools/kueue builds, installed first) with
+    its admission and conversion webhooks registered by URL on loopback: a Job, JobSet or TrainJob
+    labelled with a LocalQueue is suspended at create and started when its ClusterQueue's quota
+    admits it. Wants the CRDs of the kinds in KUEUE_FRAMEWORKS installed (`installed` does).
+
+    Kueue reads its metrics server's certificate from a fixed path (/etc/kueue) unless it manages
+    its certificates itself, so it does: its rotator finds in its Secret a CA and a serving
+    certificate made here, for loopback as well as its Service's name, keeps them, and injects the CA
+    into the webhook configurations and CRDs it names."""
+    bin_dir = binaries(DEFAULT_DIR)
+    module = _module_dir("kueue", KUEUE_MODULE)
+    directory = Path(state.directory)
+    certs = directory / "kueue-certs"  # where a pod would mount the Secret
+    secret = _kueue_certificates(certs)
+    ca, port = secret["ca.crt"], free_port()
+    system = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KUEUE_NAMESPACE}},
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": KUEUE_SECRET, "namespace": KUEUE_NAMESPACE},
+            "data": secret,
+        },
+    ]
+    _kubectl(state, bin_dir, "apply", "-f", "-", stdin=yaml.safe_dump_all(system))
+    crds = _kueue_crds(module / "config" / "components" / "crd", port, ca)
+    _kubectl(state, bin_dir, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=crds)
+    _kubectl(state, bin_dir, "wait", "--for=condition=Established", "--timeout=60s", "-f", "-", stdin=crds)
+    manifest = module / "config" / "components" / "webhook" / "manifests.yaml"
+    pods = {"matchLabels": KUEUE_MANAGED}
+    configurations = [
+        _webhooks_by_url(doc, "kueue-", port, ca, pods)  # the names its rotator injects the CA into
+        for doc in yaml.safe_load_all(manifest.read_text())
+        if doc
+    ]
+    _kubectl(state, bin_dir, "apply", "-f", "-", stdin=yaml.safe_dump_all(configurations))
+    config = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "namespace": KUEUE_NAMESPACE,
+        "webhook": {"host": "127.0.0.1", "port": port, "certDir": str(certs)},
+        "internalCertManagement": {
+            "enable": True,
+            "webhookServiceName": KUEUE_SERVICE,
+            "webhookSecretName": KUEUE_SECRET,
+        },
+        **LOCAL_MANAGER,
+        "featureGates": {"VisibilityOnDemand": False},  # its API server would listen on a fixed port
+        "managedJobsNamespaceSelector": {"matchLabels": KUEUE_MANAGED},
+        "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+    }
+    (directory / "kueue.yaml").write_text(yaml.safe_dump(config))
+    state.pids[KUEUE] = _start(KUEUE, _arguments(state, bin_dir)[KUEUE], directory / "logs")
+    _wait(f"{KUEUE}'s webhook server", functools.partial(_listening, port), state)
+    _save(directory.parent, state)
+
+
+def _kueue_certificates(certs: Path) -> dict[str, str]:
+    """A CA and a serving certificate as Kueue's rotator keeps them (the CA named `kueue-ca`, the
+    server its Service's DNS name, both valid past its 90-day look-ahead), the server's also for
+    127.0.0.1; written to `certs` as a mounted Secret would be. The Secret's data."""
+    ca_key, key = _key(), _key()
+    ca = _certificate("kueue-ca", ca_key, names=[x509.DNSName("kueue-ca")], days=365)
+    names = [
+        x509.DNSName(f"{KUEUE_SERVICE}.{KUEUE_NAMESPACE}.svc"),
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+    ]
+    server = _certificate(KUEUE_SERVICE, key, names=names, issuer=(ca, ca_key), days=365)
+    files = {
+        "ca.crt": _pem_certificate(ca),
+        "ca.key": _pem_key(ca_key),
+        "tls.crt": _pem_certificate(server),
+        "tls.key": _pem_key(key),
+    }
+    certs.mkdir(parents=True, exist_ok=True)
+    for name in ("tls.crt", "tls.key"):
+        (certs / name).write_bytes(files[name])
+    return {name: base64.b64encode(data).decode() for name, data in files.items()}
+
+
+def _kueue_crds(folder: Path, port: int, ca: str) -> str:
+    """Kueue's CRDs as its kustomization makes them: those it patches with a conversion webhook
+    calling it, here by URL on loopback."""
+    kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    conversions = {}
+    for patch in kustomization["patches"]:
+        doc = yaml.safe_load((folder / patch["path"]).read_text())
+        webhook = doc["spec"]["conversion"]["webhook"]
+        client = {
+            "url": f"https://127.0.0.1:{port}{webhook['clientConfig']['service']['path']}",
+            "caBundle": ca,
+        }
+        conversions[doc["metadata"]["name"]] = {
+            "strategy": "Webhook",
+            "webhook": {**webhook, "clientConfig": client},
+        }
+    crds = [yaml.safe_load((folder / path).read_text()) for path in kustomization["resources"]]
+    for crd in crds:
+        if crd["metadata"]["name"] in conversions:
+            crd["spec"]["conversion"] = conversions[crd["metadata"]["name"]]
+    return yaml.safe_dump_all(crds)
+
+
+def _module_dir(tools: str, module: str) -> Path:
+    """`module`'s folder in the Go module cache at the version tools/<tools>/go.mod pins (built from
+    there by tools/build.sh, so already downloaded)."""
+    done = subprocess.run(
+        ["go", "list", "-m", "-f", "{{.Dir}}", module],
+        cwd=BUILD.parent / tools,
+        env={**os.environ, "GOFLAGS": "-mod=readonly", "GOWORK": "off"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    return Path(done.stdout.strip())
+
+
+def _webhooks_by_url(
+    configuration: dict[str, Any], prefix: str, port: int, ca: str, pods: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """An upstream webhook configuration calling the controller on loopback instead of its Service.
+    Webhooks on pods (and on their owners in POD_OWNERS) only for the namespaces the selector `pods`
+    picks, and without one none: every pod's create would then wait on a test's controller."""
     webhooks = []
     for webhook in configuration["webhooks"]:
-        if any("pods" in rule["resources"] for rule in webhook["rules"]):
-            continue
+        scoped: dict[str, Any] = {}
+        if any(POD_OWNERS & set(rule["resources"]) for rule in webhook["rules"]):
+            if pods is None:
+                continue
+            scoped = {"namespaceSelector": pods}
         path = webhook["clientConfig"]["service"]["path"]
-        webhooks.append(
-            {**webhook, "clientConfig": {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}}
-        )
+        client = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}
+        webhooks.append({**webhook, **scoped, "clientConfig": client})
     metadata = {"name": prefix + configuration["metadata"]["name"]}
     return {**configuration, "metadata": metadata, "webhooks": webhooks}
 
