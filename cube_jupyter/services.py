@@ -149,12 +149,15 @@ class Workbench:
             waiting=tuple, held=lambda: [Held(user, "pipeline-step", tuple(ids)) for user, *_, ids in steps()]
         )
 
-    def _job_gpu_ids(self) -> list[str]:
-        """The GPU ids this machine's training jobs hold (none on the kubernetes backend)."""
-        from cube_jupyter.jobs.local.backend import LocalJobBackend
-
-        backend = self.job_backend
-        return backend.held_gpu_ids() if isinstance(backend, LocalJobBackend) else []
+    def _gpu_ids_held(self) -> list[str]:
+        """The GPU ids this machine's training jobs and notebook servers hold (for the pipeline steps'
+        free GPUs; none on the kubernetes backend)."""
+        return [
+            gpu
+            for side in self._queue_sides("jobs", "notebooks")
+            for item in side.held()
+            for gpu in item.gpu_ids
+        ]
 
     # -- feature backends --------------------------------------------------------------------------
 
@@ -245,12 +248,12 @@ class Workbench:
             kfp=kfp,
             multi_user=self.multi_user,
             history=self.pipeline_history,
-            # GPU steps: the one ledger (quota, holders) and the jobs' GPUs, read when a step asks
+            # GPU steps: the one ledger (quota, holders), the jobs' and servers' GPUs, read when a step asks
             gpus=StepGpus(
                 self.pipeline_history,
                 self.settings.state_dir,
                 ledger=lambda: self.ledger,
-                others=lambda: self._job_gpu_ids(),
+                others=self._gpu_ids_held,
             ),
         )
 

@@ -21,6 +21,7 @@ from cube_jupyter.jobs.local.training import LocalTrainingRunner
 from cube_jupyter.local import gpus
 from cube_jupyter.local.admission import QueuePolicy, Rules
 from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
+from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import NotebookServer, NotebookSpec, ServerStatus
 from cube_jupyter.storage.local import LocalStore
 from tests.jobs.local.conftest import training
@@ -30,6 +31,7 @@ from tests.local.support import PROFILES
 pytestmark = pytest.mark.timeout(180)
 Backends = Callable[..., LocalNotebookBackend]
 GPU_PROFILE = {"name": "gpu", "image": "x", "cpu": "1", "memory": "1Gi", "gpu": 1}
+TWO_GPU_PROFILE = {**GPU_PROFILE, "name": "gpu2", "gpu": 2}
 ONE_FREE = "waiting for 1 GPUs: 0 of 1 free"
 
 
@@ -37,7 +39,7 @@ def settings_for(state_dir: Path, quota: int = 0, **spawner: Any) -> Settings:
     config = Config(
         {
             "CubeWorkbench": {"state_dir": str(state_dir), "poll_seconds": 0.3, "gpu_quota_per_user": quota},
-            "CubeSpawner": {"profiles": [*PROFILES, GPU_PROFILE], **spawner},
+            "CubeSpawner": {"profiles": [*PROFILES, GPU_PROFILE, TWO_GPU_PROFILE], **spawner},
         }
     )
     return load_settings(config)
@@ -120,6 +122,12 @@ def test_past_the_quota_a_server_waits_and_the_bounds_refuse_at_once(
 
     loop.run_until_complete(run())
 
+    # what no wait could give fails at once, naming the field: more GPUs than the quota itself...
+    service = NotebookService(settings.notebooks, backend)
+    with pytest.raises(QuotaExceeded, match=r"'gpu2' asks for 2 GPUs .* limit per user is 1") as over:
+        loop.run_until_complete(service.create("carol", {"name": "g9", "profile": "gpu2"}))
+    assert over.value.field == "profile" and backend.get_server("carol", "g9") is None
+    # ...or than the machine has
     huge = NotebookSpec("alice", "g9", settings.notebooks.profile("gpu"))
     visible_gpus(monkeypatch, 0)
     with pytest.raises(BackendUnavailable, match="asks for 1 GPU") as never:

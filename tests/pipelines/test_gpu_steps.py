@@ -154,11 +154,16 @@ def test_what_no_wait_could_give_fails_at_once_naming_the_step(tmp_path: Path, t
 
 def test_the_composition_root_shares_one_free_gpu_rule_and_one_ledger(tmp_path: Path, two_gpus: None) -> None:
     """The workbench's ledger counts running GPU steps; the training queue's free GPUs leave out the
-    steps' GPUs, and the steps' free GPUs the jobs' (both through `local.gpus.free_gpu_ids`)."""
+    steps' GPUs, and the steps' free GPUs the jobs' and the servers' (all through
+    `local.gpus.free_gpu_ids`)."""
     from traitlets.config import Config
 
     from cube_jupyter.config import load_settings
     from cube_jupyter.jobs.local.backend import LocalJobBackend
+    from cube_jupyter.local.admission import machine_verdict
+    from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
+    from cube_jupyter.notebooks.local.state import ServerRecord
+    from cube_jupyter.notebooks.spec import Resources, ServerStatus
     from cube_jupyter.pipelines.history import RunRecord
     from cube_jupyter.services import Workbench
 
@@ -177,8 +182,25 @@ def test_the_composition_root_shares_one_free_gpu_rule_and_one_ledger(tmp_path: 
     assert [(h.kind, h.name, h.gpus) for h in holders] == [("pipeline-step", "r1/train", 1)]
     backend = workbench.job_backend
     assert isinstance(backend, LocalJobBackend)
-    assert backend.training.runner._free_gpus([]) == ["0"]  # the step holds GPU 1
+    runner = backend.training.runner
+
+    def jobs_free() -> list[str]:
+        """The free GPUs the training queue's pass hands out (the machine's one queue)."""
+        return machine_verdict(runner.queue_side(), runner.policy)[1]
+
+    assert jobs_free() == ["0"]  # the step holds GPU 1
     history.update_step("r1", "train", status="succeeded")
-    assert backend.training.runner._free_gpus([]) == ["0", "1"] and workbench.ledger.holders("alice") == []
+    assert jobs_free() == ["0", "1"] and workbench.ledger.holders("alice") == []
     gate = workbench.pipelines.local.gpus
     assert gate.ledger is workbench.ledger and gate.free() == ["0", "1"]
+    # a notebook server's GPU is no step's, nor any job's
+    servers = workbench.notebook_backend
+    assert isinstance(servers, LocalNotebookBackend)
+    servers.state.insert(
+        ServerRecord(
+            user="bob", name="nb", slug="bob", profile="gpu", image="",
+            resources=Resources(cpu="1", memory="1Gi", gpu=1, gpu_resource="nvidia.com/gpu"),
+            base_url="/", status=ServerStatus.RUNNING, created="2026-01-01T00:00:00Z", gpu_ids=("0",),
+        )
+    )  # fmt: skip
+    assert gate.free() == ["1"] and jobs_free() == ["1"]

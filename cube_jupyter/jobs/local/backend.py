@@ -75,10 +75,6 @@ class LocalJobBackend:
         """The training jobs' side of the machine's queue (for the other features' passes)."""
         return self.training.runner.queue_side()
 
-    def held_gpu_ids(self) -> list[str]:
-        """The GPU ids this machine's running training jobs hold (other local work's free GPUs)."""
-        return self.training.runner.held_gpu_ids()
-
     async def start(self, *, supervise: bool = True) -> None:
         if supervise:  # reads need nothing started: every local job's records are on disk
             await self.training.start()

@@ -203,18 +203,12 @@ class LocalTrainingRunner:
 
     def _held_items(self) -> list[admission.Held]:
         return [
-            admission.Held(r.user, admission.JOB, tuple(self._gpu_ids([r])), _demand(r)[1])
+            admission.Held(
+                r.user, admission.JOB, tuple(g for rep in r.replicas for g in rep.gpu_ids), _demand(r)[1]
+            )
             for r in self._all()
             if r.active
         ]
-
-    @staticmethod
-    def _gpu_ids(active: Sequence[JobRecord]) -> list[str]:
-        return [gpu for record in active for replica in record.replicas for gpu in replica.gpu_ids]
-
-    def held_gpu_ids(self) -> list[str]:
-        """The GPU ids admitted, unfinished training jobs hold (for other local work's free GPUs)."""
-        return self._gpu_ids([r for r in self._all() if r.active])
 
     def _launch(self, record: JobRecord, free: list[str], *, raise_error: bool) -> None:
         """Start every replica of an admitted job; when one cannot start, none runs and the job fails
