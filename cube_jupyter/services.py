@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from cube_jupyter.jobs.backend import JobBackend
     from cube_jupyter.jobs.service import JobService
     from cube_jupyter.kube.cluster import Cluster
-    from cube_jupyter.local.admission import QueueSide
+    from cube_jupyter.local.admission import QueuePolicy, QueueSide
     from cube_jupyter.notebooks.backend import NotebookBackend
     from cube_jupyter.notebooks.service import NotebookService
     from cube_jupyter.pipelines.history import RunHistory
@@ -125,6 +125,20 @@ class Workbench:
 
         return RunHistory.in_state_dir(self.settings.state_dir)
 
+    def _machine_queue(self, max_queued: int, *others: str) -> QueuePolicy:
+        """The machine's one queue as a feature sees it: the rules every feature shares (`CubeJobs`,
+        the GPU quota), its own bound, the one ledger's count and the other features' sides."""
+        from cube_jupyter.jobs.local.backend import queue_rules
+        from cube_jupyter.local.admission import QueuePolicy
+
+        return QueuePolicy(
+            queue_rules(self.settings.jobs),
+            cpu_slots=self.settings.jobs.jobs.cpu_slots,
+            max_queued=max_queued,
+            gpus_held=lambda user: self.ledger.held(user),
+            others=self._queue_sides(*others),
+        )
+
     def _queue_sides(self, *features: str) -> list[QueueSide]:
         """The sides of this machine's one queue (`local.admission`) of the features named, read
         when a pass runs (the backends are built on first use, and read each other)."""
@@ -149,16 +163,6 @@ class Workbench:
             waiting=tuple, held=lambda: [Held(user, "pipeline-step", tuple(ids)) for user, *_, ids in steps()]
         )
 
-    def _gpu_ids_held(self) -> list[str]:
-        """The GPU ids this machine's training jobs and notebook servers hold (for the pipeline steps'
-        free GPUs; none on the kubernetes backend)."""
-        return [
-            gpu
-            for side in self._queue_sides("jobs", "notebooks")
-            for item in side.held()
-            for gpu in item.gpu_ids
-        ]
-
     # -- feature backends --------------------------------------------------------------------------
 
     @cached_property
@@ -170,19 +174,11 @@ class Workbench:
             from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 
             return KubernetesNotebookBackend(settings, self.cluster)
-        from cube_jupyter.jobs.local.backend import queue_rules
-        from cube_jupyter.local.admission import QueuePolicy
         from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
 
         # Local servers are reached under the Jupyter server's base URL, through its path router. GPU
         # servers wait in the machine's one queue, by the rules the jobs' side applies too.
-        queue = QueuePolicy(
-            queue_rules(self.settings.jobs),
-            cpu_slots=self.settings.jobs.jobs.cpu_slots,
-            max_queued=settings.spawner.max_queued_servers_per_user,
-            gpus_held=lambda user: self.ledger.held(user),
-            others=self._queue_sides("jobs", "steps"),
-        )
+        queue = self._machine_queue(settings.spawner.max_queued_servers_per_user, "jobs", "steps")
         return LocalNotebookBackend(settings, base_url=self.base_url, queue=queue)
 
     @cached_property
@@ -248,12 +244,13 @@ class Workbench:
             kfp=kfp,
             multi_user=self.multi_user,
             history=self.pipeline_history,
-            # GPU steps: the one ledger (quota, holders), the jobs' and servers' GPUs, read when a step asks
+            # GPU steps: the one ledger (quota, holders) and the machine's one queue (the jobs' and
+            # servers' sides), asked for when a step first needs them
             gpus=StepGpus(
                 self.pipeline_history,
                 self.settings.state_dir,
                 ledger=lambda: self.ledger,
-                others=self._gpu_ids_held,
+                queue=lambda: self._machine_queue(0, "jobs", "notebooks"),
             ),
         )
 

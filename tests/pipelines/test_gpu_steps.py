@@ -15,7 +15,8 @@ import pytest
 from cube_jupyter.errors import InvalidInput, QuotaExceeded
 from cube_jupyter.ledger import GpuLedger
 from cube_jupyter.local import gpus
-from cube_jupyter.pipelines.history import RunHistory, StepRecord
+from cube_jupyter.local.admission import Held, QueuePolicy, QueueSide, Rules, Waiting
+from cube_jupyter.pipelines.history import RunHistory, RunRecord, StepRecord
 from cube_jupyter.pipelines.local.gpus import StepGpus, gpu_holders
 from cube_jupyter.pipelines.service import PipelineService
 from cube_jupyter.pipelines.targets import RunRequest
@@ -45,11 +46,14 @@ class Env:
         self.history = RunHistory.in_state_dir(settings.state_dir)
         self.jobs_hold: list[str] = []  # GPU ids the (fake) training jobs hold
         self.ledger = GpuLedger(quota, [gpu_holders(self.history)])
+        # the machine's queue with a (fake) jobs' side: what they hold, nothing waiting
+        jobs = QueueSide(waiting=tuple, held=lambda: [Held("bob", "job", tuple(self.jobs_hold))])
+        queue = QueuePolicy(Rules(quota, 0, {}), gpus_held=self.ledger.held, others=[jobs])
         self.gpus = StepGpus(
             self.history,
             settings.state_dir,
             ledger=lambda: self.ledger,
-            others=lambda: self.jobs_hold,
+            queue=lambda: queue,
             poll_seconds=0.2,
         )
         self.service = PipelineService(settings, root, pool_size=3, history=self.history, gpus=self.gpus)
@@ -164,7 +168,6 @@ def test_the_composition_root_shares_one_free_gpu_rule_and_one_ledger(tmp_path: 
     from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
     from cube_jupyter.notebooks.local.state import ServerRecord
     from cube_jupyter.notebooks.spec import Resources, ServerStatus
-    from cube_jupyter.pipelines.history import RunRecord
     from cube_jupyter.services import Workbench
 
     settings = load_settings(
@@ -204,3 +207,23 @@ def test_the_composition_root_shares_one_free_gpu_rule_and_one_ledger(tmp_path: 
         )
     )  # fmt: skip
     assert gate.free() == ["1"] and jobs_free() == ["1"]
+
+
+def test_a_step_never_overtakes_a_job_that_waited_before_it(tmp_path: Path, two_gpus: None) -> None:
+    """The machine's one queue: a 2-GPU job waiting since before the step asked takes both free GPUs
+    first, so the 1-GPU step waits, saying why, though a GPU is free now."""
+    history = RunHistory.in_state_dir(tmp_path / "state")
+    record = RunRecord(
+        id="r1", user="alice", path="a.ipynb", pipeline="a", status="running", target="local",
+        parameters={}, store="s", created="2026-01-01T00:00:00.000Z",
+    )  # fmt: skip
+    history.create(record, ["train"])
+    big = Waiting("bob", "big", 0.0, 2, 1, "job")
+    jobs = QueueSide(waiting=lambda: [big], held=tuple)
+    gate = StepGpus(history, tmp_path / "state", queue=lambda: QueuePolicy(others=[jobs]), poll_seconds=0.01)
+    said: list[str] = []
+    given = asyncio.run(
+        gate.acquire("alice", "r1", "train", 1, waiting=said.append, cancelled=lambda: bool(said))
+    )
+    assert given is None and said == ["waiting for 1 GPUs: 0 of 2 free"]
+    assert gate.free() == ["0", "1"]  # nothing was taken: the job's pass will take them

@@ -1,17 +1,23 @@
 """GPUs for local pipeline steps: a step tagged `gpu:N` is given N of this machine's GPUs that no
-running job or other step holds (`CUDA_VISIBLE_DEVICES` of its kernel), counted in the GPU ledger
-as a `pipeline-step` holder while it runs, within its owner's GPU quota.
+running job, server or other step holds (`CUDA_VISIBLE_DEVICES` of its kernel), counted in the GPU
+ledger as a `pipeline-step` holder while it runs, within its owner's GPU quota.
 
-Which GPUs are free is the one rule of `local.gpus.free_gpu_ids`, over the GPU ids every holder
-records: the running steps' here (the run history, shared by every process of this machine) and what
-the composition root hands in for the rest (the training jobs' replicas). A step picks its GPUs and
-records them in the history under the machine's assignment lock (`local.gpus.assign_lock_path`,
-which the training queue's admission takes too) and its owner's ledger lock, so two steps, or a step
-and a job, never get the same GPU and never squeeze past the quota together.
+Whether a step may start now is the machine's one queue rule (`local.admission`), over the GPU ids
+every holder records: the running steps' here (the run history, shared by every process of this
+machine) and what the composition root hands in for the rest (the training jobs' and notebook
+servers' sides of the queue, with the jobs' and servers' still waiting): a step waiting for GPUs is
+ordered against waiting jobs and servers by the same rule and never overtakes what waited before it.
+A step picks its GPUs and records them in the history under the machine's assignment lock
+(`local.gpus.assign_lock_path`, which every feature's admission takes) and its owner's ledger lock,
+so two steps, or a step and a job or server, never get the same GPU and never squeeze past the quota
+together.
 
 A step that finds too few free GPUs, or whose owner's quota has no room, waits (`queued`, with the
 reason) until GPUs free; each user's GPU steps in this process take their turn in the order they
-asked. What no wait could give (more GPUs than the machine has, or than the quota) is refused when
+asked. Other features see a step once it runs, not while it waits (the history records no demand of
+a queued step), so a waiting step reserves nothing against them.
+
+What no wait could give (more GPUs than the machine has, or than the quota) is refused when
 the run starts, naming `steps.<name>.gpu` (`LocalRunTarget`).
 """
 
@@ -20,11 +26,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-from cube_jupyter.ledger import GpuHolder, GpuLedger, HolderKind, HolderSource, over_quota
+from cube_jupyter.ledger import GpuHolder, GpuLedger, HolderKind, HolderSource
 from cube_jupyter.local import gpus, locks
+from cube_jupyter.local.admission import Held, QueuePolicy, QueueSide, Rules, Waiting, machine_verdict
 from cube_jupyter.pipelines.history import RunHistory
 
 POLL_SECONDS = 1.0  # how often a waiting step looks again (GPUs freed by another process)
@@ -43,16 +51,13 @@ def gpu_holders(history: RunHistory) -> HolderSource:
     return held
 
 
-def held_gpu_ids(history: RunHistory) -> Callable[[], list[str]]:
-    """The GPU ids running local pipeline steps hold (for the training queue's free GPUs)."""
-    return lambda: [gpu for *_rest, ids in history.gpu_steps() for gpu in ids]
-
-
 class StepGpus:
     """Assigns GPUs to local pipeline steps. `ledger` gives the workbench's one GPU ledger (its
     limit is the quota), asked for when a step first needs it, since it reads every backend; None:
-    no quota, the steps' own holders only. `others` gives the GPU ids other local work holds (the
-    training jobs'); `state_dir` is where the machine's assignment lock lives."""
+    no quota, the steps' own holders only. `queue` gives the machine's one queue as the composition
+    root wires it (the shared rules, the ledger's count, the training jobs' and servers' sides), also
+    asked for when first needed; None: the quota over the steps alone. `state_dir` is where the
+    machine's assignment lock lives."""
 
     def __init__(
         self,
@@ -60,12 +65,12 @@ class StepGpus:
         state_dir: Path,
         *,
         ledger: Callable[[], GpuLedger] | None = None,
-        others: Callable[[], Iterable[str]] | None = None,
+        queue: Callable[[], QueuePolicy] | None = None,
         poll_seconds: float = POLL_SECONDS,
     ) -> None:
         self.history = history
         self._ledger = ledger
-        self.others = others or (lambda: ())
+        self._queue = queue
         self.lock = gpus.assign_lock_path(state_dir)
         self.poll_seconds = poll_seconds
         self._turns: dict[str, asyncio.Lock] = {}  # each user's GPU steps in order
@@ -75,17 +80,24 @@ class StepGpus:
     def ledger(self) -> GpuLedger:
         return self._ledger() if self._ledger is not None else GpuLedger(None, [gpu_holders(self.history)])
 
+    @functools.cached_property
+    def policy(self) -> QueuePolicy:
+        if self._queue is not None:
+            return self._queue()
+        return QueuePolicy(Rules(self.limit, 0, {}), gpus_held=self.ledger.held)
+
     @property
     def limit(self) -> int | None:
         return self.ledger.limit
 
-    def machine(self) -> int:
-        """GPUs this machine has (what the admin left visible)."""
-        return len(gpus.visible_gpu_ids())
-
     def free(self) -> list[str]:
-        """This machine's GPUs no job or step holds now (the one rule)."""
-        return gpus.free_gpu_ids([*self.others(), *held_gpu_ids(self.history)()])
+        """This machine's GPUs no job, server or step holds now (the one rule)."""
+        held = [*self._held(), *(item for side in self.policy.others for item in side.held())]
+        return gpus.free_gpu_ids(gpu for item in held for gpu in item.gpu_ids)
+
+    def _held(self) -> list[Held]:
+        """The running steps' GPUs, as the machine's queue counts them."""
+        return [Held(user, HOLDER_KIND, tuple(ids)) for user, *_, ids in self.history.gpu_steps()]
 
     async def acquire(
         self,
@@ -103,9 +115,10 @@ class StepGpus:
         turn = self._turns.setdefault(user, asyncio.Lock())
         async with turn:
             said = None
+            asked = Waiting(user, f"{run_id}/{step}", time.time(), wanted, 0, HOLDER_KIND)
             while not cancelled():
                 async with self.ledger.locked(user):
-                    granted, reason = await asyncio.to_thread(self._try, user, run_id, step, wanted)
+                    granted, reason = await asyncio.to_thread(self._try, asked, run_id, step)
                 if granted is not None:
                     return granted
                 if reason != said:
@@ -120,18 +133,14 @@ class StepGpus:
         """A step of this process left `running`: waiting steps look again at once."""
         self._freed.set()
 
-    def _try(self, user: str, run_id: str, step: str, wanted: int) -> tuple[list[str] | None, str]:
-        """Take `wanted` free GPUs for the step, or say why it waits (under the assignment lock)."""
+    def _try(self, asked: Waiting, run_id: str, step: str) -> tuple[list[str] | None, str]:
+        """Take the GPUs `asked` for if the machine's queue admits it now, or say why it waits
+        (under the assignment lock)."""
         with locks.blocking_file_lock(self.lock):
-            held = self.ledger.held(user)
-            if over_quota(self.limit, held, wanted):
-                return None, (
-                    f"waiting for {wanted} GPU(s) of quota: {user!r} holds {held} of {self.limit} "
-                    "(CubeWorkbench.gpu_quota_per_user)"
-                )
-            free = self.free()
-            if len(free) < wanted:
-                return None, f"waiting for {wanted} GPUs: {len(free)} of {self.machine()} free"
-            given = free[:wanted]
+            own = QueueSide(waiting=lambda: [asked], held=self._held)
+            verdict, free = machine_verdict(own, self.policy)
+            if asked not in verdict.admit:
+                return None, verdict.waiting[asked.key][1]
+            given = free[: asked.gpus]
             self.history.update_step(run_id, step, status="running", gpus=given, reason=None)
             return given, ""
