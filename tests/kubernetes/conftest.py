@@ -87,6 +87,7 @@ def make_settings(
     *,
     jobs: dict[str, Any] | None = None,
     storage: dict[str, Any] | None = None,
+    queues: dict[str, Any] | None = None,
     **spawner: Any,
 ) -> Settings:
     config = Config()
@@ -97,6 +98,8 @@ def make_settings(
         setattr(config.CubeJobs, key, value)
     for key, value in (storage or {}).items():
         setattr(config.CubeStorage, key, value)
+    for key, value in (queues or {}).items():
+        setattr(config.CubeQueues, key, value)
     config.CubeSpawner.profiles = PROFILES
     for key, value in spawner.items():
         setattr(config.CubeWorkbench if key in MOVED_TO_WORKBENCH else config.CubeSpawner, key, value)

@@ -1,0 +1,127 @@
+"""The workbench's servers and jobs on a Kueue queue (`CubeQueues`), on the real control plane with
+Kueue's own controller (`kueue` fixture) and the workbench's ServiceAccount: what the backends create
+carries the LocalQueue label, Kueue holds it back while the ClusterQueue's GPU quota is short, and the
+user sees `queued` / `Queued` with Kueue's own reason, read from its Workload through the workbench's
+informer; when the quota frees, the same objects are admitted and run. No emulation: the Workload,
+its conditions and the scheduling gate are Kueue's."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cube_jupyter.config import Settings
+from cube_jupyter.jobs.kubernetes.backend import KubernetesJobBackend
+from cube_jupyter.jobs.training_spec import TrainingSpec
+from cube_jupyter.kube.cluster import Cluster
+from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
+from cube_jupyter.notebooks.spec import NotebookSpec, ServerStatus
+from tests.cluster.conftest import USERS, Kubectl, api_client, kueue_queue
+from tests.cluster.controlplane import GPU_RESOURCE, State
+from tests.cluster.servers import eventually
+from tests.kubernetes.conftest import make_settings
+
+ALICE = "alice@example.com"
+NAMESPACE = USERS[ALICE]
+QUEUE = "alice-gpus"
+SHORT = f"insufficient unused quota for {GPU_RESOURCE}"
+
+
+@pytest.fixture
+def one_gpu_queue(kueue: State, kubectl: Kubectl) -> Iterator[str]:
+    """A LocalQueue in alice's namespace onto a ClusterQueue of one GPU (and room for the rest)."""
+    with kueue_queue(kubectl, NAMESPACE, QUEUE, {"cpu": "32", "memory": "128Gi", GPU_RESOURCE: "1"}) as name:
+        yield name
+        for kind in ("statefulsets.apps", "trainjobs.trainer.kubeflow.org"):
+            kubectl("delete", kind, "--all", f"--namespace={NAMESPACE}", "--wait=true")
+
+
+def queued_settings(queue: str) -> Settings:
+    return make_settings(
+        {"namespace_source": "kubeflow-profile"},
+        jobs={"training_api": "trainer-v2"},
+        storage={"url": "s3://ml-artifacts/jobs", "endpoint": "http://minio:9000"},
+        queues={"queues": {"notebook": queue, "training": queue}},
+        resource_kind="StatefulSet",
+    )
+
+
+def test_a_server_and_a_trainjob_wait_for_gpu_quota_showing_kueues_reason_then_run(
+    one_gpu_queue: str, workbench_kubeconfig: Path
+) -> None:
+    settings = queued_settings(one_gpu_queue)
+    gpu = settings.notebooks.profile("gpu")
+
+    async def scenario() -> None:
+        cluster = Cluster(settings, api_client(workbench_kubeconfig))
+        notebooks = KubernetesNotebookBackend(settings.notebooks, cluster, sync_timeout=60)
+        jobs = KubernetesJobBackend(settings.jobs, cluster, sync_timeout=60)
+        try:
+            await notebooks.start(supervise=False)
+            await jobs.start(supervise=False)
+            assert notebooks.kueue_workloads is not None and jobs.queues("training")
+
+            first = await notebooks.create_server(NotebookSpec(ALICE, "first", gpu))
+            assert first.status in (ServerStatus.QUEUED, ServerStatus.PENDING)
+            await eventually(
+                "the first GPU server admitted and running",
+                lambda: notebooks.get_server(ALICE, "first"),
+                lambda s: s.status == ServerStatus.RUNNING,
+            )
+            await notebooks.create_server(NotebookSpec(ALICE, "second", gpu))
+            second = await eventually(
+                "the second GPU server queued with Kueue's reason",
+                lambda: notebooks.get_server(ALICE, "second"),
+                lambda s: s.status == ServerStatus.QUEUED and SHORT in (s.queue_reason or ""),
+            )
+            assert f"LocalQueue {one_gpu_queue}" in (second.queue_reason or "")
+            assert second.gpus_held == 0  # waiting, it holds nothing
+
+            job = await jobs.submit("training", _trainjob_spec())
+            assert job.name == "ddp"
+            queued = await eventually(
+                "the TrainJob queued with Kueue's reason",
+                lambda: jobs.get(ALICE, "ddp"),
+                lambda j: j.phase == "Queued" and j.queue is not None and SHORT in j.queue.reason,
+            )
+            assert queued.queue is not None and queued.queue.queue == one_gpu_queue
+            assert queued.queue.position is None  # Kueue's visibility API is not asked
+            assert [j.name for j in jobs.list(ALICE) if j.queue is not None] == ["ddp"]
+
+            await notebooks.delete_server(ALICE, "first")
+            await eventually(
+                "the second server admitted and running once the first one's GPU is free",
+                lambda: notebooks.get_server(ALICE, "second"),
+                lambda s: s.status == ServerStatus.RUNNING,
+            )
+            await notebooks.delete_server(ALICE, "second")
+            ran = await eventually(
+                "the TrainJob admitted, then run to the end",
+                lambda: jobs.get(ALICE, "ddp"),
+                lambda j: j.phase in ("Running", "Succeeded"),
+            )
+            assert ran.queue is None
+        finally:
+            await jobs.close()
+            await notebooks.close()
+            await cluster.close()
+
+    asyncio.run(scenario())
+
+
+def _trainjob_spec() -> TrainingSpec:
+    """One node of one GPU: it fits the quota only once no server holds the GPU."""
+    return TrainingSpec.from_dict(
+        {
+            "name": "ddp",
+            "framework": "pytorch",
+            "replicas": {"worker": 1},
+            "script": "train.py",
+            "package": "s3://ml-artifacts/jobs/code.tar.gz",
+            "resources": {"gpu": 1, "cpu": "1", "memory": "1Gi"},
+        },
+        user=ALICE,
+    )
