@@ -148,20 +148,22 @@ class Workbench:
 
     def _queue_side(self, feature: str) -> QueueSide:
         """'notebooks' (GPU servers), 'jobs' (training) or 'steps' (running GPU pipeline steps: they
-        hold GPUs, and wait in their own turn) as the machine's queue sees them."""
+        hold GPUs, and wait in their own turn) as the machine's queue sees them; only the backend
+        named is built, and a cluster backend has no side here (nothing of it is on this machine)."""
         from cube_jupyter.jobs.local.backend import LocalJobBackend
         from cube_jupyter.local.admission import Held, QueueSide
         from cube_jupyter.notebooks.backend import QueueingBackend
 
-        servers, jobs = self.notebook_backend, self.job_backend
-        if feature == "notebooks" and isinstance(servers, QueueingBackend):
-            return servers.queue_side()
-        if feature == "jobs" and isinstance(jobs, LocalJobBackend):
-            return jobs.queue_side()
-        steps = self.pipeline_history.gpu_steps
-        return QueueSide(
-            waiting=tuple, held=lambda: [Held(user, "pipeline-step", tuple(ids)) for user, *_, ids in steps()]
-        )
+        if feature == "steps":
+            steps = self.pipeline_history.gpu_steps
+            return QueueSide(
+                waiting=tuple,
+                held=lambda: [Held(user, "pipeline-step", tuple(ids)) for user, *_, ids in steps()],
+            )
+        backend = self.notebook_backend if feature == "notebooks" else self.job_backend
+        if isinstance(backend, (QueueingBackend, LocalJobBackend)):
+            return backend.queue_side()
+        return QueueSide(waiting=tuple, held=tuple)
 
     # -- feature backends --------------------------------------------------------------------------
 
