@@ -9,7 +9,8 @@ nothing else decides. The rule:
   least of the machine (their dominant share: the larger of their GPUs over the machine's and their
   CPU slots over `cpu_slots`; then fewer running jobs), ties to the oldest head;
 - each user's work goes in the order it asked (FIFO), whatever its kind: a user's later item never
-  overtakes their head;
+  overtakes their head (but for a job waiting on `max_running_jobs_per_user`, a limit of jobs
+  alone: the user's servers and steps behind it go on);
 - an item starts only whole (every replica of a job: gang-wise) and only within its owner's limits
   (GPU quota; `max_running_jobs_per_user` for jobs): one waiting on its own owner's limits holds
   nothing back for others;
@@ -179,6 +180,11 @@ def decide(
             reserved = True
             free_gpus -= head.gpus
             free_slots -= head.slots
+        if _running_limited(head, mine, rules):  # a limit of jobs alone: the user's other kinds go on
+            go_on = [later for later in behind if later.kind != JOB]
+            behind = [later for later in behind if later.kind == JOB]
+            if go_on:
+                lines[user] = go_on
         for later in behind:  # per-user FIFO: the rest of this user's work waits behind their head
             waiting[later.key] = (len(waiting) + 1, f"behind {_label(head, later)}, submitted before it")
     return Verdict(tuple(admit), waiting)
@@ -189,9 +195,14 @@ def _label(head: Waiting, later: Waiting) -> str:
     return head.name if head.kind == later.kind else f"{head.kind} {head.name}"
 
 
+def _running_limited(item: Waiting, mine: Holding, rules: Rules) -> bool:
+    """`item` is a job and its owner runs `max_running` jobs already."""
+    return item.kind == JOB and bool(rules.max_running) and mine.jobs >= rules.max_running
+
+
 def _own_limit(job: Waiting, mine: Holding, rules: Rules) -> str | None:
     """Why `job` waits on its owner's own limits, or None."""
-    if job.kind == JOB and rules.max_running and mine.jobs >= rules.max_running:
+    if _running_limited(job, mine, rules):
         running = f"{mine.jobs} job{'s' if mine.jobs != 1 else ''} running"
         return f"{running}, the limit is {rules.max_running} (CubeJobs.max_running_jobs_per_user)"
     if job.gpus and over_quota(rules.gpu_quota, mine.gpus, job.gpus):

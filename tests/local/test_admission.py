@@ -130,15 +130,21 @@ def test_a_waiting_server_reserves_its_gpus_against_jobs_behind_it_and_a_job_aga
 
 
 def test_a_users_server_waits_behind_their_earlier_job_and_max_running_counts_jobs_only() -> None:
+    queue = [job("ann", "first", 1, gpus=2), server("ann", "lab", 2, gpus=1)]
+    verdict = decide(queue, {}, machine(gpus=2, free_gpus=1), NO_LIMITS)
+    assert verdict.admit == ()  # per-user FIFO across kinds: the server never overtakes ann's job
+    assert verdict.waiting[("notebook", "ann", "lab")][1] == "behind job first, submitted before it"
+
     rules = Rules(gpu_quota=None, max_running=1, priorities={})
     holding = {"ann": Holding(jobs=1, gpus=0, slots=1)}
-    queue = [job("ann", "second", 1), server("ann", "lab", 2, gpus=1), server("bob", "nb", 3, gpus=1)]
+    queue = [job("ann", "second", 1), job("ann", "third", 2), server("ann", "lab", 3, gpus=1)]
     verdict = decide(queue, holding, machine(gpus=2), rules)
-    assert [w.key for w in verdict.admit] == [("notebook", "bob", "nb")]  # bob's: no job limit
+    # a job waiting on the running-jobs limit (jobs' alone) holds back ann's jobs, not her server
+    assert [w.key for w in verdict.admit] == [("notebook", "ann", "lab")]
     assert verdict.waiting[("job", "ann", "second")][1] == (
         "1 job running, the limit is 1 (CubeJobs.max_running_jobs_per_user)"
     )
-    assert verdict.waiting[("notebook", "ann", "lab")][1] == "behind job second, submitted before it"
+    assert verdict.waiting[("job", "ann", "third")][1] == "behind second, submitted before it"
     # an admitted server counts toward the GPU quota, never toward the running jobs
     verdict = decide([server("cid", "a", 1, gpus=1), job("cid", "b", 2)], {}, machine(gpus=2), rules)
     assert [w.name for w in verdict.admit] == ["a", "b"]
