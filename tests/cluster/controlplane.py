@@ -566,7 +566,10 @@ def start_trainer(state: State) -> None:
     from tests.upstream import module_file  # the webhook manifests of the versions tools/crds pins
 
     directory = Path(state.directory)
-    ca = _serving_certificates(directory)
+    certs = directory / "tmp" / "k8s-webhook-server" / "serving-certs"  # controller-runtime's default
+    certs.mkdir(parents=True, exist_ok=True)
+    shutil.copy(directory / "pki" / "apiserver.crt", certs / "tls.crt")  # the plane's CA signed it
+    shutil.copy(directory / "pki" / "apiserver.key", certs / "tls.key")
     ports = {TRAINER: free_port(), JOBSET: free_port()}
     for name, api, certificates in (
         (TRAINER, "config.trainer.kubeflow.org/v1alpha1", "certManagement"),
@@ -580,6 +583,7 @@ def start_trainer(state: State) -> None:
             **LOCAL_MANAGER,
         }
         (directory / f"{name.split('-')[0]}.yaml").write_text(yaml.safe_dump(config))
+    ca = base64.b64encode((directory / "pki" / "ca.crt").read_bytes()).decode()
     manifests = (
         (TRAINER, module_file("github.com/kubeflow/trainer/v2", "manifests/base/webhook/manifests.yaml")),
         (JOBSET, module_file("sigs.k8s.io/jobset", "config/components/webhook/manifests.yaml")),
@@ -605,16 +609,6 @@ LOCAL_MANAGER = {
     "health": {"healthProbeBindAddress": "0"},
     "leaderElection": {"leaderElect": False},
 }
-
-
-def _serving_certificates(directory: Path) -> str:
-    """The plane's API server certificate as the webhook servers' too, where controller-runtime looks
-    for one by default (under the TMPDIR `_start` gives them); the CA bundle that trusts it."""
-    certs = directory / "tmp" / "k8s-webhook-server" / "serving-certs"
-    certs.mkdir(parents=True, exist_ok=True)
-    shutil.copy(directory / "pki" / "apiserver.crt", certs / "tls.crt")  # the plane's CA signed it
-    shutil.copy(directory / "pki" / "apiserver.key", certs / "tls.key")
-    return base64.b64encode((directory / "pki" / "ca.crt").read_bytes()).decode()
 
 
 def start_kueue(state: State) -> None:
@@ -653,6 +647,7 @@ def start_kueue(state: State) -> None:
         for doc in yaml.safe_load_all(manifest.read_text())
         if doc
     ]
+    # registered before it starts: its rotator waits to have injected the CA into them
     _kubectl(state, bin_dir, "apply", "-f", "-", stdin=yaml.safe_dump_all(configurations))
     config = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
