@@ -9,6 +9,7 @@ from typing import Any
 
 from cube_jupyter.jobs.config import JobSettings
 from cube_jupyter.jobs.training_spec import FRAMEWORKS
+from cube_jupyter.queues import QUEUE_LABEL
 
 
 def usable(via: str | None, reason: str | None = None) -> dict[str, Any]:
@@ -26,6 +27,8 @@ def availability(
     serving: dict[str, Any],
 ) -> dict[str, Any]:
     """The whole answer: `served` is each job kind the cluster was asked about (None: not asked yet)."""
+    queues = config.queues
+    cluster = backend == "kubernetes"  # Kueue's queues are the cluster's; locally one queue for all
     return {
         "backend": backend,
         "training_api": config.jobs.training_api,
@@ -34,6 +37,14 @@ def availability(
         "training": training,
         "tuning": tuning,
         "serving": serving,
+        "queues": {
+            "offered": list(queues.user_queues) if cluster else [],
+            "priorities": list(queues.user_priority_classes) if cluster else [],
+            "defaults": {
+                kind: queues.choose(kind).get(QUEUE_LABEL) if cluster else None
+                for kind in ("training", "tuning")
+            },
+        },
     }
 
 

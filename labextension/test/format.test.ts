@@ -23,12 +23,16 @@ import {
   NOT_REPORTED
 } from '../src/gpu/format';
 import {
+  queueFields,
+  queueSpec
+} from '../src/jobs/components/form/QueueFields';
+import {
   formatValue,
   jobKey,
   queueWhere,
   replicaCount
 } from '../src/jobs/format';
-import type { IJob } from '../src/jobs/types';
+import type { IJob, IJobsConfig } from '../src/jobs/types';
 import { resourceParts } from '../src/notebooks/format';
 import {
   describeError,
@@ -156,6 +160,36 @@ describe('jobs', () => {
       '#3 gpu-jobs · '
     );
     expect(queueWhere({ position: null, queue: null, reason })).toBe('');
+  });
+
+  it("offers Kueue's queues the admin allows, the admin's first, and sends none when left", () => {
+    const vocabulary = (queues: unknown) =>
+      ({ availability: { queues } }) as unknown as IJobsConfig;
+    const offered = vocabulary({
+      offered: ['gpu-jobs', 'cpu-batch'],
+      priorities: ['urgent'],
+      defaults: { training: 'gpu-jobs', tuning: null }
+    });
+    const [queue, priority] = queueFields(offered, 'training');
+    expect(queue.options).toEqual([
+      { value: '', label: "gpu-jobs (the admin's)" },
+      'cpu-batch'
+    ]);
+    expect(priority.path).toBe('priority');
+    expect(queueFields(offered, 'tuning')[0].options?.[0]).toEqual({
+      value: '',
+      label: 'none'
+    });
+    const none = vocabulary({
+      offered: [],
+      priorities: [],
+      defaults: { training: null, tuning: null }
+    });
+    expect(queueFields(none, 'training')).toEqual([]);
+    expect(queueSpec({ queue: '', priority: '' })).toEqual({});
+    expect(queueSpec({ queue: 'cpu-batch', priority: '' })).toEqual({
+      queue: 'cpu-batch'
+    });
   });
 });
 

@@ -18,6 +18,7 @@ BENCHMARKS = [
     "bench_pipeline_targets",
     "bench_training",
     "bench_queue",
+    "bench_kueue_admission",
     "bench_gpu_monitor",
     "bench_gpu_api",
     "bench_reliability",

@@ -210,6 +210,13 @@ export interface IJobsAvailability {
   training: Record<string, IJobUsable>;
   tuning: IJobUsable;
   serving: IJobUsable;
+  /** Kueue's queues and priorities a user may pick for one job (cluster only), and the admin's
+   * queue of each kind (null: not queued). */
+  queues: {
+    offered: string[];
+    priorities: string[];
+    defaults: { training: string | null; tuning: string | null };
+  };
 }
 
 export interface IJobsConfig {

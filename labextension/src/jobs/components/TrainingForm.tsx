@@ -14,9 +14,12 @@ import {
   IFieldSpec,
   ILaunchFormProps,
   LaunchFormShell,
+  NO_QUEUE,
   NO_RESOURCES,
   numberOrText,
   pathsOf,
+  queueFields,
+  queueSpec,
   resourceFields,
   resourcesSpec,
   SelectField,
@@ -39,7 +42,8 @@ export function TrainingForm(props: ILaunchFormProps): JSX.Element {
       code: '',
       args: '',
       restartPolicy: defaults.restart_policy,
-      ...NO_RESOURCES
+      ...NO_RESOURCES,
+      ...NO_QUEUE
     },
     props.onEdit
   );
@@ -98,6 +102,8 @@ export function TrainingForm(props: ILaunchFormProps): JSX.Element {
     }
   ];
 
+  const queue = queueFields(props.vocabulary, 'training');
+
   const spec = () => {
     const replicas: Record<string, unknown> = {};
     for (const role of roles) {
@@ -115,7 +121,8 @@ export function TrainingForm(props: ILaunchFormProps): JSX.Element {
       [codeKind]: text.code.trim(),
       args: textOrNothing(text.args),
       resources: resourcesSpec(text),
-      restart_policy: text.restartPolicy
+      restart_policy: text.restartPolicy,
+      ...queueSpec(text)
     });
   };
 
@@ -129,7 +136,8 @@ export function TrainingForm(props: ILaunchFormProps): JSX.Element {
         ...pathsOf(replicas),
         codeKind,
         'args',
-        ...pathsOf(resources)
+        ...pathsOf(resources),
+        ...pathsOf(queue)
       ]}
       spec={spec}
     >
@@ -170,6 +178,9 @@ export function TrainingForm(props: ILaunchFormProps): JSX.Element {
         fields={resources}
         bind={bind}
       />
+      {queue.length > 0 && (
+        <FieldGroup legend="Queue" fields={queue} bind={bind} />
+      )}
     </LaunchFormShell>
   );
 }

@@ -18,8 +18,11 @@ import {
   IFieldSpec,
   ILaunchFormProps,
   LaunchFormShell,
+  NO_QUEUE,
   numberOrText,
   pathsOf,
+  queueFields,
+  queueSpec,
   SelectInput,
   TextInput,
   useFormText,
@@ -92,7 +95,8 @@ export function TuningForm(props: ILaunchFormProps): JSX.Element {
       algorithm: defaults.algorithm,
       notebook: '',
       maxTrials: '12',
-      parallelTrials: '2'
+      parallelTrials: '2',
+      ...NO_QUEUE
     },
     props.onEdit
   );
@@ -169,8 +173,9 @@ export function TuningForm(props: ILaunchFormProps): JSX.Element {
       min: 1
     }
   ];
+  const queue = queueFields(props.vocabulary, 'tuning');
   const paths = [
-    ...pathsOf([...job, ...objective, ...trials]),
+    ...pathsOf([...job, ...objective, ...trials, ...queue]),
     'parameters',
     ...rows.flatMap(rowPaths)
   ];
@@ -191,7 +196,8 @@ export function TuningForm(props: ILaunchFormProps): JSX.Element {
       parameters,
       trial: { notebook: text.notebook.trim() },
       max_trials: numberOrText(text.maxTrials),
-      parallel_trials: numberOrText(text.parallelTrials)
+      parallel_trials: numberOrText(text.parallelTrials),
+      ...queueSpec(text)
     });
   };
 
@@ -246,6 +252,9 @@ export function TuningForm(props: ILaunchFormProps): JSX.Element {
         <FieldError path="parameters" />
       </fieldset>
       <FieldGroup legend="Trials" fields={trials} bind={bind} />
+      {queue.length > 0 && (
+        <FieldGroup legend="Queue" fields={queue} bind={bind} />
+      )}
     </LaunchFormShell>
   );
 }

@@ -2,3 +2,4 @@
 export * from '../../../common/form';
 export * from './LaunchForm';
 export * from './ResourceFields';
+export * from './QueueFields';
