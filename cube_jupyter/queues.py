@@ -31,23 +31,28 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"  # its WorkloadPriorityClass
 GANG_SCHEDULERS = ("none", "volcano")
 
 
+def queue_name(value: object, field: str) -> str:
+    """A LocalQueue or WorkloadPriorityClass name: a DNS label short enough to be a label's value."""
+    return validate_dns_label(value, field, 63)
+
+
 def _per_kind(value: dict[str, Any], field: str) -> None:
     for kind, name in value.items():
         if kind not in WORKLOAD_KINDS:
             raise InvalidInput(
                 f"{field}.{kind}: {kind!r} is not one of {', '.join(WORKLOAD_KINDS)}", field=f"{field}.{kind}"
             )
-        validate_dns_label(name, f"{field}.{kind}", 253)
+        queue_name(name, f"{field}.{kind}")
 
 
 def _per_profile(value: dict[str, Any], field: str) -> None:
     for profile, name in value.items():
-        validate_dns_label(name, f"{field}.{profile}", 253)
+        queue_name(name, f"{field}.{profile}")
 
 
 def _names(value: list[str], field: str) -> None:
     for index, name in enumerate(value):
-        validate_dns_label(name, f"{field}[{index}]", 253)
+        queue_name(name, f"{field}[{index}]")
 
 
 class CubeQueues(CubeConfigurable):

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from cube_jupyter.errors import InvalidInput, quote
 from cube_jupyter.fields import join, mapping, string
 from cube_jupyter.names import validate_dns_label
+from cube_jupyter.queues import queue_name
 
 # A job name prefixes the names the operators give Services and pods (`<job>-evaluator-12`, and for
 # Katib `<experiment>-<8 chars>-worker-0`); Services need DNS-1035 labels of at most 63 characters.
@@ -89,7 +90,6 @@ def queue_choice(body: dict[str, object]) -> tuple[str | None, str | None]:
     """`queue` and `priority`: the Kueue LocalQueue and WorkloadPriorityClass a user picks for one job
     (names here; whether the admin offers them is `CubeQueues.choose`'s, at submit)."""
     queue, priority = (
-        None if body.get(key) is None else validate_dns_label(body.get(key), key, 253)
-        for key in ("queue", "priority")
+        None if body.get(key) is None else queue_name(body.get(key), key) for key in ("queue", "priority")
     )
     return queue, priority

@@ -40,6 +40,7 @@ from cube_jupyter import fields
 from cube_jupyter.errors import InvalidInput
 from cube_jupyter.names import validate_dns_label, validate_label_value, validate_qualified_name
 from cube_jupyter.pipelines.model import GraphWarning, PipelineError, StepOptions
+from cube_jupyter.queues import queue_name
 
 Role = Literal["step", "parameters", "metrics", "imports", "functions", "skip"]
 
@@ -192,10 +193,6 @@ def _pod_metadata(key: str, value: str, where: str) -> tuple[str, Any]:
     return "annotations", {name: text}
 
 
-def _kueue_name(value: object, field: str) -> str:
-    return validate_dns_label(value, field, 253)
-
-
 def _option(key: str, value: str, where: str) -> tuple[str, Any] | None:
     """One option tag as (StepOptions field, validated value); None for a Kale limit we ignore."""
     if key == "image":
@@ -209,7 +206,7 @@ def _option(key: str, value: str, where: str) -> tuple[str, Any] | None:
     if key == "timeout":
         return "timeout", parse_duration(value, where)
     if key in ("queue", "priority"):
-        return key, _field(_kueue_name, key, value, where)
+        return key, _field(queue_name, key, value, where)
     if key == "cache":
         if value.strip().lower() not in _CACHE_VALUES:
             raise PipelineError(

@@ -63,9 +63,10 @@ def test_a_user_picks_an_offered_queue_and_priority_and_is_refused_others_naming
         with pytest.raises(InvalidInput) as caught:
             rendered("training", {**TRAINING, field: value})
         assert caught.value.field == field and value in caught.value.message
-    with pytest.raises(InvalidInput) as caught:
-        rendered("training", {**TRAINING, "queue": "Not A Name"})
-    assert caught.value.field == "queue"
+    for bad in ("Not A Name", "q" * 64, 5):  # a label's value: at most 63 characters
+        with pytest.raises(InvalidInput) as caught:
+            rendered("training", {**TRAINING, "queue": bad})
+        assert caught.value.field == "queue"
 
 
 def test_without_a_queue_nothing_is_labelled_or_suspended() -> None:
