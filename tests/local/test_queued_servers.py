@@ -149,7 +149,9 @@ def test_a_queued_server_survives_a_restart_and_starts_under_the_next_workbench(
         await first.close()  # the workbench goes; its children and the queue stay
         record = first.state.get("alice", "g1")
         assert record is not None and record.pid
-        psutil.Process(record.pid).kill()  # what held the GPU ends while no workbench runs
+        holder = psutil.Process(record.pid)
+        holder.kill()  # what held the GPU ends while no workbench runs
+        holder.wait(timeout=30)
 
         following = backends(settings)
         await following.reattach()  # g1's exit is noticed
