@@ -120,7 +120,7 @@ def server_exists(user: str, name: str) -> Conflict:
 class ServerStatus(enum.StrEnum):
     """Lifecycle of a server, the same words on both backends."""
 
-    QUEUED = "queued"  # waiting in this machine's queue for its GPUs (local backend): holds nothing
+    QUEUED = "queued"  # waiting in a queue (this machine's; Kueue's on a cluster): holds nothing yet
     PENDING = "pending"  # created or starting, not yet answering
     RUNNING = "running"
     STOPPING = "stopping"
@@ -144,7 +144,7 @@ class NotebookServer:
     reason: str | None = None  # why it is not running: exit code, scheduler event, ...
     last_activity: str | None = None
     namespace: str | None = None
-    queue_position: int | None = None  # a queued server's place in this machine's queue, from 1
+    queue_position: int | None = None  # a queued server's place in the queue, from 1, where known
     queue_reason: str | None = None  # and what it waits for
 
     @property
