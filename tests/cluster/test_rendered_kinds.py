@@ -127,6 +127,10 @@ def test_every_rendered_kind_is_created_strictly_and_read_back_whole(kube: KubeC
             meta["name"] = meta.pop("generateName") + "strict"
         created = kube.create(obj)
         back = kube.get(obj["apiVersion"], obj["kind"], NAMESPACE, created["metadata"]["name"])
+        if obj["kind"] == "TrainJob":  # once Kueue runs, its webhook adds a runtime patch of its own
+            ours = {patch["manager"] for patch in obj["spec"]["runtimePatches"]}
+            patches = back["spec"]["runtimePatches"]
+            back["spec"]["runtimePatches"] = [patch for patch in patches if patch["manager"] in ours]
         body = {key: value for key, value in obj.items() if key not in ("metadata", "status")}
         lost = missing(body, back) + missing(
             meta.get("labels", {}), back["metadata"].get("labels", {}), ".labels"
