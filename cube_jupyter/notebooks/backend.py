@@ -59,6 +59,11 @@ class NotebookBackend(Protocol):
         """Remove the server. Its workspace (directory or PVC) is kept, like Kubeflow's volumes."""
         ...
 
+    def queues(self, profile: str) -> bool:
+        """Whether a server of `profile` waits in a queue (this machine's, or Kueue's on the cluster)
+        when the GPU quota or the free GPUs have no room, rather than being refused."""
+        ...
+
     def enforcement(self, profile: Profile) -> Enforcement:
         """What a server of `profile` is really given here: its image, CPU, memory and GPUs, or not."""
         ...

@@ -12,7 +12,7 @@ from typing import Any
 from cube_jupyter import access
 from cube_jupyter.errors import BackendUnavailable, InvalidInput, NotFound, QuotaExceeded, quote
 from cube_jupyter.ledger import GpuLedger, HolderKind, over_quota
-from cube_jupyter.notebooks.backend import NotebookBackend, QueueingBackend, RoutableBackend, gpu_holders
+from cube_jupyter.notebooks.backend import NotebookBackend, RoutableBackend, gpu_holders
 from cube_jupyter.notebooks.config import NotebookSettings
 from cube_jupyter.notebooks.spec import (
     NotebookServer,
@@ -116,10 +116,10 @@ class NotebookService:
                 return await self.backend.set_stopped(server.user, server.name, stopped)
 
     def _check_gpus(self, user: str, profile: str, wanted: int, *, field: str, server: str | None) -> None:
-        """The GPU quota, under the user's ledger lock: a backend that queues (local) refuses only
-        what no wait could give, more GPUs than the quota itself, and queues the rest; any other
-        refuses past what the user's holders leave (`server`: the one being started, not counted)."""
-        if not isinstance(self.backend, QueueingBackend):
+        """The GPU quota, under the user's ledger lock: a server that would wait in a queue (this
+        machine's, or Kueue's) is refused only what no wait could give, more GPUs than the quota
+        itself; any other, past what the user's holders leave (`server`: the one being started)."""
+        if not self.backend.queues(profile):
             holder: HolderKind = "notebook"
             self.ledger.check(
                 user, wanted, field=field, replacing=None if server is None else (holder, server)

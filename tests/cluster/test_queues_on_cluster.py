@@ -18,7 +18,8 @@ from cube_jupyter.jobs.kubernetes.backend import KubernetesJobBackend
 from cube_jupyter.jobs.training_spec import TrainingSpec
 from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
-from cube_jupyter.notebooks.spec import NotebookSpec, ServerStatus
+from cube_jupyter.notebooks.service import NotebookService
+from cube_jupyter.notebooks.spec import ServerStatus
 from tests.cluster.conftest import USERS, Kubectl, api_client, kueue_queue
 from tests.cluster.controlplane import GPU_RESOURCE, State
 from tests.cluster.servers import eventually
@@ -40,8 +41,10 @@ def one_gpu_queue(kueue: State, kubectl: Kubectl) -> Iterator[str]:
 
 
 def queued_settings(queue: str) -> Settings:
+    """Servers and training jobs on `queue`; a GPU quota of one per user, which Kueue's queue stands
+    in for: a second GPU server waits instead of a 403."""
     return make_settings(
-        {"namespace_source": "kubeflow-profile"},
+        {"namespace_source": "kubeflow-profile", "gpu_quota_per_user": 1},
         jobs={"training_api": "trainer-v2"},
         storage={"url": "s3://ml-artifacts/jobs", "endpoint": "http://minio:9000"},
         queues={"queues": {"notebook": queue, "training": queue}},
@@ -53,7 +56,6 @@ def test_a_server_and_a_trainjob_wait_for_gpu_quota_showing_kueues_reason_then_r
     one_gpu_queue: str, workbench_kubeconfig: Path
 ) -> None:
     settings = queued_settings(one_gpu_queue)
-    gpu = settings.notebooks.profile("gpu")
 
     async def scenario() -> None:
         cluster = Cluster(settings, api_client(workbench_kubeconfig))
@@ -64,14 +66,16 @@ def test_a_server_and_a_trainjob_wait_for_gpu_quota_showing_kueues_reason_then_r
             await jobs.start(supervise=False)
             assert notebooks.kueue_workloads is not None and jobs.queues("training")
 
-            first = await notebooks.create_server(NotebookSpec(ALICE, "first", gpu))
+            service = NotebookService(settings.notebooks, notebooks)
+            assert notebooks.queues("gpu")
+            first = await service.create(ALICE, {"name": "first", "profile": "gpu"})
             assert first.status in (ServerStatus.QUEUED, ServerStatus.PENDING)
             await eventually(
                 "the first GPU server admitted and running",
                 lambda: notebooks.get_server(ALICE, "first"),
                 lambda s: s.status == ServerStatus.RUNNING,
             )
-            await notebooks.create_server(NotebookSpec(ALICE, "second", gpu))
+            await service.create(ALICE, {"name": "second", "profile": "gpu"})  # past the quota: it waits
             second = await eventually(
                 "the second GPU server queued with Kueue's reason",
                 lambda: notebooks.get_server(ALICE, "second"),

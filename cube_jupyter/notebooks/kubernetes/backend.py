@@ -74,6 +74,7 @@ from cube_jupyter.notebooks.spec import (
     ServerStatus,
     server_exists,
 )
+from cube_jupyter.queues import QUEUE_LABEL
 
 log = logging.getLogger(__name__)
 
@@ -401,6 +402,13 @@ class KubernetesNotebookBackend:
                 f"server {name!r} of user {user!r} was deleted but its access policy could not be: "
                 f"{', '.join(leftovers)}"
             )
+
+    def queues(self, profile: str) -> bool:
+        """Kueue queues the profile's servers when the admin gave them a LocalQueue (and Kueue is
+        served): its ClusterQueue admits them, so the GPU quota does not refuse them at create."""
+        return self.kueue_workloads is not None and QUEUE_LABEL in self.settings.queues.choose(
+            "notebook", profile=profile
+        )
 
     def enforcement(self, profile: Profile) -> enforcement.Enforcement:
         return enforcement.on_cluster(profile)

@@ -512,6 +512,10 @@ class LocalNotebookBackend:
 
     # -- the machine's queue -----------------------------------------------------------------------
 
+    def queues(self, profile: str) -> bool:
+        """Every GPU server waits in this machine's queue when it cannot start now."""
+        return True
+
     def queue_side(self) -> admission.QueueSide:
         """The servers' part of the machine's queue: queued GPU servers, and the GPU ids of those
         with a live child (for the other features' passes too)."""
