@@ -90,6 +90,8 @@ async def test_config_offers_local_runs_on_the_local_backend(api: Any) -> None:
         "limit",
         "annotation",
         "label",
+        "queue",
+        "priority",
     }
 
 
