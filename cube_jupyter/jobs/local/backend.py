@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import logging
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
@@ -27,10 +28,11 @@ from cube_jupyter.jobs.serving_spec import ServingSpec
 from cube_jupyter.jobs.training_spec import TrainingSpec
 from cube_jupyter.jobs.tuning_spec import TuningSpec
 from cube_jupyter.local import processes
-from cube_jupyter.local.admission import QueuePolicy, QueueSide, Rules
+from cube_jupyter.local.admission import QueuePolicy, QueueSide, Rules, deferred
 from cube_jupyter.storage import open_store
 
 FOLLOW_POLL_SECONDS = 0.2
+log = logging.getLogger(__name__)
 
 
 def queue_rules(settings: JobSettings) -> Rules:
@@ -59,28 +61,55 @@ class LocalJobBackend:
         storage = settings.storage
         store = open_store(None, storage, check=False)
         jobs = settings.jobs
-        policy = QueuePolicy(
-            queue_rules(settings),
-            cpu_slots=jobs.cpu_slots,
-            max_queued=jobs.max_queued_per_user,
-            gpus_held=gpus_held,
-            others=others,
-        )
-        runner = LocalTrainingRunner(settings.state_dir, store=store, policy=policy)
+        self.poll = poll
+
+        def policy(*kinds: QueueSide) -> QueuePolicy:
+            """Training's and tuning's view: each the other's side (both queue as jobs) and others'."""
+            return QueuePolicy(
+                queue_rules(settings),
+                cpu_slots=jobs.cpu_slots,
+                max_queued=jobs.max_queued_per_user,
+                gpus_held=gpus_held,
+                others=(*kinds, *others),
+            )
+
+        tuning_side = deferred(lambda: self.tuning.queue_side())
+        runner = LocalTrainingRunner(settings.state_dir, store=store, policy=policy(tuning_side))
         self.training = AsyncLocalTraining(runner, poll=poll)
         self.serving = LocalModelServing(settings.state_dir, storage=storage)
-        self.tuning = LocalTuner(settings.state_dir, store=store)
+        self.tuning = LocalTuner(settings.state_dir, store=store, policy=policy(runner.queue_side()))
+        self._tuning_task: asyncio.Task[None] | None = None
 
     def queue_side(self) -> QueueSide:
-        """The training jobs' side of the machine's queue (for the other features' passes)."""
-        return self.training.runner.queue_side()
+        """The training jobs' and tuning experiments' side of the machine's queue (for the other
+        features' passes)."""
+        sides = (self.training.runner.queue_side(), self.tuning.queue_side())
+        return QueueSide(
+            waiting=lambda: [item for side in sides for item in side.waiting()],
+            held=lambda: [item for side in sides for item in side.held()],
+        )
 
     async def start(self, *, supervise: bool = True) -> None:
         if supervise:  # reads need nothing started: every local job's records are on disk
             await self.training.start()
+            if self._tuning_task is None or self._tuning_task.done():
+                self._tuning_task = asyncio.create_task(self._supervise_tuning(), name="cube-local-tuning")
 
     async def close(self) -> None:
         await self.training.close()
+        if self._tuning_task is not None:
+            self._tuning_task.cancel()
+            await asyncio.gather(self._tuning_task, return_exceptions=True)
+            self._tuning_task = None
+
+    async def _supervise_tuning(self) -> None:
+        """Queued experiments start when what they wait for is freed (their drivers run on their own)."""
+        while True:
+            try:
+                await asyncio.to_thread(self.tuning.refresh_all)
+            except Exception:
+                log.exception("local tuning supervisor pass failed")
+            await asyncio.sleep(self.poll)
 
     async def submit(self, kind: JobKind, spec: Any) -> Job:
         if kind == "training" and isinstance(spec, TrainingSpec):
@@ -92,7 +121,9 @@ class LocalJobBackend:
         raise TypeError(f"a {kind} job needs its own spec type, got {type(spec).__name__}")
 
     def queues(self, kind: JobKind) -> bool:
-        return kind == "training"  # tuning and serving are refused past the quota, as before
+        # A model server is refused past the quota: it never ends, so a queued one would wait on
+        # others' deletes alone, and its revisions and canaries hold GPUs beside it.
+        return kind in ("training", "tuning")
 
     async def roll_out(self, spec: Any) -> Job:
         return await self.serving.deploy(spec)  # a second deploy of a name is a new revision

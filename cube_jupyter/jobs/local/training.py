@@ -38,7 +38,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 
 import psutil
@@ -142,26 +142,14 @@ class LocalTrainingRunner:
                     self._write_hostfile(spec, Path(record.work_dir))
                 self.admit_waiting(fresh=key)
                 current = self._require(*key)
-                self._check_queued(current)
+                if current.waiting:
+                    check_queued(self.queue_side(), self.policy, current.user)
             except BaseException:
                 self.records.remove(record.user, record.name)
                 self._forget(*key)
                 raise
             self._started.add(key)
             return plan.job_view(current)
-
-    def _check_queued(self, record: JobRecord) -> None:
-        """QuotaExceeded when `record` waits and its owner already has `max_queued` jobs waiting."""
-        limit = self.policy.max_queued
-        if not record.waiting or not limit:
-            return
-        queued = sum(1 for other in self._all(record.user) if other.waiting)
-        if queued > limit:
-            raise QuotaExceeded(
-                f"user {record.user!r} has {queued - 1} training jobs waiting in the queue, the limit "
-                f"(CubeJobs.max_queued_per_user) is {limit}; delete one or wait for one to start",
-                field="name",
-            )
 
     # -- the queue -----------------------------------------------------------------------------------
 
@@ -171,23 +159,26 @@ class LocalTrainingRunner:
         is submitted, ends or is deleted, and at start-up; one process at a time on this machine. A
         job that cannot be started fails, except `fresh` (the one being submitted): its error is
         raised, for `start` to leave nothing of it."""
-        with (
-            self._lock,
-            locks.blocking_file_lock(self.root / ADMISSION_LOCK),
-            locks.blocking_file_lock(gpus.assign_lock_path(self.state_dir)),
+        with self._lock:
+            if any(r.waiting for r in self._all()):
+                admission_pass(
+                    self.root, self.state_dir, self.queue_side(), self.policy, self._admit, self._place, fresh
+                )
+
+    def _admit(self, user: str, name: str, free: list[str], fresh: bool) -> None:
+        record = self._load(user, name)
+        if record is not None and record.waiting:
+            self._launch(record, free, raise_error=fresh)
+
+    def _place(self, user: str, name: str, position: int, reason: str) -> None:
+        record = self._load(user, name)
+        if (
+            record is not None
+            and record.waiting
+            and (record.queue_position, record.queue_reason) != (position, reason)
         ):
-            if not any(r.waiting for r in self._all()):
-                return
-            verdict, free = admission.machine_verdict(self.queue_side(), self.policy)
-            for chosen in verdict.admit:
-                record = self._load(chosen.user, chosen.name) if chosen.kind == admission.JOB else None
-                if record is not None and record.waiting:
-                    self._launch(record, free, raise_error=chosen.key[1:] == fresh)
-            for (kind, user, name), (position, reason) in verdict.waiting.items():
-                record = self._load(user, name) if kind == admission.JOB else None
-                if record is not None and (record.queue_position, record.queue_reason) != (position, reason):
-                    record.queue_position, record.queue_reason = position, reason
-                    self.records.write(record.user, record.name, record.to_json())
+            record.queue_position, record.queue_reason = position, reason
+            self.records.write(record.user, record.name, record.to_json())
 
     def queue_side(self) -> admission.QueueSide:
         """The training jobs' part of the machine's queue: waiting jobs, and what admitted,
@@ -587,6 +578,50 @@ class LocalTrainingRunner:
         self._kill_all(record)
         self.records.remove(record.user, record.name)
         self._forget(record.user, record.name)
+
+
+Admit = Callable[[str, str, list[str], bool], None]  # (user, name, free GPU ids, fresh): start it
+Place = Callable[[str, str, int, str], None]  # (user, name, position, reason): record its place
+
+
+def admission_pass(
+    lock_dir: Path,
+    state_dir: Path,
+    own: admission.QueueSide,
+    policy: admission.QueuePolicy,
+    admit: Admit,
+    place: Place,
+    fresh: tuple[str, str] | None = None,
+) -> None:
+    """One local job kind's admission pass (training jobs, tuning experiments): the machine's verdict
+    under the kind's own lock and the machine's assignment lock; `admit` each admitted job (`fresh`:
+    the one being submitted, whose start error is raised) and `place` each waiting one. Both are
+    handed every job-kind item and skip those not of their kind (names are unique across kinds)."""
+    with (
+        locks.blocking_file_lock(lock_dir / ADMISSION_LOCK),
+        locks.blocking_file_lock(gpus.assign_lock_path(state_dir)),
+    ):
+        verdict, free = admission.machine_verdict(own, policy)
+        for chosen in verdict.admit:
+            if chosen.kind == admission.JOB:
+                admit(chosen.user, chosen.name, free, (chosen.user, chosen.name) == fresh)
+        for (kind, user, name), (position, reason) in verdict.waiting.items():
+            if kind == admission.JOB:
+                place(user, name, position, reason)
+
+
+def check_queued(own: admission.QueueSide, policy: admission.QueuePolicy, user: str) -> None:
+    """QuotaExceeded when a job of `user` just queued makes more than `max_queued` of their jobs (of
+    every kind: training and tuning, from `own` and the other sides) waiting in the machine's queue."""
+    limit = policy.max_queued
+    sides = [own, *policy.others]
+    queued = sum(1 for side in sides for w in side.waiting() if w.user == user and w.kind == admission.JOB)
+    if limit and queued > limit:
+        raise QuotaExceeded(
+            f"user {user!r} has {queued - 1} jobs waiting in the queue, the limit "
+            f"(CubeJobs.max_queued_per_user) is {limit}; delete one or wait for one to start",
+            field="name",
+        )
 
 
 def _demand(record: JobRecord) -> tuple[int, int]:

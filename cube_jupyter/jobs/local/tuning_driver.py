@@ -82,7 +82,14 @@ def tell(
 class NotebookRun:
     """A notebook trial: the jobs entrypoint runs the shipped notebook with papermill parameters."""
 
-    def __init__(self, state: ExperimentState, trial: TrialRecord, spec: TuningSpec, directory: Path) -> None:
+    def __init__(
+        self,
+        state: ExperimentState,
+        trial: TrialRecord,
+        spec: TuningSpec,
+        directory: Path,
+        gpu_ids: list[str],
+    ) -> None:
         assert state.package_target is not None
         work = files.private_dir(directory / TRIALS_DIR / trial.replica)
         argv = [sys.executable, "-m", ENTRY_MODULE]
@@ -95,8 +102,7 @@ class NotebookRun:
         env.update(spec.trial_env)
         env.update({"CUBE_JOB_NAME": spec.name, "CUBE_REPLICA": trial.replica, "CUBE_TRIAL_NAME": trial.name})
         env["PYTHONUNBUFFERED"] = "1"
-        if not spec.trial_resources.gpu:
-            env["CUDA_VISIBLE_DEVICES"] = ""
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids)  # its own of the experiment's GPUs
         self.log_path = trial_log(directory, trial)
         self.proc = processes.spawn(argv, env, work, self.log_path, f"{trial.name} {trial.parameters}")
         self.offset = 0
@@ -199,6 +205,10 @@ class Driver:
         self.running: dict[int, tuple[optuna.trial.Trial, TrialRun, TrialMetrics, set[int]]] = {}
         self.stop_requested = False
         self.goal_reached = False
+        # The experiment's GPUs (admitted whole: every parallel trial's), each notebook trial its own
+        # while it runs; a training trial's runner sees the same (this process's CUDA_VISIBLE_DEVICES).
+        self.free_gpus = list(state.gpu_ids)
+        self.trial_gpus: dict[int, list[str]] = {}
         self._runner: Any = None
 
     @property
@@ -249,9 +259,13 @@ class Driver:
                 spec.objective.metric, spec.objective.type == "maximize", spec.objective.additional_metrics
             )
             record.started = time.time()
+            if spec.trial_kind == "notebook":
+                taken = self.free_gpus[: spec.gpus_per_trial]
+                del self.free_gpus[: spec.gpus_per_trial]
+                self.trial_gpus[record.number] = taken
             try:
                 run: TrialRun = (
-                    NotebookRun(self.state, record, spec, self.directory)
+                    NotebookRun(self.state, record, spec, self.directory, self.trial_gpus[record.number])
                     if spec.trial_kind == "notebook"
                     else TrainingRun(self.runner, self.state, record, spec, self.directory)
                 )
@@ -330,6 +344,7 @@ class Driver:
         record.message = message
         record.finished = time.time()
         self.running.pop(record.number, None)
+        self.free_gpus += self.trial_gpus.pop(record.number, [])
         LOG.info("%s %s%s", record.name, state.lower(), f": {message}" if message else "")
 
     def update_best(self) -> None:

@@ -54,10 +54,25 @@ class ExperimentState:
     code_dir: str | None = None
     package_uri: str | None = None  # the shipped trial notebook
     package_target: str | None = None
+    # The machine's queue (`local.admission`), as a training job's: what its parallel trials take at
+    # once (GPUs, CPU slots); a waiting experiment has no driver and holds nothing, its place and
+    # reason the last admission pass's; an admitted one holds `gpu_ids` until it finishes.
+    gpus: int = 0
+    slots: int = 0
+    waiting: bool = False
+    enqueued: float | None = None
+    queue_position: int | None = None
+    queue_reason: str | None = None
+    gpu_ids: list[str] = field(default_factory=list)
 
     @property
     def finished(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def active(self) -> bool:
+        """Admitted and unfinished: it holds its GPUs and CPU slots."""
+        return not self.waiting and not self.finished
 
     def add_condition(self, kind: str, reason: str, message: str, now: float) -> None:
         """Katib-style: the new condition True, earlier ones of the other phases False."""
