@@ -195,6 +195,11 @@ def _label(head: Waiting, later: Waiting) -> str:
     return head.name if head.kind == later.kind else f"{head.kind} {head.name}"
 
 
+def _count(number: int, noun: str) -> str:
+    """`number` of `noun`, singular for one: the queue's reasons are read by people."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
 def _running_limited(item: Waiting, mine: Holding, rules: Rules) -> bool:
     """`item` is a job and its owner runs `max_running` jobs already."""
     return item.kind == JOB and bool(rules.max_running) and mine.jobs >= rules.max_running
@@ -203,11 +208,13 @@ def _running_limited(item: Waiting, mine: Holding, rules: Rules) -> bool:
 def _own_limit(job: Waiting, mine: Holding, rules: Rules) -> str | None:
     """Why `job` waits on its owner's own limits, or None."""
     if _running_limited(job, mine, rules):
-        running = f"{mine.jobs} job{'s' if mine.jobs != 1 else ''} running"
-        return f"{running}, the limit is {rules.max_running} (CubeJobs.max_running_jobs_per_user)"
+        return (
+            f"{_count(mine.jobs, 'job')} running, the limit is {rules.max_running} "
+            "(CubeJobs.max_running_jobs_per_user)"
+        )
     if job.gpus and over_quota(rules.gpu_quota, mine.gpus, job.gpus):
         return (
-            f"waiting for {job.gpus} GPU(s) of quota: {job.user!r} holds {mine.gpus} of "
+            f"waiting for {_count(job.gpus, 'GPU')} of quota: {job.user!r} holds {mine.gpus} of "
             f"{rules.gpu_quota} (CubeWorkbench.gpu_quota_per_user)"
         )
     return None
@@ -216,10 +223,10 @@ def _own_limit(job: Waiting, mine: Holding, rules: Rules) -> str | None:
 def _capacity(job: Waiting, machine: Machine, free_gpus: int, free_slots: int) -> str | None:
     """Why `job` waits for the machine (free beyond what work ahead reserved), or None."""
     if job.gpus > free_gpus:
-        return f"waiting for {job.gpus} GPUs: {max(free_gpus, 0)} of {machine.gpus} free"
+        return f"waiting for {_count(job.gpus, 'GPU')}: {max(free_gpus, 0)} of {machine.gpus} free"
     if machine.slots and job.slots > free_slots:
         return (
-            f"waiting for {job.slots} CPU slots: {max(free_slots, 0)} of {machine.slots} free "
+            f"waiting for {_count(job.slots, 'CPU slot')}: {max(free_slots, 0)} of {machine.slots} free "
             "(CubeJobs.cpu_slots)"
         )
     return None

@@ -241,7 +241,7 @@ describe('pipeline', () => {
   });
 
   it('says why a queued step waits and which GPUs a running one holds', () => {
-    const reason = 'waiting for 1 GPUs: 0 of 2 free';
+    const reason = 'waiting for 1 GPU: 0 of 2 free';
     expect(stepNote({ status: 'queued', reason, gpus: [] })).toBe(reason);
     expect(stepNote({ status: 'queued', reason: null })).toBe('');
     expect(stepNote({ status: 'running', reason: null, gpus: ['1'] })).toBe(

@@ -30,7 +30,7 @@ function server(
 
 describe('a queued server', () => {
   it('says its place and why it waits', () => {
-    const reason = 'waiting for 1 GPUs: 0 of 2 free';
+    const reason = 'waiting for 1 GPU: 0 of 2 free';
     expect(queueLine(server('queued', 2, reason))).toBe(
       `Queued · #2 · ${reason}`
     );

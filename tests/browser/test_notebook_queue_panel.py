@@ -24,7 +24,7 @@ from tests.gpu.nvml_replay import install
 install({recording!r})
 c.CubeWorkbench.gpu_quota_per_user = 1
 """
-QUOTA_FULL = "waiting for 1 GPU(s) of quota: 'alice' holds 1 of 1 (CubeWorkbench.gpu_quota_per_user)"
+QUOTA_FULL = "waiting for 1 GPU of quota: 'alice' holds 1 of 1 (CubeWorkbench.gpu_quota_per_user)"
 
 
 class QueueLab(Lab):

@@ -199,7 +199,7 @@ def test_a_cli_submit_takes_the_workbenchs_quota_lock_so_both_cannot_pass_a_quot
         assert workbench.ledger.held("alice") == 1
         listing = cube(folder, "train", "list")
         row = next(line for line in listing.stdout.splitlines() if line.startswith("cli-gpu"))
-        assert "Queued" in row and "#1: waiting for 1 GPU(s) of quota" in row, listing.stdout
+        assert "Queued" in row and "#1: waiting for 1 GPU of quota" in row, listing.stdout
         cli.send_signal(signal.SIGINT)  # an interrupted `train run` gives up its queued job too
         cli.communicate(timeout=120)
         assert workbench.job_backend.get("alice", "cli-gpu").phase == "Failed"  # type: ignore[union-attr]

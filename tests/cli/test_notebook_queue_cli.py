@@ -29,7 +29,7 @@ c.CubeSpawner.profiles = [
     {{"name": "a100", "image": "jupyter/gpu", "cpu": "1", "memory": "1Gi", "gpu": 1}},
 ]
 """
-QUOTA_FULL = "waiting for 1 GPU(s) of quota: 'alice' holds 1 of 1 (CubeWorkbench.gpu_quota_per_user)"
+QUOTA_FULL = "waiting for 1 GPU of quota: 'alice' holds 1 of 1 (CubeWorkbench.gpu_quota_per_user)"
 
 
 def test_a_queued_server_shows_its_place_and_reason(tmp_path: Path) -> None:

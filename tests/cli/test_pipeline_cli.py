@@ -290,7 +290,7 @@ def test_the_cluster_target_needs_the_kubernetes_backend(
 def test_the_progress_display_shows_a_queued_step_with_its_reason_then_the_gpus_it_holds() -> None:
     stream = StringIO()  # no terminal: a line per change
     display = StepDisplay(build_pipeline(GOOD, "good.ipynb"), stream)
-    reason = "waiting for 1 GPUs: 0 of 2 free"
+    reason = "waiting for 1 GPU: 0 of 2 free"
     display.update(StepRecord("make", status="queued", reason=reason))
     display.update(StepRecord("make", status="running", attempts=1, gpus=["1"]))
     display.update(StepRecord("show", status="running", attempts=1, gpus=["0", "1"]))

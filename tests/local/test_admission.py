@@ -69,7 +69,7 @@ def test_max_running_per_user_and_the_gpu_quota_wait_without_holding_others_back
         == "2 jobs running, the limit is 2 (CubeJobs.max_running_jobs_per_user)"
     )
     assert verdict.waiting[("job", "bob", "b1")][1] == (
-        "waiting for 1 GPU(s) of quota: 'bob' holds 2 of 2 (CubeWorkbench.gpu_quota_per_user)"
+        "waiting for 1 GPU of quota: 'bob' holds 2 of 2 (CubeWorkbench.gpu_quota_per_user)"
     )
 
 
@@ -104,7 +104,7 @@ def test_a_big_head_reserves_what_it_waits_for() -> None:
     assert verdict.admit == ()
     assert verdict.waiting[("job", "bob", "small")] == (
         2,
-        "waiting for 1 CPU slots: 0 of 4 free (CubeJobs.cpu_slots)",
+        "waiting for 1 CPU slot: 0 of 4 free (CubeJobs.cpu_slots)",
     )
     # once enough is free, the big job starts; the small one backfills what is left beyond it
     later = decide(queue, {}, machine(slots=6), NO_LIMITS)
@@ -118,7 +118,7 @@ def test_a_waiting_server_reserves_its_gpus_against_jobs_behind_it_and_a_job_aga
     verdict = decide(queue, {}, machine(gpus=2, free_gpus=1), NO_LIMITS)
     assert verdict.admit == ()
     assert verdict.waiting[("notebook", "ann", "big")] == (1, "waiting for 2 GPUs: 1 of 2 free")
-    assert verdict.waiting[("job", "bob", "small")] == (2, "waiting for 1 GPUs: 0 of 2 free")
+    assert verdict.waiting[("job", "bob", "small")] == (2, "waiting for 1 GPU: 0 of 2 free")
 
     queue = [job("ann", "train", 1, gpus=2), server("bob", "lab", 2, gpus=1)]
     verdict = decide(queue, {}, machine(gpus=2, free_gpus=1), NO_LIMITS)

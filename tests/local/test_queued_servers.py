@@ -32,7 +32,7 @@ pytestmark = pytest.mark.timeout(180)
 Backends = Callable[..., LocalNotebookBackend]
 GPU_PROFILE = {"name": "gpu", "image": "x", "cpu": "1", "memory": "1Gi", "gpu": 1}
 TWO_GPU_PROFILE = {**GPU_PROFILE, "name": "gpu2", "gpu": 2}
-ONE_FREE = "waiting for 1 GPUs: 0 of 1 free"
+ONE_FREE = "waiting for 1 GPU: 0 of 1 free"
 
 
 def settings_for(state_dir: Path, quota: int = 0, **spawner: Any) -> Settings:
@@ -112,7 +112,7 @@ def test_past_the_quota_a_server_waits_and_the_bounds_refuse_at_once(
         assert place(second) == (
             ServerStatus.QUEUED,
             1,
-            "waiting for 1 GPU(s) of quota: 'alice' holds 1 of 1 (CubeWorkbench.gpu_quota_per_user)",
+            "waiting for 1 GPU of quota: 'alice' holds 1 of 1 (CubeWorkbench.gpu_quota_per_user)",
         )
         with pytest.raises(QuotaExceeded, match="max_queued_servers_per_user") as refused:
             await backend.create_server(gpu_server(settings, "alice", "g3"))

@@ -53,7 +53,7 @@ async def test_a_gpu_server_waits_while_the_users_jobs_hold_the_quota_and_starts
     assert_response_matches("/notebooks", "post", code, server)
     assert (code, server["status"], server["queue_position"]) == (201, "queued", 1), server
     assert server["queue_reason"] == (
-        "waiting for 1 GPU(s) of quota: 'alice' holds 1 of 1 (CubeWorkbench.gpu_quota_per_user)"
+        "waiting for 1 GPU of quota: 'alice' holds 1 of 1 (CubeWorkbench.gpu_quota_per_user)"
     )
     assert server["actions"] == ["stop", "delete"]
     code, queue = await api("GET", "queue")  # the same queue as the jobs': side by side
@@ -98,7 +98,7 @@ async def test_a_gpu_job_waits_while_the_users_server_holds_the_quota_and_starts
     assert_response_matches("/jobs", "post", code, job)
     assert (code, job["phase"], job["queue"]["position"]) == (201, "Queued", 1), job
     assert job["queue"]["reason"] == (
-        "waiting for 1 GPU(s) of quota: 'alice' holds 1 of 1 (CubeWorkbench.gpu_quota_per_user)"
+        "waiting for 1 GPU of quota: 'alice' holds 1 of 1 (CubeWorkbench.gpu_quota_per_user)"
     )
     code, queue = await api("GET", "queue")
     assert_response_matches("/queue", "get", code, queue)

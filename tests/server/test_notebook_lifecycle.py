@@ -134,7 +134,7 @@ async def test_gpu_server_gets_a_gpu_of_its_own(
     # The only GPU is taken: a second GPU server waits in the queue, and can be deleted there.
     code, queued = await api("POST", "notebooks", as_user="bob", body={"name": "g2", "profile": "gpu"})
     assert (code, queued["status"], queued["queue_position"]) == (201, "queued", 1), queued
-    assert queued["queue_reason"] == "waiting for 1 GPUs: 0 of 1 free"
+    assert queued["queue_reason"] == "waiting for 1 GPU: 0 of 1 free"
     assert (await api("DELETE", "notebooks/g2", as_user="bob"))[0] == 204
     assert (await api("DELETE", "notebooks/g1"))[0] == 204
 
