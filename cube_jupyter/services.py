@@ -147,19 +147,16 @@ class Workbench:
         return [deferred(functools.partial(self._queue_side, feature)) for feature in features]
 
     def _queue_side(self, feature: str) -> QueueSide:
-        """'notebooks' (GPU servers), 'jobs' (training) or 'steps' (running GPU pipeline steps: they
-        hold GPUs, and wait in their own turn) as the machine's queue sees them; only the backend
-        named is built, and a cluster backend has no side here (nothing of it is on this machine)."""
+        """'notebooks' (GPU servers), 'jobs' (training) or 'steps' (GPU pipeline steps, waiting and
+        running) as the machine's queue sees them; only the backend named is built, and a cluster
+        backend has no side here (nothing of it is on this machine)."""
         from cube_jupyter.jobs.local.backend import LocalJobBackend
-        from cube_jupyter.local.admission import Held, QueueSide
+        from cube_jupyter.local.admission import QueueSide
         from cube_jupyter.notebooks.backend import QueueingBackend
+        from cube_jupyter.pipelines.local.gpus import queue_side as step_queue_side
 
         if feature == "steps":
-            steps = self.pipeline_history.gpu_steps
-            return QueueSide(
-                waiting=tuple,
-                held=lambda: [Held(user, "pipeline-step", tuple(ids)) for user, *_, ids in steps()],
-            )
+            return step_queue_side(self.pipeline_history)
         backend = self.notebook_backend if feature == "notebooks" else self.job_backend
         if isinstance(backend, (QueueingBackend, LocalJobBackend)):
             return backend.queue_side()
@@ -293,7 +290,8 @@ class Workbench:
 
         # A user server reads its own GPUs, never its owner's other servers.
         servers = None if self.settings.user_server else _ServersForGpu(self.notebook_backend)
-        queued = functools.partial(_queued_gpu_jobs, self.job_backend)
+        notebooks = None if self.settings.user_server else self.notebook_backend
+        queued = functools.partial(_queued_gpu_jobs, self.job_backend, notebooks)
         return GpuService(self.settings.gpu, self.ledger, servers, self.kernels, queued=queued)
 
     # -- for a short command -----------------------------------------------------------------------
@@ -374,15 +372,23 @@ class _ServersForGpu:
         ]
 
 
-def _queued_gpu_jobs(backend: JobBackend, user: str) -> list[QueuedGpuJob]:
-    """The job backend's queued jobs of `user` that ask for GPUs, as the GPU report shows them beside
-    what the user holds (`gpu.service.QueuedGpuJobs`)."""
+def _queued_gpu_jobs(backend: JobBackend, servers: NotebookBackend | None, user: str) -> list[QueuedGpuJob]:
+    """The job backend's queued jobs and the notebook backend's queued servers (None: not read) of
+    `user` that ask for GPUs, as the GPU report shows them beside what the user holds
+    (`gpu.service.QueuedGpuJobs`)."""
     from cube_jupyter.gpu.model import QueuedGpuJob
+    from cube_jupyter.notebooks.spec import ServerStatus
 
-    return [
+    jobs = [
         QueuedGpuJob(job.name, job.gpus, job.queue.position, job.queue.reason)
         for job in backend.list(user)
         if job.queue is not None and job.gpus and not job.finished
+    ]
+    waiting = [] if servers is None else servers.list_servers(user)
+    return jobs + [
+        QueuedGpuJob(s.name, s.resources.gpu, s.queue_position, s.queue_reason or "", kind="notebook")
+        for s in waiting
+        if s.status == ServerStatus.QUEUED and s.resources.gpu
     ]
 
 

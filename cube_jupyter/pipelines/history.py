@@ -7,6 +7,10 @@ driving it (pid + start time); `recover()` marks a run whose driver is gone as i
 so nothing is left "running" forever. A local run also keeps the pipeline it runs and how (`spec`),
 so `claim_for_resume` can hand an interrupted or failed run to a new driver: its completed steps
 kept, the others pending again.
+
+A local GPU step's demand is kept here too, from when it asks for GPUs until it gets them (`wanted_gpus`,
+`enqueued`): this file is what every process of the machine reads, so the machine's queue sees a
+waiting step as it sees a waiting job or server (`queued_gpu_steps`), not only once it runs.
 """
 
 from __future__ import annotations
@@ -89,6 +93,8 @@ STEP_FIELDS = (
     "files",
     "gpus",
     "reason",
+    "wanted_gpus",
+    "enqueued",
 )
 RUN_FIELDS = ("status", "started", "finished", "error", "external")
 COMPLETED_STEP = ("succeeded", "cached")
@@ -96,7 +102,13 @@ RESUMABLE_RUN = ("failed", "cancelled")
 # Columns added after the first release, created on open in an older file.
 LATER_COLUMNS = {
     "runs": {"spec": "TEXT", "schedule": "TEXT", "logical_date": "TEXT"},
-    "steps": {"files": "TEXT NOT NULL DEFAULT '[]'", "gpus": "TEXT NOT NULL DEFAULT '[]'", "reason": "TEXT"},
+    "steps": {
+        "files": "TEXT NOT NULL DEFAULT '[]'",
+        "gpus": "TEXT NOT NULL DEFAULT '[]'",
+        "reason": "TEXT",
+        "wanted_gpus": "INTEGER NOT NULL DEFAULT 0",
+        "enqueued": "REAL",
+    },
 }
 # A run as read: every column but the (large) spec, of which only whether it is there.
 SELECT_RUNS = (
@@ -203,6 +215,17 @@ class RunRecord:
         }
 
 
+@dataclass(frozen=True)
+class QueuedGpuStep:
+    """A local step waiting for GPUs: whose, which, how many it asked for, since when (epoch seconds)."""
+
+    user: str
+    run_id: str
+    step: str
+    gpus: int
+    enqueued: float
+
+
 def now() -> str:
     """RFC 3339 UTC with milliseconds: step timings are often well under a second."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
@@ -306,7 +329,7 @@ class RunHistory:
                     "UPDATE steps SET status = 'pending', started = NULL, finished = NULL, duration = NULL,"
                     " attempts = 0, cache_hit = 0, cache_key = NULL, error = NULL, notebook = NULL,"
                     " outputs = '{}', metrics = '{}', files = '[]',"
-                    " gpus = '[]', reason = NULL"
+                    " gpus = '[]', reason = NULL, wanted_gpus = 0, enqueued = NULL"
                     f" WHERE run_id = ? AND status NOT IN {COMPLETED_STEP}",
                     (run_id,),
                 )
@@ -396,12 +419,29 @@ class RunHistory:
         return [row["id"] for row in dead]
 
     def gpu_steps(self, user: str | None = None) -> builtins.list[tuple[str, str, str, builtins.list[str]]]:
-        """(user, run id, step, GPU ids) of every running local step that holds GPUs, in runs whose
-        driving process is alive (a dead driver's steps hold nothing, before `recover` marks them)."""
+        """(user, run id, step, GPU ids) of every running local step that holds GPUs."""
+        rows = self._live_steps("steps.status = 'running' AND steps.gpus != '[]'", user)
+        return [(row["user"], row["id"], row["name"], json.loads(row["gpus"])) for row in rows]
+
+    def queued_gpu_steps(self, user: str | None = None) -> builtins.list[QueuedGpuStep]:
+        """Every local step that asked for GPUs and has none yet (`wanted_gpus`, `enqueued` set, not
+        yet running nor done)."""
+        rows = self._live_steps(
+            "steps.status IN ('pending', 'queued') AND steps.wanted_gpus > 0 AND steps.enqueued IS NOT NULL",
+            user,
+        )
+        return [
+            QueuedGpuStep(row["user"], row["id"], row["name"], row["wanted_gpus"], row["enqueued"])
+            for row in rows
+        ]
+
+    def _live_steps(self, condition: str, user: str | None) -> builtins.list[sqlite3.Row]:
+        """The steps meeting `condition` of active local runs whose driving process is alive (a dead
+        driver's steps hold and wait for nothing, before `recover` marks them); `user`'s only, if given."""
         query = (
-            "SELECT runs.user, runs.id, steps.name, steps.gpus, runs.driver_pid, runs.driver_started"
-            " FROM steps JOIN runs ON runs.id = steps.run_id WHERE steps.status = 'running'"
-            " AND steps.gpus != '[]' AND runs.target = 'local' AND runs.status IN ('queued', 'running')"
+            "SELECT runs.user, runs.id, steps.name, steps.gpus, steps.wanted_gpus, steps.enqueued,"
+            " runs.driver_pid, runs.driver_started FROM steps JOIN runs ON runs.id = steps.run_id"
+            f" WHERE {condition} AND runs.target = 'local' AND runs.status IN ('queued', 'running')"
         )
         args: builtins.list[str] = []
         if user is not None:
@@ -409,11 +449,7 @@ class RunHistory:
             args.append(user)
         with self._transaction(write=False) as db:
             rows = db.execute(query, args).fetchall()
-        return [
-            (row["user"], row["id"], row["name"], json.loads(row["gpus"]))
-            for row in rows
-            if _alive(row["driver_pid"], row["driver_started"])
-        ]
+        return [row for row in rows if _alive(row["driver_pid"], row["driver_started"])]
 
     def delete(self, run_id: str) -> bool:
         with self._transaction() as db:

@@ -15,9 +15,9 @@ import pytest
 from cube_jupyter.errors import InvalidInput, QuotaExceeded
 from cube_jupyter.ledger import GpuLedger
 from cube_jupyter.local import gpus
-from cube_jupyter.local.admission import Held, QueuePolicy, QueueSide, Rules, Waiting
-from cube_jupyter.pipelines.history import RunHistory, RunRecord, StepRecord
-from cube_jupyter.pipelines.local.gpus import StepGpus, gpu_holders
+from cube_jupyter.local.admission import Held, QueuePolicy, QueueSide, Rules, Waiting, machine_verdict
+from cube_jupyter.pipelines.history import QueuedGpuStep, RunHistory, RunRecord, StepRecord
+from cube_jupyter.pipelines.local.gpus import StepGpus, gpu_holders, queue_side
 from cube_jupyter.pipelines.service import PipelineService
 from cube_jupyter.pipelines.targets import RunRequest
 from tests.pipelines.notebooks import code, notebook, write
@@ -81,6 +81,15 @@ class Env:
         self.loop.close()
 
 
+def running_train_step(history: RunHistory) -> None:
+    """alice's local run r1, driven by this process, its step `train` still to start."""
+    record = RunRecord(
+        id="r1", user="alice", path="a.ipynb", pipeline="a", status="running", target="local",
+        parameters={}, store="s", created="2026-01-01T00:00:00.000Z",
+    )  # fmt: skip
+    history.create(record, ["train"])
+
+
 @pytest.fixture
 def two_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
@@ -104,7 +113,7 @@ def test_two_gpu_steps_get_different_gpus_a_third_waits_then_runs_and_the_ledger
     assert sorted(given.values()) in (["0", "0", "1"], ["0", "1", "1"]), given
     queued = [s for s in seen if s.status == "queued"]
     assert len({s.name for s in queued}) == 1, queued  # two ran at once, one waited for them
-    assert queued[0].reason == "waiting for 1 GPUs: 0 of 2 free"
+    assert queued[0].reason == "waiting for 1 GPU: 0 of 2 free"
     first_two = [name for name in "abc" if name != queued[0].name]
     assert given[first_two[0]] != given[first_two[1]]
     running = [s for s in seen if s.status == "running" and s.gpus]
@@ -133,7 +142,7 @@ def test_a_step_past_the_quota_waits_for_it(tmp_path: Path, two_gpus: None) -> N
         assert run.status == "succeeded", run.error  # type: ignore[attr-defined]
         queued = [s for s in seen if s.status == "queued"]
         assert queued and queued[0].reason == (
-            "waiting for 1 GPU(s) of quota: 'alice' holds 1 of 1 (CubeWorkbench.gpu_quota_per_user)"
+            "waiting for 1 GPU of quota: 'alice' holds 1 of 1 (CubeWorkbench.gpu_quota_per_user)"
         )
         assert max(len(h) for h in holders) == 1  # never two at once under a quota of one
     finally:
@@ -175,11 +184,7 @@ def test_the_composition_root_shares_one_free_gpu_rule_and_one_ledger(tmp_path: 
     )
     workbench = Workbench(settings, root_dir=str(tmp_path))
     history = workbench.pipeline_history
-    record = RunRecord(
-        id="r1", user="alice", path="a.ipynb", pipeline="a", status="running", target="local",
-        parameters={}, store="s", created="2026-01-01T00:00:00.000Z",
-    )  # fmt: skip
-    history.create(record, ["train"])
+    running_train_step(history)
     history.update_step("r1", "train", status="running", gpus=["1"])
     holders = workbench.ledger.holders("alice")
     assert [(h.kind, h.name, h.gpus) for h in holders] == [("pipeline-step", "r1/train", 1)]
@@ -213,11 +218,7 @@ def test_a_step_never_overtakes_a_job_that_waited_before_it(tmp_path: Path, two_
     """The machine's one queue: a 2-GPU job waiting since before the step asked takes both free GPUs
     first, so the 1-GPU step waits, saying why, though a GPU is free now."""
     history = RunHistory.in_state_dir(tmp_path / "state")
-    record = RunRecord(
-        id="r1", user="alice", path="a.ipynb", pipeline="a", status="running", target="local",
-        parameters={}, store="s", created="2026-01-01T00:00:00.000Z",
-    )  # fmt: skip
-    history.create(record, ["train"])
+    running_train_step(history)
     big = Waiting("bob", "big", 0.0, 2, 1, "job")
     jobs = QueueSide(waiting=lambda: [big], held=tuple)
     gate = StepGpus(history, tmp_path / "state", queue=lambda: QueuePolicy(others=[jobs]), poll_seconds=0.01)
@@ -225,5 +226,63 @@ def test_a_step_never_overtakes_a_job_that_waited_before_it(tmp_path: Path, two_
     given = asyncio.run(
         gate.acquire("alice", "r1", "train", 1, waiting=said.append, cancelled=lambda: bool(said))
     )
-    assert given is None and said == ["waiting for 1 GPUs: 0 of 2 free"]
+    assert given is None and said == ["waiting for 1 GPU: 0 of 2 free"]
     assert gate.free() == ["0", "1"]  # nothing was taken: the job's pass will take them
+    assert history.queued_gpu_steps() == []  # cancelled while it waited: out of the queue
+
+
+def test_a_waiting_step_is_seen_by_the_jobs_pass_and_a_later_job_waits_behind_it(
+    tmp_path: Path, two_gpus: None
+) -> None:
+    """The history records a waiting step's demand, so the jobs' pass (another process: its own
+    `RunHistory` of the same file) orders it with the jobs: a 1-GPU job submitted after a 2-GPU step
+    that waits for a job's GPU does not take the free one, and when that job ends the same pass
+    admits the step first, which then gets both GPUs."""
+    history = RunHistory.in_state_dir(tmp_path / "state")
+    running_train_step(history)
+    first_holds = ["0"]  # bob's first job runs on GPU 0
+    submitted: list[Waiting] = []
+    jobs = QueueSide(waiting=lambda: list(submitted), held=lambda: [Held("bob", "job", tuple(first_holds))])
+    gate = StepGpus(
+        history,
+        tmp_path / "state",
+        queue=lambda: QueuePolicy(others=[jobs]),
+        poll_seconds=60,
+        clock=lambda: 100.0,
+    )
+    jobs_view = QueuePolicy(others=[queue_side(RunHistory.in_state_dir(tmp_path / "state"))])
+    step, second = ("pipeline-step", "alice", "r1/train"), ("job", "bob", "second")
+
+    async def run() -> None:
+        said: list[str] = []
+        waited = asyncio.Event()
+
+        def waiting(reason: str) -> None:
+            said.append(reason)
+            waited.set()
+
+        asked = asyncio.create_task(
+            gate.acquire("alice", "r1", "train", 2, waiting=waiting, cancelled=lambda: False)
+        )
+        await waited.wait()
+        assert said == ["waiting for 2 GPUs: 1 of 2 free"]
+        assert history.queued_gpu_steps() == [QueuedGpuStep("alice", "r1", "train", 2, 100.0)]
+        submitted.append(Waiting("bob", "second", 200.0, 1, 1, "job"))
+        verdict, free = machine_verdict(jobs, jobs_view)
+        assert free == ["1"] and verdict.admit == ()  # GPU 1 is free, but the step asked first
+        assert verdict.waiting == {
+            step: (1, "waiting for 2 GPUs: 1 of 2 free"),
+            second: (2, "waiting for 1 GPU: 0 of 2 free"),
+        }
+        first_holds.clear()  # the first job ends
+        verdict, _ = machine_verdict(jobs, jobs_view)
+        assert [item.key for item in verdict.admit] == [step]  # the jobs' pass leaves it to the step
+        assert verdict.waiting == {second: (1, "waiting for 1 GPU: 0 of 2 free")}
+        gate.released()
+        assert await asked == ["0", "1"]
+        assert history.queued_gpu_steps() == []
+        verdict, free = machine_verdict(jobs, jobs_view)
+        assert free == [] and verdict.admit == ()
+        assert verdict.waiting == {second: (1, "waiting for 1 GPU: 0 of 2 free")}
+
+    asyncio.run(run())

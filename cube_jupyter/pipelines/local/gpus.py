@@ -2,20 +2,20 @@
 running job, server or other step holds (`CUDA_VISIBLE_DEVICES` of its kernel), counted in the GPU
 ledger as a `pipeline-step` holder while it runs, within its owner's GPU quota.
 
-Whether a step may start now is the machine's one queue rule (`local.admission`), over the GPU ids
-every holder records: the running steps' here (the run history, shared by every process of this
-machine) and what the composition root hands in for the rest (the training jobs' and notebook
-servers' sides of the queue, with the jobs' and servers' still waiting): a step waiting for GPUs is
-ordered against waiting jobs and servers by the same rule and never overtakes what waited before it.
+Whether a step may start now is the machine's one queue rule (`local.admission`), over the steps'
+side of the queue (`queue_side`: the run history, shared by every process of this machine, records
+each GPU step from when it asks, with its GPUs and when it asked, until it runs holding its GPU ids)
+and what the composition root hands in for the rest (the training jobs' and notebook servers' sides,
+waiting and running). A step waiting for GPUs is ordered against waiting jobs and servers by the same
+rule, each way: it never overtakes what waited before it, and what asks after it waits behind it.
 A step picks its GPUs and records them in the history under the machine's assignment lock
 (`local.gpus.assign_lock_path`, which every feature's admission takes) and its owner's ledger lock,
 so two steps, or a step and a job or server, never get the same GPU and never squeeze past the quota
 together.
 
 A step that finds too few free GPUs, or whose owner's quota has no room, waits (`queued`, with the
-reason) until GPUs free; each user's GPU steps in this process take their turn in the order they
-asked. Other features see a step once it runs, not while it waits (the history records no demand of
-a queued step), so a waiting step reserves nothing against them.
+reason and place the queue gives it) until the queue admits it; the pass that admits it may be any
+feature's, which leaves the step's GPUs to it (each feature starts only its own items).
 
 What no wait could give (more GPUs than the machine has, or than the quota) is refused when
 the run starts, naming `steps.<name>.gpu` (`LocalRunTarget`).
@@ -39,6 +39,22 @@ POLL_SECONDS = 1.0  # how often a waiting step looks again (GPUs freed by anothe
 HOLDER_KIND: HolderKind = "pipeline-step"
 
 
+def queue_side(history: RunHistory) -> QueueSide:
+    """The local pipeline steps' side of the machine's queue, read from the run history (every
+    process's runs): GPU steps waiting, in the order they asked, and running steps with their GPUs."""
+
+    def waiting() -> list[Waiting]:
+        return [
+            Waiting(q.user, f"{q.run_id}/{q.step}", q.enqueued, q.gpus, 0, HOLDER_KIND)
+            for q in history.queued_gpu_steps()
+        ]
+
+    def held() -> list[Held]:
+        return [Held(user, HOLDER_KIND, tuple(ids)) for user, *_, ids in history.gpu_steps()]
+
+    return QueueSide(waiting=waiting, held=held)
+
+
 def gpu_holders(history: RunHistory) -> HolderSource:
     """The GPU ledger's view of local pipeline runs: a user's running steps that hold GPUs."""
 
@@ -57,7 +73,7 @@ class StepGpus:
     no quota, the steps' own holders only. `queue` gives the machine's one queue as the composition
     root wires it (the shared rules, the ledger's count, the training jobs' and servers' sides), also
     asked for when first needed; None: the quota over the steps alone. `state_dir` is where the
-    machine's assignment lock lives."""
+    machine's assignment lock lives; `clock` stamps when a step asks (its place in the queue)."""
 
     def __init__(
         self,
@@ -67,13 +83,15 @@ class StepGpus:
         ledger: Callable[[], GpuLedger] | None = None,
         queue: Callable[[], QueuePolicy] | None = None,
         poll_seconds: float = POLL_SECONDS,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.history = history
         self._ledger = ledger
         self._queue = queue
         self.lock = gpus.assign_lock_path(state_dir)
         self.poll_seconds = poll_seconds
-        self._turns: dict[str, asyncio.Lock] = {}  # each user's GPU steps in order
+        self.clock = clock
+        self.side = queue_side(history)
         self._freed = asyncio.Event()
 
     @functools.cached_property
@@ -92,12 +110,8 @@ class StepGpus:
 
     def free(self) -> list[str]:
         """This machine's GPUs no job, server or step holds now (the one rule)."""
-        held = [*self._held(), *(item for side in self.policy.others for item in side.held())]
+        held = [item for side in (self.side, *self.policy.others) for item in side.held()]
         return gpus.free_gpu_ids(gpu for item in held for gpu in item.gpu_ids)
-
-    def _held(self) -> list[Held]:
-        """The running steps' GPUs, as the machine's queue counts them."""
-        return [Held(user, HOLDER_KIND, tuple(ids)) for user, *_, ids in self.history.gpu_steps()]
 
     async def acquire(
         self,
@@ -111,11 +125,13 @@ class StepGpus:
     ) -> list[str] | None:
         """The GPU ids given to `step`, recorded in the history as it turns `running` (they are held
         until it leaves that status); `waiting(reason)` each time why it waits changes. None when
-        the run was cancelled while the step waited."""
-        turn = self._turns.setdefault(user, asyncio.Lock())
-        async with turn:
+        the run was cancelled while the step waited. From the moment it asks until it has its GPUs
+        (or gives up) the history records its demand, which every feature's pass reads."""
+        asked = Waiting(user, f"{run_id}/{step}", self.clock(), wanted, 0, HOLDER_KIND)
+        self.history.update_step(run_id, step, wanted_gpus=wanted, enqueued=asked.enqueued)
+        granted: list[str] | None = None
+        try:
             said = None
-            asked = Waiting(user, f"{run_id}/{step}", time.time(), wanted, 0, HOLDER_KIND)
             while not cancelled():
                 async with self.ledger.locked(user):
                     granted, reason = await asyncio.to_thread(self._try, asked, run_id, step)
@@ -128,6 +144,9 @@ class StepGpus:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._freed.wait(), self.poll_seconds)
             return None
+        finally:
+            if granted is None:  # cancelled: no longer in the queue
+                self.history.update_step(run_id, step, enqueued=None)
 
     def released(self) -> None:
         """A step of this process left `running`: waiting steps look again at once."""
@@ -137,10 +156,9 @@ class StepGpus:
         """Take the GPUs `asked` for if the machine's queue admits it now, or say why it waits
         (under the assignment lock)."""
         with locks.blocking_file_lock(self.lock):
-            own = QueueSide(waiting=lambda: [asked], held=self._held)
-            verdict, free = machine_verdict(own, self.policy)
-            if asked not in verdict.admit:
+            verdict, free = machine_verdict(self.side, self.policy)
+            if asked.key not in {item.key for item in verdict.admit}:
                 return None, verdict.waiting[asked.key][1]
-            given = free[: asked.gpus]
-            self.history.update_step(run_id, step, status="running", gpus=given, reason=None)
+            given = free[: asked.gpus]  # others admitted by this pass take theirs in their own
+            self.history.update_step(run_id, step, status="running", gpus=given, reason=None, enqueued=None)
             return given, ""
