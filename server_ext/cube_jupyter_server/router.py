@@ -43,7 +43,7 @@ from cube_jupyter.errors import BackendUnavailable, CubeError, Forbidden, NotFou
 from cube_jupyter.names import user_slug
 from cube_jupyter.notebooks.backend import ROUTE_PREFIX, RoutableBackend, Upstream
 from cube_jupyter.notebooks.service import NotebookService
-from cube_jupyter.notebooks.spec import NotebookServer
+from cube_jupyter.notebooks.spec import NotebookServer, ServerStatus
 from cube_jupyter_server.authorizer import CUBE_RESOURCE
 from cube_jupyter_server.handlers import error_body
 from cube_jupyter_server.lifecycle import STARTER_SETTING, BackendStarter
@@ -443,7 +443,8 @@ class NotebookRouterHandler(JupyterHandler, WebSocketHandler):
         return self.request.headers.get("Upgrade", "").lower() == "websocket"
 
     def _require_upstream(self) -> Upstream | None:
-        """The child's address, or a 503 naming the server's status and reason."""
+        """The child's address, or a 503 naming the server's status and reason (a queued server's
+        place in the queue and what it waits for: opening it says why it is not up yet)."""
         service = cast(NotebookService, self.settings["cube_notebooks"])
         assert self._owner is not None and self._server is not None
         assert isinstance(service.backend, RoutableBackend)  # checked by _find_server
@@ -452,11 +453,14 @@ class NotebookRouterHandler(JupyterHandler, WebSocketHandler):
             server = service.backend.get_server(self._owner, self._server.name) or self._server
             status = server.status.value
             error = BackendUnavailable(
-                f"notebook server {server.name!r} is not running (status: {status})"
+                f"notebook server {server.name!r} is not running (status: {_state(server)})"
                 + (f": {server.reason}" if server.reason else ""),
                 field="name",
             )
-            self._finish_error(error, extra={"status": status, "server_reason": server.reason})
+            extra: dict[str, Any] = {"status": status, "server_reason": server.reason}
+            if server.status == ServerStatus.QUEUED:
+                extra |= {"queue_position": server.queue_position, "queue_reason": server.queue_reason}
+            self._finish_error(error, extra=extra)
         return upstream
 
     def _upstream_path(self, upstream: Upstream) -> str | None:
@@ -499,6 +503,15 @@ class NotebookRouterHandler(JupyterHandler, WebSocketHandler):
         """Errors are JSON here, as on the workbench's REST API."""
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(error_body(status_code, kwargs.get("exc_info"))))
+
+
+def _state(server: NotebookServer) -> str:
+    """The status, and a queued server's place and reason: `queued #2: waiting for 1 GPU: 0 of 2 free`."""
+    if server.status != ServerStatus.QUEUED:
+        return server.status.value
+    place = f" #{server.queue_position}" if server.queue_position else ""
+    reason = f": {server.queue_reason}" if server.queue_reason else ""
+    return f"{server.status.value}{place}{reason}"
 
 
 def _consume_later(future: Any) -> None:

@@ -22,10 +22,12 @@ from tornado.httputil import HTTPHeaders
 from tornado.websocket import websocket_connect
 
 from cube_jupyter.errors import BackendUnavailable
+from cube_jupyter.local import gpus
+from cube_jupyter.local.admission import Held, QueuePolicy, QueueSide, Waiting
 from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import NotebookSpec
-from tests.local.support import BASE_URL, EXITING_LAB, KERNEL_V1, execute, make_settings
+from tests.local.support import BASE_URL, EXITING_LAB, KERNEL_V1, PROFILES, execute, make_settings
 
 pytestmark = pytest.mark.timeout(120)
 XSRF = {"Cookie": "_xsrf=main-token; _xsrf=child-token", "X-XSRFToken": "child-token"}
@@ -269,6 +271,43 @@ def test_server_not_running_is_503_with_status_and_reason(
         assert body["status"] == "failed" and "code 3" in body["server_reason"]
         assert "no lab here today" in body["server_reason"]
         await failing.delete_server("alice", "broken")
+
+    loop.run_until_complete(run())
+
+
+def test_a_queued_server_is_503_with_its_place_and_reason(
+    fetch: Any,
+    router: NotebookService,
+    jp_serverapp: Any,
+    loop: asyncio.AbstractEventLoop,
+    backends: Callable[..., LocalNotebookBackend],
+    state_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Opening a GPU server that waits in this machine's queue says where it is and why: a machine
+    of 2 GPUs, both held by carol's job, and bob's job asked first (same share: the older head)."""
+    monkeypatch.setattr(gpus, "nvml_device_count", lambda: 2)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    gpu = {"name": "gpu", "image": "x", "cpu": "1", "memory": "1Gi", "gpu": 1}
+    settings = make_settings(state_dir, profiles=[*PROFILES, gpu])
+    jobs = QueueSide(
+        waiting=lambda: [Waiting("bob", "first", 0.0, 1, 1, "job")],
+        held=lambda: [Held("carol", "job", ("0", "1"))],
+    )
+    backend = backends(settings, queue=QueuePolicy(others=[jobs]))
+    monkeypatch.setitem(
+        jp_serverapp.web_app.settings, "cube_notebooks", NotebookService(settings.notebooks, backend)
+    )
+
+    async def run() -> None:
+        server = await backend.create_server(NotebookSpec("alice", "g", settings.notebooks.profile("gpu")))
+        assert (server.queue_position, server.queue_reason) == (2, "waiting for 1 GPU: 0 of 2 free")
+        response = await fetch("alice/g/lab", headers={"Accept": "text/html"})
+        assert response.code == 503
+        body = json.loads(response.body)
+        assert "queued #2: waiting for 1 GPU: 0 of 2 free" in body["message"], body
+        assert body["status"] == "queued" and body["queue_position"] == 2
+        assert body["queue_reason"] == "waiting for 1 GPU: 0 of 2 free"
 
     loop.run_until_complete(run())
 
