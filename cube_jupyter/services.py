@@ -290,7 +290,8 @@ class Workbench:
 
         # A user server reads its own GPUs, never its owner's other servers.
         servers = None if self.settings.user_server else _ServersForGpu(self.notebook_backend)
-        queued = functools.partial(_queued_gpu_jobs, self.job_backend)
+        notebooks = None if self.settings.user_server else self.notebook_backend
+        queued = functools.partial(_queued_gpu_jobs, self.job_backend, notebooks)
         return GpuService(self.settings.gpu, self.ledger, servers, self.kernels, queued=queued)
 
     # -- for a short command -----------------------------------------------------------------------
@@ -371,15 +372,23 @@ class _ServersForGpu:
         ]
 
 
-def _queued_gpu_jobs(backend: JobBackend, user: str) -> list[QueuedGpuJob]:
-    """The job backend's queued jobs of `user` that ask for GPUs, as the GPU report shows them beside
-    what the user holds (`gpu.service.QueuedGpuJobs`)."""
+def _queued_gpu_jobs(backend: JobBackend, servers: NotebookBackend | None, user: str) -> list[QueuedGpuJob]:
+    """The job backend's queued jobs and the notebook backend's queued servers (None: not read) of
+    `user` that ask for GPUs, as the GPU report shows them beside what the user holds
+    (`gpu.service.QueuedGpuJobs`)."""
     from cube_jupyter.gpu.model import QueuedGpuJob
+    from cube_jupyter.notebooks.spec import ServerStatus
 
-    return [
+    jobs = [
         QueuedGpuJob(job.name, job.gpus, job.queue.position, job.queue.reason)
         for job in backend.list(user)
         if job.queue is not None and job.gpus and not job.finished
+    ]
+    waiting = [] if servers is None else servers.list_servers(user)
+    return jobs + [
+        QueuedGpuJob(s.name, s.resources.gpu, s.queue_position, s.queue_reason or "", kind="notebook")
+        for s in waiting
+        if s.status == ServerStatus.QUEUED and s.resources.gpu
     ]
 
 

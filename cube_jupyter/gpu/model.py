@@ -102,24 +102,26 @@ class Series:
 
 @dataclass(frozen=True)
 class QueuedGpuJob:
-    """A job of the user's waiting in the queue for GPUs it asks for: it holds none of them yet."""
+    """A job or notebook server of the user's waiting in the queue for GPUs it asks for: it holds
+    none of them yet."""
 
     name: str
     gpus: int  # all replicas together
     position: int | None  # 1-based place in the queue; None where Kueue does not say
     reason: str  # what it waits for
+    kind: Literal["job", "notebook"] = "job"  # the GPU ledger's holder kinds
 
 
 @dataclass(frozen=True)
 class GpuQuota:
     """GPUs the user holds against `CubeWorkbench.gpu_quota_per_user` (limit None: no limit), and
-    the GPUs their queued jobs ask for beside it (counted toward nothing until admitted)."""
+    the GPUs their queued jobs and servers ask for beside it (counted toward nothing until admitted)."""
 
     used: int
     limit: int | None
     holders: tuple[dict[str, Any], ...] = ()  # {"kind": "notebook"|"job", "name": ..., "gpus": n}
-    queued: int = 0  # GPUs the queued jobs ask for, all together
-    queued_jobs: tuple[QueuedGpuJob, ...] = ()  # in queue order
+    queued: int = 0  # GPUs the queued jobs and servers ask for, all together
+    queued_jobs: tuple[QueuedGpuJob, ...] = ()  # in queue order, jobs and servers together
 
 
 @dataclass(frozen=True)

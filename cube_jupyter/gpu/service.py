@@ -83,8 +83,8 @@ class NotebookServers(Protocol):
         ...
 
 
-# The GPU jobs a user has waiting in the queue (the composition root reads the job backend's);
-# raises CubeError when they cannot be read.
+# The GPU jobs and notebook servers a user has waiting in the queue (the composition root reads the
+# job and notebook backends'); raises CubeError when they cannot be read.
 QueuedGpuJobs = Callable[[str], Iterable[QueuedGpuJob]]
 
 
@@ -206,7 +206,7 @@ class GpuService:
 
     def quota(self, caller: str) -> GpuQuota | None:
         """GPUs the caller's servers and unfinished jobs hold against the limit (the ledger's view),
-        and what their jobs waiting in the queue ask for beside it."""
+        and what their jobs and servers waiting in the queue ask for beside it."""
         ledger = self.ledger
         try:
             holders = ledger.holders(caller)
@@ -223,7 +223,8 @@ class GpuService:
         )
 
     def _queued(self, caller: str) -> tuple[QueuedGpuJob, ...]:
-        """The caller's queued jobs that ask for GPUs, in queue order; none when they cannot be read."""
+        """The caller's queued jobs and servers that ask for GPUs, in queue order (one queue for both
+        where it says positions); none when they cannot be read."""
         if self.queued is None:
             return ()
         try:
@@ -231,7 +232,7 @@ class GpuService:
         except CubeError as exc:
             log.debug("queued GPU jobs of %s unavailable: %s", caller, exc.message)
             return ()
-        return tuple(sorted(found, key=lambda j: (j.position, j.name)))
+        return tuple(sorted(found, key=lambda j: (j.position is None, j.position or 0, j.name)))
 
     # -- local: NVML + kernels ---------------------------------------------------------------------
 

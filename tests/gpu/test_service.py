@@ -236,20 +236,30 @@ async def test_quota_shows_the_queued_gpu_demand_beside_what_is_held(tmp_path: P
             QueuedGpuJob("later", 1, 3, "behind big, submitted before it"),
             QueuedGpuJob("big", 2, 1, "waiting for 2 GPUs: 0 of 2 free"),
             QueuedGpuJob("cpu-only", 0, 2, "waiting for 2 CPU slots"),  # asks for no GPU: not shown
+            QueuedGpuJob("lab", 1, 2, "behind job big, submitted before it", kind="notebook"),
         ]
     }
     service = GpuService(settings.gpu, GpuLedger(settings.gpu_quota), queued=lambda u: waiting.get(u, []))
     quota = service.quota("alice")
-    assert quota is not None and (quota.used, quota.queued) == (0, 3)
-    assert [j.name for j in quota.queued_jobs] == ["big", "later"]  # in queue order
+    assert quota is not None and (quota.used, quota.queued) == (0, 4)
+    # in the machine's one queue's order, jobs and servers together
+    assert [(j.kind, j.name) for j in quota.queued_jobs] == [
+        ("job", "big"),
+        ("notebook", "lab"),
+        ("job", "later"),
+    ]
     body = (await service.report("alice")).to_dict()["quota"]
-    assert body["queued"] == 3
-    assert body["queued_jobs"][0] == {
-        "name": "big",
-        "gpus": 2,
-        "position": 1,
-        "reason": "waiting for 2 GPUs: 0 of 2 free",
-    }
+    assert body["queued"] == 4
+    assert list(body["queued_jobs"][:2]) == [
+        {"name": "big", "gpus": 2, "position": 1, "reason": "waiting for 2 GPUs: 0 of 2 free", "kind": "job"},
+        {
+            "name": "lab",
+            "gpus": 1,
+            "position": 2,
+            "reason": "behind job big, submitted before it",
+            "kind": "notebook",
+        },
+    ]
     assert service.quota("bob") == type(quota)(used=0, limit=4)
 
     def unreadable(user: str) -> list[QueuedGpuJob]:

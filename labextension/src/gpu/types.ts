@@ -87,8 +87,12 @@ export interface IQuotaHolder {
   gpus: number;
 }
 
-/** A job of the user's waiting in the queue for the GPUs it asks for (it holds none yet). */
+/**
+ * A job or notebook server of the user's waiting in the queue for the GPUs it asks for (it holds
+ * none yet).
+ */
 export interface IQueuedGpuJob {
+  kind: 'job' | 'notebook';
   name: string;
   gpus: number;
   /** 1-based place in the queue; null where Kueue does not say. */
@@ -99,7 +103,7 @@ export interface IQueuedGpuJob {
 
 /**
  * GPUs held against `gpu_quota_per_user`; `limit` null means no limit. `queued` is what the user's
- * queued jobs ask for beside it (counted toward nothing until admitted).
+ * queued jobs and servers ask for beside it (counted toward nothing until admitted).
  */
 export interface IGpuQuota {
   used: number;

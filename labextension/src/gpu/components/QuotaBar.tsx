@@ -1,6 +1,6 @@
 /**
  * GPUs the user holds against the admin's per-user quota, and what holds them; beside it the GPUs
- * their queued jobs ask for ("holding 2 · queued 3 (job a, job b)").
+ * their queued jobs and servers ask for ("holding 2 · queued 3 (job a, notebook b)").
  */
 import * as React from 'react';
 
@@ -40,13 +40,13 @@ export function QuotaBar(props: { quota: IGpuQuota }): JSX.Element {
         title={waiting
           .map(
             j =>
-              `${j.position === null ? '' : `#${j.position} `}${j.name}: ${plural(j.gpus, 'GPU')}, ${j.reason}`
+              `${j.position === null ? '' : `#${j.position} `}${j.kind} ${j.name}: ${plural(j.gpus, 'GPU')}, ${j.reason}`
           )
           .join('\n')}
       >
         holding {used} · queued {queued}
         {waiting.length > 0 &&
-          ` (${waiting.map(j => `job ${j.name}`).join(', ')})`}
+          ` (${waiting.map(j => `${j.kind} ${j.name}`).join(', ')})`}
       </div>
       {holders.length > 0 && (
         <ul
