@@ -55,6 +55,8 @@ def test_a_queued_server_says_why_and_starts_live_when_the_quota_frees(lab: Lab,
     waiter = row(page, "waiter")
     expect(waiter).to_have_attribute("data-status", "queued", timeout=15_000)
     expect(waiter.get_by_test_id("cube-server-status")).to_have_text("queued")
+    # the queue's waiting look, as a pipeline's queued step has it: grey, outlined dashed amber
+    expect(waiter.get_by_test_id("cube-server-status")).to_have_css("outline-style", "dashed")
     expect(waiter.get_by_test_id("cube-server-queue")).to_have_text(f"Queued · #1 · {QUOTA_FULL}")
     expect(waiter.get_by_test_id("cube-server-stop")).to_be_visible()  # it may leave the queue
     expect(waiter.get_by_test_id("cube-server-connect")).to_have_count(0)
