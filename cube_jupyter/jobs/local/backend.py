@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import logging
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
@@ -32,7 +31,6 @@ from cube_jupyter.local.admission import QueuePolicy, QueueSide, Rules, deferred
 from cube_jupyter.storage import open_store
 
 FOLLOW_POLL_SECONDS = 0.2
-log = logging.getLogger(__name__)
 
 
 def queue_rules(settings: JobSettings) -> Rules:
@@ -61,7 +59,6 @@ class LocalJobBackend:
         storage = settings.storage
         store = open_store(None, storage, check=False)
         jobs = settings.jobs
-        self.poll = poll
 
         def policy(*kinds: QueueSide) -> QueuePolicy:
             """Training's and tuning's view: each the other's side (both queue as jobs) and others'."""
@@ -75,10 +72,10 @@ class LocalJobBackend:
 
         tuning_side = deferred(lambda: self.tuning.queue_side())
         runner = LocalTrainingRunner(settings.state_dir, store=store, policy=policy(tuning_side))
-        self.training = AsyncLocalTraining(runner, poll=poll)
         self.serving = LocalModelServing(settings.state_dir, storage=storage)
         self.tuning = LocalTuner(settings.state_dir, store=store, policy=policy(runner.queue_side()))
-        self._tuning_task: asyncio.Task[None] | None = None
+        # one supervisor: training's reconcile, then queued experiments start as what they wait for frees
+        self.training = AsyncLocalTraining(runner, poll=poll, also=(self.tuning.refresh_all,))
 
     def queue_side(self) -> QueueSide:
         """The training jobs' and tuning experiments' side of the machine's queue (for the other
@@ -92,24 +89,9 @@ class LocalJobBackend:
     async def start(self, *, supervise: bool = True) -> None:
         if supervise:  # reads need nothing started: every local job's records are on disk
             await self.training.start()
-            if self._tuning_task is None or self._tuning_task.done():
-                self._tuning_task = asyncio.create_task(self._supervise_tuning(), name="cube-local-tuning")
 
     async def close(self) -> None:
         await self.training.close()
-        if self._tuning_task is not None:
-            self._tuning_task.cancel()
-            await asyncio.gather(self._tuning_task, return_exceptions=True)
-            self._tuning_task = None
-
-    async def _supervise_tuning(self) -> None:
-        """Queued experiments start when what they wait for is freed (their drivers run on their own)."""
-        while True:
-            try:
-                await asyncio.to_thread(self.tuning.refresh_all)
-            except Exception:
-                log.exception("local tuning supervisor pass failed")
-            await asyncio.sleep(self.poll)
 
     async def submit(self, kind: JobKind, spec: Any) -> Job:
         if kind == "training" and isinstance(spec, TrainingSpec):

@@ -631,16 +631,20 @@ def _demand(record: JobRecord) -> tuple[int, int]:
 
 class AsyncLocalTraining:
     """The runner for an asyncio server: reconciles in a thread every `poll` seconds; reads never
-    wait on a process, and anything that may (start, delete) runs in a thread."""
+    wait on a process, and anything that may (start, delete) runs in a thread. `also` are the other
+    local job kinds' supervision passes (the tuner's queue), run in the same thread after it."""
 
-    def __init__(self, runner: LocalTrainingRunner, poll: float = 0.5) -> None:
+    def __init__(
+        self, runner: LocalTrainingRunner, poll: float = 0.5, also: Sequence[Callable[[], None]] = ()
+    ) -> None:
         self.runner = runner
         self.poll = poll
+        self.passes = (runner.refresh_all, *also)
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Reconcile once (jobs of a previous workbench are re-attached now), then keep reconciling."""
-        await asyncio.to_thread(self.runner.refresh_all)
+        await asyncio.to_thread(self._pass)
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._supervise(), name="cube-local-training")
 
@@ -659,10 +663,14 @@ class AsyncLocalTraining:
     async def _supervise(self) -> None:
         while True:
             try:
-                await asyncio.to_thread(self.runner.refresh_all)
+                await asyncio.to_thread(self._pass)
             except Exception:
-                log.exception("local training supervisor pass failed")
+                log.exception("local jobs' supervisor pass failed")
             await asyncio.sleep(self.poll)
+
+    def _pass(self) -> None:
+        for supervise in self.passes:
+            supervise()
 
     async def submit(self, spec: TrainingSpec, *, code_dir: str | Path | None = None) -> Job:
         return await asyncio.to_thread(self.runner.start, spec, code_dir=code_dir)

@@ -13,18 +13,23 @@ from typing import Any
 
 import nbformat
 import pytest
+from traitlets.config import Config
 
+from cube_jupyter.config import load_settings
 from cube_jupyter.errors import InvalidInput, QuotaExceeded
+from cube_jupyter.jobs.local.backend import LocalJobBackend
 from cube_jupyter.jobs.local.training import LocalTrainingRunner
 from cube_jupyter.jobs.local.tuning import LocalTuner
 from cube_jupyter.jobs.local.tuning_state import read_state
 from cube_jupyter.jobs.model import Job
+from cube_jupyter.jobs.service import JobService
 from cube_jupyter.jobs.tuning_spec import TuningSpec
 from cube_jupyter.local import gpus
 from cube_jupyter.local.admission import QueuePolicy, Rules, deferred
 from cube_jupyter.storage.local import LocalStore
 from tests.jobs.local.conftest import USER, training
-from tests.jobs.local.test_local_training import PY
+from tests.jobs.local.test_local_training import PY, awaiting
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(300)
 WAIT = 240.0
@@ -175,3 +180,41 @@ def test_what_no_wait_could_give_is_refused_at_once(
         tuner.start(tuning("big", 1, 3, go), code_dir=workdir)
     assert big.value.field == "trial.resources"
     assert tuner.list(USER) == [] and not tuner.experiment_dir(USER, "wide").exists()
+
+
+async def test_the_workbench_queues_a_tuning_job_past_the_quota_and_its_supervisor_admits_it(
+    workdir: Path, tmp_path: Path
+) -> None:
+    config = Config()
+    config.CubeWorkbench.state_dir = str(tmp_path / "state")
+    config.CubeWorkbench.gpu_quota_per_user = 1
+    settings = load_settings(config).jobs
+    backend = LocalJobBackend(settings, root_dir=workdir, poll=0.1)
+    service = JobService(settings, backend, root_dir=str(workdir))
+    await service.start()
+    go = workdir / "go"
+    holder = {
+        "name": "holder",
+        "framework": "pytorch",
+        "replicas": {"worker": {"replicas": 1, "resources": {"gpu": 1}}},
+        "command": awaiting(go, 0),
+    }
+    try:
+        await service.submit(USER, {"kind": "training", "spec": holder})
+        body = {"kind": "tuning", "spec": tuning("sweep", 1, 1, go).to_dict()}
+        queued = await service.submit(USER, body)
+        quota = f"waiting for 1 GPU of quota: {USER!r} holds 1 of 1 (CubeWorkbench.gpu_quota_per_user)"
+        assert place(queued) == ("Queued", 1, quota)
+        assert [j["name"] for j in service.queue(USER)["queued"]] == ["sweep"]  # as the queue API shows it
+        go.touch()  # the holder ends; the supervisor's pass starts the experiment
+        job = await wait_until_async(
+            lambda: service.get(USER, "sweep"),
+            WAIT,
+            "the experiment admitted and done",
+            until=lambda j: j.finished,
+        )
+        assert trial_gpus(job) == [0.0]
+    finally:
+        for job in backend.list(None):
+            await backend.delete(job.user, job.name)
+        await service.close()
