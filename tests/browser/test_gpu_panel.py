@@ -294,7 +294,14 @@ def test_gpu_cards_quota_kernel_status_and_idle_warning(lab: ReplayLab, page: Pa
     status, body = lab.request("POST", "cube/api/v1/jobs", {"kind": "training", "spec": wide})
     assert status == 201 and body["phase"] == "Queued", body
     expect(demand).to_have_text("holding 1 · queued 2 (job wide)")
-    expect(demand).to_have_attribute("title", re.compile(r"#1 wide: 2 GPUs, waiting for 2 GPU\(s\) of quota"))
+    expect(demand).to_have_attribute("title", re.compile(r"#1 job wide: 2 GPUs, waiting for 2 GPUs of quota"))
+    # A GPU server behind it (its owner's work goes in order) waits in the same queue, and shows too.
+    status, body = lab.request("POST", "cube/api/v1/notebooks", {"name": "waiter", "profile": "a100"})
+    assert status == 201 and body["status"] == "queued", body
+    expect(demand).to_have_text("holding 1 · queued 3 (job wide, notebook waiter)")
+    expect(demand).to_have_attribute("title", re.compile(r"#2 notebook waiter: 1 GPU, behind job wide"))
+    assert lab.request("DELETE", "cube/api/v1/notebooks/waiter")[0] == 204
+    expect(demand).to_have_text("holding 1 · queued 2 (job wide)")
     status, body = lab.request("DELETE", "cube/api/v1/jobs/wide")
     assert status == 204, body
     expect(demand).to_have_text("holding 1 · queued 0")
