@@ -14,7 +14,7 @@ so two steps, or a step and a job or server, never get the same GPU and never sq
 together.
 
 A step that finds too few free GPUs, or whose owner's quota has no room, waits (`queued`, with the
-reason and place the queue gives it) until the queue admits it; the pass that admits it may be any
+reason the queue gives it) until the queue admits it; the pass that admits it may be any
 feature's, which leaves the step's GPUs to it (each feature starts only its own items).
 
 What no wait could give (more GPUs than the machine has, or than the quota) is refused when
