@@ -1,9 +1,12 @@
 """Tuning experiments on this machine: Optuna drives the trials, run in parallel as processes.
 
 `LocalTuner.start(spec)` ships the trial notebook (as training ships its code; not needed for a
-training-job trial), records the experiment in `{state_dir}/tuning/{user_slug}/{name}/` and starts
-its driver (`tuning_driver`) in its own session, so an experiment goes on while the workbench
-restarts and a finished one is still listed after. Reads come from the record the driver keeps: the
+training-job trial), records the experiment in `{state_dir}/tuning/{user_slug}/{name}/` and puts it
+in the machine's one queue (`local.admission`) as a job asking for what its parallel trials take at
+once; once admitted, whole, it starts its driver (`tuning_driver`) in its own session with the GPUs
+it was handed, so an experiment goes on while the workbench restarts and a finished one is still
+listed after. A queued experiment is only its record: the next workbench's supervision pass
+(`refresh_all`) admits it, and deleting it cancels it. Reads come from the record the driver keeps: the
 trial table (parameters, state, metrics, objective), the best trial and Katib's conditions; a driver
 that died before finishing fails the experiment with its log's last lines. `delete` stops the driver,
 which stops its running trials, then removes everything.
