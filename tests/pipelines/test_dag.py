@@ -241,7 +241,7 @@ def test_to_dict_is_json_and_round_trips() -> None:
     assert generate["name"] == "generate"
     assert generate["options"] == {
         "image": None, "cpu": "500m", "memory": "512Mi", "gpu": 0, "retries": 1, "timeout": 60.0,
-        "cache": True, "annotations": {}, "labels": {},
+        "cache": True, "annotations": {}, "labels": {}, "queue": None, "priority": None,
     }  # fmt: skip
     assert pipeline_from_dict(data) == pipeline
     assert {"upstream": "stats", "downstream": "checkpoint", "variables": []} in data["edges"]

@@ -61,6 +61,9 @@ class FakeCluster:
     def informer(self, *args: Any, **kwargs: Any) -> object:  # Argo's target, built beside
         return object()
 
+    def pods(self, indexers: Any) -> object:  # Argo's runs: their step pods (a Kueue gate's reason)
+        return object()
+
 
 def settings_for(root: Path, url: str, **pipelines: str) -> PipelineSettings:
     return load_settings(
