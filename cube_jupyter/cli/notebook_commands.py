@@ -105,7 +105,7 @@ async def _wait_settled(
     while server.status not in SETTLED and time.monotonic() < deadline:
         if sys.stderr.isatty():
             elapsed = time.monotonic() - started
-            sys.stderr.write(f"\r{spinner[tick % 4]} {server.name}: {_state(server)} ({elapsed:.0f}s)  ")
+            sys.stderr.write(f"\r{spinner[tick % 4]} {server.name}: {server.state} ({elapsed:.0f}s)  ")
             sys.stderr.flush()
             tick += 1
         await asyncio.sleep(0.25)
@@ -116,7 +116,7 @@ async def _wait_settled(
 
 
 def _report(server: NotebookServer, wanted: ServerStatus | None) -> int:
-    line = f"{server.name}: {_state(server)}  {server.url}"
+    line = f"{server.name}: {server.state}  {server.url}"
     if server.reason:
         line += f"  ({server.reason})"
     print(line)
@@ -135,26 +135,12 @@ def _print_table(servers: list[NotebookServer]) -> None:
             f"{s.resources.gpu} {s.resources.gpu_resource}" if s.resources.gpu else "-",
             _age(s.created),
             s.url,
-            _place(s) or "-",
+            s.queue_place or "-",
             (s.reason or "").replace("\n", " ")[:80],
         )
         for s in servers
     ]
     print_rows(header, rows)
-
-
-def _place(server: NotebookServer) -> str:
-    """A queued server's place in this machine's queue and why it waits: `#2: waiting for 1 GPUs: ...`."""
-    if server.status != ServerStatus.QUEUED:
-        return ""
-    where = f"#{server.queue_position}" if server.queue_position else ""
-    return ": ".join(part for part in (where, server.queue_reason or "") if part)
-
-
-def _state(server: NotebookServer) -> str:
-    """The status, with a queued server's place and reason: never a bare wait."""
-    place = _place(server)
-    return f"{server.status.value} {place}" if place else server.status.value
 
 
 def _age(created: str) -> str:

@@ -148,6 +148,20 @@ class NotebookServer:
     queue_reason: str | None = None  # and what it waits for
 
     @property
+    def queue_place(self) -> str:
+        """A queued server's place and why it waits (`#2: waiting for 1 GPU: 0 of 2 free`; Kueue gives
+        no place), '' for any other; what the CLI, the router's 503 and the panel say."""
+        if self.status != ServerStatus.QUEUED:
+            return ""
+        where = f"#{self.queue_position}" if self.queue_position else ""
+        return ": ".join(part for part in (where, self.queue_reason or "") if part)
+
+    @property
+    def state(self) -> str:
+        """The status, with a queued server's place and reason: never a bare wait."""
+        return f"{self.status.value} {self.queue_place}" if self.queue_place else self.status.value
+
+    @property
     def gpus_held(self) -> int:
         """GPUs counted against the user's quota: every server that is not stopped (or still queued,
         holding nothing yet) holds its GPUs.

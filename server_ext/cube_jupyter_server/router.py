@@ -453,7 +453,7 @@ class NotebookRouterHandler(JupyterHandler, WebSocketHandler):
             server = service.backend.get_server(self._owner, self._server.name) or self._server
             status = server.status.value
             error = BackendUnavailable(
-                f"notebook server {server.name!r} is not running (status: {_state(server)})"
+                f"notebook server {server.name!r} is not running (status: {server.state})"
                 + (f": {server.reason}" if server.reason else ""),
                 field="name",
             )
@@ -503,15 +503,6 @@ class NotebookRouterHandler(JupyterHandler, WebSocketHandler):
         """Errors are JSON here, as on the workbench's REST API."""
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(error_body(status_code, kwargs.get("exc_info"))))
-
-
-def _state(server: NotebookServer) -> str:
-    """The status, and a queued server's place and reason: `queued #2: waiting for 1 GPU: 0 of 2 free`."""
-    if server.status != ServerStatus.QUEUED:
-        return server.status.value
-    place = f" #{server.queue_position}" if server.queue_position else ""
-    reason = f": {server.queue_reason}" if server.queue_reason else ""
-    return f"{server.status.value}{place}{reason}"
 
 
 def _consume_later(future: Any) -> None:

@@ -29,7 +29,7 @@ export function resourceParts(
   return parts;
 }
 
-/** Why a queued server waits, as one line: `Queued · #2 · waiting for 1 GPUs: 0 of 2 free`
+/** Why a queued server waits, as one line: `Queued · #2 · waiting for 1 GPU: 0 of 2 free`
  * (what the server said, its place only when known); null for a server not queued. */
 export function queueLine(server: IServer): string | null {
   if (server.status !== 'queued') {
