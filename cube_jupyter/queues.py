@@ -102,6 +102,13 @@ class CubeQueues(CubeConfigurable):
     _names_ok = checked(_names, "user_queues", "user_priority_classes")
     _default_ok = checked(optional(dns_name), "default_queue", "volcano_queue")
 
+    @property
+    def kueue(self) -> bool:
+        """Whether any work goes to a Kueue queue: then Kueue's ClusterQueue quotas stand in for the
+        namespace's GPU ResourceQuota, which would refuse a queued pod Kueue holds back (its gate)
+        and an admitted job's pods past it."""
+        return bool(self.default_queue or self.queues or self.profile_queues or self.user_queues)
+
     def check_profiles(self, profiles: Iterable[str]) -> None:
         """`profile_queues` names only profiles that exist (a typo would leave servers unqueued)."""
         known = set(profiles)

@@ -203,9 +203,10 @@ def _user_server_env(spec: NotebookSpec, settings: NotebookSettings) -> list[dic
 def gpu_quota(settings: NotebookSettings, namespace: str) -> dict[str, Any] | None:
     """The namespace's hold on GPUs, at `CubeWorkbench.gpu_quota_per_user` per GPU resource: the API
     server refuses any pod past it, whoever creates it (the workbench, a notebook's service account,
-    kubectl in a terminal). None without a quota."""
+    kubectl in a terminal). None without a quota, or when work goes to Kueue's queues, whose
+    ClusterQueue quotas hold GPUs instead (`CubeQueues.kueue`)."""
     quota = settings.workbench.gpu_quota_per_user
-    if not quota:
+    if not quota or settings.queues.kueue:
         return None
     return {
         "apiVersion": "v1",

@@ -55,3 +55,21 @@ def test_a_statefulset_and_its_pod_template_carry_the_queue() -> None:
 def test_without_queues_a_server_is_not_queued() -> None:
     for kind in ("Notebook", "StatefulSet"):
         assert QUEUE_LABEL not in str(render(kind, "gpu"))
+
+
+def test_with_kueue_the_namespace_gpu_quota_is_kueues_not_a_resource_quota() -> None:
+    """A namespace ResourceQuota would refuse the pod Kueue holds back at its gate (and an admitted
+    job's pods past it): with any Kueue queue, the ClusterQueue's quota stands in for it."""
+
+    def kinds(**queues: object) -> list[str]:
+        config = Config()
+        config.CubeSpawner.profiles = copy.deepcopy(PROFILES)
+        config.CubeWorkbench.gpu_quota_per_user = 2
+        for key, value in queues.items():
+            setattr(config.CubeQueues, key, value)
+        settings = load_settings(config).notebooks
+        spec = NotebookSpec("alice", "nb1", settings.profile("gpu"))
+        return [o["kind"] for o in render_notebook_objects(spec, settings)]
+
+    assert "ResourceQuota" in kinds()
+    assert "ResourceQuota" not in kinds(queues={"training": "gpu-jobs"})
