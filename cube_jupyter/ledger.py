@@ -76,12 +76,12 @@ class GpuLedger:
             async with file_lock(file_lock_path(self.lock_dir, user)):
                 yield
 
-    def check_possible(self, wanted: int, *, field: str) -> None:
-        """Refuse (403 naming `field`) what no wait could give: more GPUs than the limit itself. A
-        queued job checks only this at submit; the queue admits it once its owner has room."""
+    def check_possible(self, wanted: int, *, field: str, asker: str = "the job") -> None:
+        """Refuse (403 naming `field`) what no wait could give: more GPUs than the limit itself. Queued
+        work (a job, a server) checks only this at submit; the queue admits it once its owner has room."""
         if over_quota(self.limit, 0, wanted):
             raise QuotaExceeded(
-                f"{field}: the job asks for {wanted} GPUs and the limit per user is {self.limit} "
+                f"{field}: {asker} asks for {wanted} GPUs and the limit per user is {self.limit} "
                 "(CubeWorkbench.gpu_quota_per_user)",
                 field=field,
             )

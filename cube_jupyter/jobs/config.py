@@ -197,19 +197,21 @@ class CubeJobs(CubeWorkload, CubeNamespaces):
 
     cpu_slots = Int(
         0,
-        help="Local backend: CPU slots training jobs may use at once, a replica taking its cpu rounded up "
-        "(or 1); a job that does not fit waits in the queue. 0: no limit.",
+        help="Local backend: CPU slots training and tuning jobs may use at once, a replica or trial "
+        "taking its cpu rounded up (or 1); a job that does not fit waits in the queue. 0: no limit.",
     )
     max_running_jobs_per_user = Int(
-        0, help="Local backend: training jobs one user may run at once; more wait in the queue. 0: no limit."
+        0, help="Local backend: jobs one user may run at once; more wait in the queue. 0: no limit."
     )
     max_queued_per_user = Int(
-        10, help="Local backend: training jobs one user may have waiting in the queue; past it a 403."
+        10,
+        help="Local backend: training and tuning jobs one user may have waiting in the queue; past it a 403.",
     )
     user_priorities = Dict(
         {},
-        help="Local backend: queue priority per user, e.g. {'alice': 10}; higher goes first, the default 0. "
-        "Within a priority, the user holding least of the machine goes first.",
+        help="Local backend: priority per user in the machine's one queue (jobs, GPU servers, GPU steps), "
+        "e.g. {'alice': 10}; higher goes first, the default 0. Within a priority, the user holding least "
+        "of the machine goes first.",
     )
 
     @default("namespace_template")

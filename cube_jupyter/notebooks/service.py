@@ -11,7 +11,7 @@ from typing import Any
 
 from cube_jupyter import access
 from cube_jupyter.errors import BackendUnavailable, InvalidInput, NotFound, QuotaExceeded, quote
-from cube_jupyter.ledger import GpuLedger, HolderKind, over_quota
+from cube_jupyter.ledger import GpuLedger, HolderKind
 from cube_jupyter.notebooks.backend import NotebookBackend, RoutableBackend, gpu_holders
 from cube_jupyter.notebooks.config import NotebookSettings
 from cube_jupyter.notebooks.spec import (
@@ -119,18 +119,11 @@ class NotebookService:
         """The GPU quota, under the user's ledger lock: a server that would wait in a queue (this
         machine's, or Kueue's) is refused only what no wait could give, more GPUs than the quota
         itself; any other, past what the user's holders leave (`server`: the one being started)."""
-        if not self.backend.queues(profile):
-            holder: HolderKind = "notebook"
-            self.ledger.check(
-                user, wanted, field=field, replacing=None if server is None else (holder, server)
-            )
-            return
-        if over_quota(self.ledger.limit, 0, wanted):
-            raise QuotaExceeded(
-                f"profile {quote(profile)} asks for {wanted} GPUs and the limit per user is "
-                f"{self.ledger.limit} (CubeWorkbench.gpu_quota_per_user)",
-                field=field,
-            )
+        if self.backend.queues(profile):
+            self.ledger.check_possible(wanted, field=field, asker=f"profile {quote(profile)}")
+        else:
+            replacing: tuple[HolderKind, str] | None = None if server is None else ("notebook", server)
+            self.ledger.check(user, wanted, field=field, replacing=replacing)
 
     def _require_room_to_start(self, field: str) -> None:
         """Refuse (503) a start while `max_starting_servers` are starting already, whoever's."""
