@@ -130,31 +130,32 @@ class CubeQueues(CubeConfigurable):
         field: str = "",
     ) -> dict[str, str]:
         """The Kueue labels of one workload: the queue and priority the user chose (each among those
-        offered, else InvalidInput naming `field` + queue/priority), else the admin's. Empty: unqueued."""
-        labels: dict[str, str] = {}
-        chosen_queue = self._offered(queue, self.user_queues, "queue", "user_queues", field)
-        resolved = (
-            chosen_queue
-            or (self.profile_queues.get(profile) if profile else None)
+        offered or the admin's own, else InvalidInput naming `field` + queue/priority), else the
+        admin's. Empty: unqueued."""
+        admins_queue = (
+            (self.profile_queues.get(profile) if profile else None)
             or self.queues.get(kind)
             or self.default_queue
         )
-        if resolved:
-            labels[QUEUE_LABEL] = resolved
-        chosen_priority = self._offered(
-            priority, self.user_priority_classes, "priority", "user_priority_classes", field
-        )
-        resolved_priority = chosen_priority or self.priority_classes.get(kind)
-        if resolved_priority:
-            labels[PRIORITY_LABEL] = resolved_priority
+        admins_priority = self.priority_classes.get(kind, "")
+        labels: dict[str, str] = {}
+        chosen = self._offered(queue, self.user_queues, admins_queue, "queue", field)
+        if chosen or admins_queue:
+            labels[QUEUE_LABEL] = chosen or admins_queue
+        chosen = self._offered(priority, self.user_priority_classes, admins_priority, "priority", field)
+        if chosen or admins_priority:
+            labels[PRIORITY_LABEL] = chosen or admins_priority
         return labels
 
     @staticmethod
-    def _offered(value: str | None, offered: list[str], what: str, trait: str, field: str) -> str | None:
-        if value is None:
-            return None
+    def _offered(value: str | None, offered: list[str], admins: str, what: str, field: str) -> str | None:
+        """`value` when the user may choose it: one offered (`user_queues`, `user_priority_classes`),
+        or the admin's own for this work."""
+        if value is None or value == admins:
+            return value
         where = f"{field}{what}"
         if value not in offered:
+            trait = "user_queues" if what == "queue" else "user_priority_classes"
             choices = ", ".join(offered) if offered else "none are offered"
             raise InvalidInput(
                 f"{where}: {value!r} is not a {what} this workbench offers (CubeQueues.{trait}: {choices})",

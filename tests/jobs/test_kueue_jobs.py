@@ -59,6 +59,9 @@ def test_a_user_picks_an_offered_queue_and_priority_and_is_refused_others_naming
     obj = rendered("training", {**TRAINING, "queue": "cpu-batch", "priority": "urgent"})
     assert obj["metadata"]["labels"][QUEUE_LABEL] == "cpu-batch"
     assert obj["metadata"]["labels"][PRIORITY_LABEL] == "urgent"
+    admins = rendered("training", {**TRAINING, "queue": "gpu-jobs", "priority": "batch"})  # the admin's own
+    assert admins["metadata"]["labels"][QUEUE_LABEL] == "gpu-jobs"
+    assert admins["metadata"]["labels"][PRIORITY_LABEL] == "batch"
     for field, value in (("queue", "gpu-jobs-2"), ("priority", "critical")):
         with pytest.raises(InvalidInput) as caught:
             rendered("training", {**TRAINING, field: value})
