@@ -2,7 +2,9 @@
 whose GPUs are a replay of two recorded A100s (tests/gpu/nvml_replay.py, installed by the server's
 config file: a replay, not a GPU) and a GPU quota of one per user. A GPU server past the quota shows
 "Queued · #1 · <why>" the moment it is created (never a blank wait), and starts by itself, live in the
-panel, once the server holding the quota is deleted. Screenshots land in tests/browser/artifacts/."""
+panel, once the server holding the quota is deleted; a GPU training job past the quota is listed
+Queued in the Jobs panel with its place and why, then runs. Screenshots land in
+tests/browser/artifacts/."""
 
 from __future__ import annotations
 
@@ -69,3 +71,46 @@ def test_a_queued_server_says_why_and_starts_live_when_the_quota_frees(lab: Lab,
     expect(waiter).to_have_attribute("data-status", "running", timeout=60_000)
     shot(page, "notebook-admitted")
     assert lab.request("DELETE", "cube/api/v1/notebooks/waiter")[0] == 204
+
+
+JOBS = '[data-testid="cube-jobs"]'
+HOLD = """\
+import os, time
+while not os.path.exists({release!r}):
+    time.sleep(0.1)
+print("ran on GPU", os.environ.get("CUDA_VISIBLE_DEVICES"), flush=True)
+"""
+
+
+def test_a_queued_training_job_shows_its_place_and_why_then_runs_when_the_quota_frees(
+    lab: Lab, page: Page
+) -> None:
+    """A GPU training job past the quota (a server holds it) is listed Queued with '#1 · <why>' in the
+    Jobs panel; deleting the server admits it, and the panel follows it to Running and Succeeded."""
+    release = lab.root / "release-gpu-job"
+    (lab.root / "work" / "hold_gpu.py").write_text(HOLD.format(release=str(release)))
+    status, holder = lab.request("POST", "cube/api/v1/notebooks", {"name": "gpu-holder", "profile": "a100"})
+    assert status == 201, holder
+    spec = {
+        "name": "gpu-train",
+        "framework": "pytorch",
+        "script": "hold_gpu.py",
+        "replicas": {"worker": 1},
+        "resources": {"gpu": 1},
+    }
+    status, job = lab.request("POST", "cube/api/v1/jobs", {"kind": "training", "spec": spec})
+    assert status == 201 and job["phase"] == "Queued", job
+
+    open_lab(page, lab)
+    page.evaluate("() => window.jupyterapp.commands.execute('cube:open-jobs')")
+    queued = page.locator(f'{JOBS} [data-testid="cube-jobs-row"][data-name="gpu-train"]')
+    expect(queued).to_have_attribute("data-phase", "Queued", timeout=15_000)
+    expect(page.locator(JOBS).get_by_test_id("cube-job-queue")).to_have_text(f"#1 · {QUOTA_FULL}")
+    shot(page, "job-queued", JOBS)
+
+    assert lab.request("DELETE", "cube/api/v1/notebooks/gpu-holder")[0] == 204
+    expect(queued).to_have_attribute("data-phase", "Running", timeout=60_000)
+    expect(page.locator(JOBS).get_by_test_id("cube-job-queue")).to_have_count(0)
+    release.touch()
+    expect(queued).to_have_attribute("data-phase", "Succeeded", timeout=60_000)
+    assert lab.request("DELETE", "cube/api/v1/jobs/gpu-train")[0] == 204
