@@ -5,7 +5,8 @@ recipe the image uses, so a rendered container runs against exactly that and not
   from images/runtime/requirements.txt and this checkout's wheel (for this machine's Python only; the
   image serves 3.11-3.13), the venv installed from that wheelhouse's lock with `--no-deps`, and the
   wheelhouse kept where the image keeps it (under its prefix);
-- a user's PyTorch image without cube-jupyter (pytorch/pytorch): python, pip and torch.
+- a user's PyTorch image without cube-jupyter (pytorch/pytorch): python, pip and torch (this
+  checkout's venv's torch, linked in with exactly what `pip install torch` brings).
 - the workbench image (images/workbench/Dockerfile): the full package, as this checkout's venv has it.
 
 Venvs are built once and cached under `.venv/cube-image-venvs/` (so `make clean` removes them), named
@@ -25,7 +26,11 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib.metadata import Distribution, distribution
 from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from cube_jupyter import __version__
 from cube_jupyter.wheelhouse import LOCK
@@ -167,9 +172,68 @@ def runtime_image() -> ImageVenv:
     return image
 
 
+def requirement_closure(requirement: str) -> list[Distribution]:
+    """The installed distributions `pip install requirement` brings into a fresh venv: the requirement
+    and, recursively, the requirements its markers select (with the extras asked for), each checked
+    against the version it was asked at."""
+    found: dict[str, Distribution] = {}
+    pending = [(Requirement(requirement), "")]
+    while pending:
+        wanted, extra = pending.pop()
+        if wanted.marker is not None and not wanted.marker.evaluate({"extra": extra}):
+            continue
+        name = canonicalize_name(wanted.name)
+        dist = distribution(name)
+        if not wanted.specifier.contains(dist.version, prereleases=True):
+            raise RuntimeError(f"{requirement} needs {wanted}, and this venv has {name} {dist.version}")
+        extras = sorted(wanted.extras)
+        if name in found and not extras:
+            continue
+        found[name] = dist
+        pending += [(Requirement(r), e) for r in dist.requires or [] for e in ["", *extras]]
+    return list(found.values())
+
+
+def link_distributions(prefix: Path, dists: list[Distribution]) -> None:
+    """Put `dists` into the venv at `prefix` as links to where they are installed (a top-level folder
+    several of them share, such as `nvidia/`, one level down), with their console scripts."""
+    site = prefix / "lib" / f"python{PYTHON}" / "site-packages"
+    # as pip would replace them: the venv's own copies (its setuptools) of any of them
+    own = {canonicalize_name(info.name.split("-")[0]) for info in site.glob("*.dist-info")}
+    if replaced := [d.metadata["Name"] for d in dists if canonicalize_name(d.metadata["Name"]) in own]:
+        _pip(ImageVenv(prefix), "uninstall", "--yes", *replaced)
+    owners: dict[str, set[tuple[str, ...]]] = {}
+    for dist in dists:
+        for file in dist.files or []:
+            if file.parts[0] != "..":  # scripts: written below, for this venv's python
+                owners.setdefault(file.parts[0], set()).add(file.parts[:2])
+    source = Path(str(dists[0].locate_file("")))
+    for top, entries in owners.items():
+        if len({dist for dist in dists if any(f.parts[0] == top for f in dist.files or [])}) == 1:
+            (site / top).symlink_to(source / top)
+            continue
+        (site / top).mkdir(exist_ok=True)
+        for entry in {e for e in entries if len(e) == 2}:
+            (site / Path(*entry)).symlink_to(source / Path(*entry))
+    for dist in dists:
+        for point in dist.entry_points.select(group="console_scripts"):
+            head = point.attr.split(".")[0]
+            script = prefix / "bin" / point.name
+            script.write_text(
+                f"#!{prefix / 'bin' / 'python'}\nimport sys\nfrom {point.module} import {head}\n"
+                f"sys.exit({point.attr}())\n"
+            )
+            script.chmod(0o755)
+
+
 def torch_image() -> ImageVenv:
-    """A user's PyTorch image (pytorch/pytorch): Python, pip and torch, no cube-jupyter."""
-    return cached_venv("torch", [TORCH], lambda prefix: _pip(ImageVenv(prefix), "install", TORCH))
+    """A user's PyTorch image (pytorch/pytorch): Python, pip and torch, no cube-jupyter. Its torch is
+    the one this checkout's venv has from the same pin (the `examples` extra): exactly the
+    distributions `pip install torch` brings, linked in, so the image costs no second download of
+    several GB, nor the disk for it."""
+    dists = requirement_closure(TORCH)
+    recipe = [TORCH, *sorted(f"{d.metadata['Name']}=={d.version}" for d in dists)]
+    return cached_venv("torch", recipe, lambda prefix: link_distributions(prefix, dists))
 
 
 def workbench_image() -> ImageVenv:
