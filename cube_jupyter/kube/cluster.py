@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from kubernetes.client import ApiClient
 
@@ -30,6 +31,7 @@ EVENT_SELECTOR = "type=Warning"
 
 Keep = Callable[[Obj], bool]
 InformerKey = tuple[str, str, str | None, str | None]  # apiVersion, kind, label and field selector
+Shared = TypeVar("Shared")
 
 
 class Cluster:
@@ -48,6 +50,7 @@ class Cluster:
         self._informers: dict[InformerKey, Informer] = {}
         self._keeps: dict[InformerKey, list[Keep] | None] = {}
         self._served: dict[str, frozenset[tuple[str, str]]] = {}  # group version → its kinds
+        self._shared: dict[type[Any], Any] = {}
 
     # -- the registry ------------------------------------------------------------------------------
 
@@ -93,6 +96,14 @@ class Cluster:
                 keeps.append(keep)
         informer.add_indexers(indexers or {})
         return informer
+
+    def shared(self, kind: type[Shared], make: Callable[[], Shared]) -> Shared:
+        """The cluster's one `kind` (made by `make` when first asked): a reader besides the informers
+        that features share, such as Kueue's queue positions."""
+        if kind not in self._shared:
+            self._shared[kind] = make()
+        found: Shared = self._shared[kind]
+        return found
 
     def _keep_any(self, key: InformerKey) -> Keep:
         def keep(obj: Obj) -> bool:

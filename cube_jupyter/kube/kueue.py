@@ -4,16 +4,26 @@ jobs and steps show `Queued` with Kueue's own reason (quota, preempted, inadmiss
 Kueue makes one Workload per job it manages (owned by the job: a TrainJob, PyTorchJob, batch Job...)
 or per pod group (owned by the pods: a notebook server's StatefulSet pod, a pipeline step's pod), and
 keeps the job suspended, or the pods scheduling-gated, until the Workload is admitted.
+
+Where a pending Workload stands in its ClusterQueue only Kueue's visibility API says (an aggregated
+API, `visibility.kueue.x-k8s.io`, asked per LocalQueue): `QueuePositions` asks it in the background,
+at most every few seconds per queue, so a status read never waits on it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
+from cube_jupyter.errors import CubeError
 from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.kube.discovery import ServedApis
 from cube_jupyter.kube.informer import Informer
-from cube_jupyter.kube.objects import Obj, labels_of, namespace_of, uid_of
+from cube_jupyter.kube.objects import Obj, labels_of, name_of, namespace_of, uid_of
 from cube_jupyter.kube.resources import ResourceType, register_resource_type
 from cube_jupyter.queues import QUEUE_LABEL
 
@@ -26,15 +36,24 @@ for _resource in WORKLOADS.values():
     register_resource_type(_resource)
 GROUP_VERSIONS = tuple(resource.api_version for resource in WORKLOADS.values())
 ADMISSION_GATE = "kueue.x-k8s.io/admission"  # the scheduling gate on a queued pod
+VISIBILITY = "visibility.kueue.x-k8s.io/v1beta2"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Admission:
-    """A workload's place with Kueue: admitted or not, its LocalQueue, and why it waits."""
+    """A workload's place with Kueue: admitted or not, its LocalQueue, why it waits, and its place
+    in its ClusterQueue (from 1) where Kueue's visibility API has said."""
 
     admitted: bool
     queue: str
     reason: str
+    position: int | None = None
+
+    @property
+    def place(self) -> str:
+        """`#2: reason`, or the reason alone while the place is not known."""
+        return f"#{self.position}: {self.reason}" if self.position else self.reason
 
 
 def index_owner_uid(workload: Obj) -> list[str]:
@@ -42,11 +61,115 @@ def index_owner_uid(workload: Obj) -> list[str]:
     return [ref["uid"] for ref in workload.get("metadata", {}).get("ownerReferences") or [] if ref.get("uid")]
 
 
-def follow_workloads(cluster: Cluster, served: ServedApis) -> Informer | None:
-    """The cluster's one Workload informer (indexed by owner uid), when it serves Kueue; else None."""
+class PathReader(Protocol):
+    """What `QueuePositions` asks through: the shared KubeClient's plain GET."""
+
+    def get_path(self, path: str, action: str) -> dict[str, Any]: ...
+
+
+class QueuePositions:
+    """Each pending Workload's place in its ClusterQueue, as Kueue's visibility API lists a
+    LocalQueue's pending workloads. A read returns what was last heard (None before) and, when that
+    is older than `refresh_seconds`, asks again in the background; where the API is not served or
+    not allowed, it is asked again only after `retry_seconds`."""
+
+    def __init__(
+        self,
+        client: PathReader,
+        *,
+        refresh_seconds: float = 3.0,
+        retry_seconds: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        spawn: Callable[[Callable[[], None]], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.refresh_seconds, self.retry_seconds = refresh_seconds, retry_seconds
+        self.clock = clock
+        self.spawn = spawn or _in_thread
+        self._lock = threading.Lock()
+        self._places: dict[tuple[str, str], dict[str, int]] = {}  # (namespace, queue) → name → place
+        self._asked: dict[tuple[str, str], float] = {}
+        self._asking: set[tuple[str, str]] = set()
+        self._unserved_until = float("-inf")
+
+    def position(self, namespace: str, queue: str, workload: str) -> int | None:
+        key, now = (namespace, queue), self.clock()
+        with self._lock:
+            known = self._places.get(key, {}).get(workload)
+            due = (
+                key not in self._asking
+                and now >= self._unserved_until
+                and now - self._asked.get(key, float("-inf")) >= self.refresh_seconds
+            )
+            if due:
+                self._asking.add(key)
+                self._asked[key] = now
+        if due:
+            self.spawn(lambda: self.refresh(namespace, queue))
+        return known
+
+    def refresh(self, namespace: str, queue: str) -> None:
+        """Ask Kueue for the LocalQueue's pending workloads, with their places in the ClusterQueue."""
+        path = f"/apis/{VISIBILITY}/namespaces/{namespace}/localqueues/{queue}/pendingworkloads"
+        places: dict[str, int] | None = None
+        try:
+            found = self.client.get_path(path, f"read LocalQueue {namespace}/{queue}'s pending workloads")
+            items = found.get("items") or []
+            places = {name_of(item): int(item.get("positionInClusterQueue", 0)) + 1 for item in items}
+        except CubeError as exc:  # not served (no visibility server), not allowed, or down
+            log.info("Kueue's visibility API gave no queue positions: %s", exc)
+        with self._lock:
+            self._asking.discard((namespace, queue))
+            if places is None:
+                self._unserved_until = self.clock() + self.retry_seconds
+            else:
+                self._places[(namespace, queue)] = places
+
+
+def _in_thread(work: Callable[[], None]) -> None:
+    threading.Thread(target=work, name="kueue-positions", daemon=True).start()
+
+
+class KueueWorkloads:
+    """Kueue's Workloads as the workbench reads them: the cluster's one Workload informer (indexed by
+    owner uid) and the places Kueue's visibility API gives the pending ones."""
+
+    def __init__(self, informer: Informer, positions: QueuePositions) -> None:
+        self.informer, self.positions = informer, positions
+
+    def of_owner(self, owner: Obj) -> Admission | None:
+        """A job's admission (None while Kueue has made no Workload for it)."""
+        found = self.informer.by_index("owner", uid_of(owner))
+        return self.admission(found[0]) if found else None
+
+    def admission(self, workload: Obj) -> Admission:
+        """`admission`, with the place of one not admitted."""
+        state = admission(workload)
+        if state.admitted or not state.queue:
+            return state
+        where = self.positions.position(namespace_of(workload), state.queue, name_of(workload))
+        return replace(state, position=where)
+
+    def of_pod(self, pod: Obj) -> Admission:
+        """Why Kueue holds a gated pod back (a server's, a pipeline step's): its Workload's words, with
+        the LocalQueue, and its place."""
+        queue = labels_of(pod).get(QUEUE_LABEL, "")
+        found = self.informer.by_index("owner", uid_of(pod))
+        if not found:
+            return Admission(False, queue, f"waiting for Kueue to take it into LocalQueue {queue}")
+        state = self.admission(found[0])
+        return replace(state, reason=f"{state.reason} (LocalQueue {state.queue or queue})")
+
+
+def follow_workloads(cluster: Cluster, served: ServedApis) -> KueueWorkloads | None:
+    """The cluster's one Workload informer and queue positions, when it serves Kueue; else None."""
     for resource in WORKLOADS.values():
         if served.serves(resource.api_version, resource.kind):
-            return cluster.informer(resource.api_version, resource.kind, indexers={"owner": index_owner_uid})
+            informer = cluster.informer(
+                resource.api_version, resource.kind, indexers={"owner": index_owner_uid}
+            )
+            positions = cluster.shared(QueuePositions, lambda: QueuePositions(cluster.client))
+            return KueueWorkloads(informer, positions)
     return None
 
 
@@ -73,17 +196,6 @@ def _reason(condition: Obj, default: str) -> str:
     """Kueue's reason and message: 'Preempted: ...', or the message alone for a plain Pending."""
     reason, message = condition.get("reason") or "", condition.get("message") or default
     return message if reason in ("", "Pending") else f"{reason}: {message}"
-
-
-def pod_reason(pod: Obj, workloads: Informer | None) -> str:
-    """Why Kueue holds a gated pod back (a server's, a pipeline step's): its Workload's words, with
-    the LocalQueue."""
-    queue = labels_of(pod).get(QUEUE_LABEL, "")
-    found = workloads.by_index("owner", uid_of(pod)) if workloads is not None else []
-    if not found:
-        return f"waiting for Kueue to take it into LocalQueue {queue}"
-    state = admission(found[0])
-    return f"{state.reason} (LocalQueue {state.queue or queue})"
 
 
 def is_gated(pod: Obj) -> bool:

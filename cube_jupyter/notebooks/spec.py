@@ -149,8 +149,9 @@ class NotebookServer:
 
     @property
     def queue_place(self) -> str:
-        """A queued server's place and why it waits (`#2: waiting for 1 GPU: 0 of 2 free`; Kueue gives
-        no place), '' for any other; what the CLI, the router's 503 and the panel say."""
+        """A queued server's place and why it waits (`#2: waiting for 1 GPU: 0 of 2 free`; on a cluster,
+        its place in Kueue's ClusterQueue), '' for any other: what the CLI, the router's 503 and the
+        panel say."""
         if self.status != ServerStatus.QUEUED:
             return ""
         where = f"#{self.queue_position}" if self.queue_position else ""

@@ -57,6 +57,7 @@ ARGO_NAMESPACE = "argo"
 TRAINER, JOBSET = "trainer-controller-manager", "jobset"
 # Kueue's controller manager: built with the plane (tools/kueue pins it); started by `start_kueue`.
 KUEUE = "kueue"
+FRONT_PROXY_CLIENT = "front-proxy-client"
 KUEUE_MODULE = "sigs.k8s.io/kueue"
 KUEUE_NAMESPACE = "kueue-system"
 # The names Kueue's certificate rotator derives its Secret's, its certificate's and its webhook
@@ -272,8 +273,9 @@ def _pem_certificate(certificate: x509.Certificate) -> bytes:
 
 
 def write_pki(folder: Path) -> None:
-    """A CA, the API server's serving certificate (loopback and in-cluster names) signed by it, and
-    the service-account signing key pair."""
+    """A CA, the API server's serving certificate (loopback and in-cluster names) signed by it, the
+    service-account signing key pair, and the front proxy's CA and client certificate (what the API
+    server shows an aggregated API server, Kueue's visibility server, when it passes a request on)."""
     folder.mkdir(parents=True, exist_ok=True)
     ca_key = _key()
     ca = _certificate("cube-jupyter-test-ca", ca_key)
@@ -294,7 +296,13 @@ def write_pki(folder: Path) -> None:
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
     )
-    for private in ("apiserver.key", "sa.key"):
+    proxy_ca_key, proxy_key = _key(), _key()
+    proxy_ca = _certificate("front-proxy-ca", proxy_ca_key)
+    proxy = _certificate(FRONT_PROXY_CLIENT, proxy_key, issuer=(proxy_ca, proxy_ca_key))
+    (folder / "front-proxy-ca.crt").write_bytes(_pem_certificate(proxy_ca))
+    (folder / "front-proxy-client.crt").write_bytes(_pem_certificate(proxy))
+    (folder / "front-proxy-client.key").write_bytes(_pem_key(proxy_key))
+    for private in ("apiserver.key", "sa.key", "front-proxy-client.key"):
         (folder / private).chmod(0o600)
 
 
@@ -374,6 +382,14 @@ def _arguments(state: State, bin_dir: Path) -> dict[str, list[str]]:
             f"--audit-log-path={d / AUDIT_LOG}",
             "--audit-log-format=json",
             "--audit-log-mode=blocking",
+            # the aggregation layer: who the API server says it is to an aggregated API server
+            f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+            f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+            f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
         ],
         "kube-controller-manager": [
             str(bin_dir / "kube-controller-manager"),
@@ -620,13 +636,19 @@ def start_kueue(state: State) -> None:
     Kueue reads its metrics server's certificate from a fixed path (/etc/kueue) unless it manages
     its certificates itself, so it does: its rotator finds in its Secret a CA and a serving
     certificate made here, for loopback as well as its Service's name, keeps them, and injects the CA
-    into the webhook configurations and CRDs it names."""
+    into the webhook configurations and CRDs it names.
+
+    Its visibility server (the `visibility.kueue.x-k8s.io` API: a pending workload's position) runs
+    on a free port on loopback, registered as an APIService whose Service is an ExternalName
+    `localhost` (the aggregator routes to it as it would to a Service's cluster IP; no kube-proxy is
+    needed). As in its image, Kueue writes that server's self-signed certificate under /visibility
+    (a fixed path; the APIService skips TLS verification, as Kueue's own manifest does)."""
     bin_dir = binaries(DEFAULT_DIR)
     module = _module_dir("kueue", KUEUE_MODULE)
     directory = Path(state.directory)
     certs = directory / "kueue-certs"  # where a pod would mount the Secret
     secret = _kueue_certificates(certs)
-    ca, port = secret["ca.crt"], free_port()
+    ca, port, visibility_port = secret["ca.crt"], free_port(), free_port()
     system = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KUEUE_NAMESPACE}},
         {
@@ -660,14 +682,50 @@ def start_kueue(state: State) -> None:
             "webhookSecretName": KUEUE_SECRET,
         },
         **LOCAL_MANAGER,
-        "featureGates": {"VisibilityOnDemand": False},  # its API server would listen on a fixed port
+        "visibilityServer": {"bindAddress": "127.0.0.1", "bindPort": visibility_port},
         "managedJobsNamespaceSelector": {"matchLabels": KUEUE_MANAGED},
         "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
     }
     (directory / "kueue.yaml").write_text(yaml.safe_dump(config))
     state.pids[KUEUE] = _start(KUEUE, _arguments(state, bin_dir)[KUEUE], directory / "logs")
     _wait(f"{KUEUE}'s webhook server", functools.partial(_listening, port), state)
+    visibility = _kueue_visibility_api(visibility_port)
+    _kubectl(state, bin_dir, "apply", "-f", "-", stdin=yaml.safe_dump_all(visibility))
+    _wait(
+        f"{KUEUE}'s visibility API",
+        lambda: _get(f"{state.server}/apis/{VISIBILITY_GROUP}/v1beta2", state)[0] == 200,
+        state,
+    )
     _save(directory.parent, state)
+
+
+VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
+
+
+def _kueue_visibility_api(port: int) -> list[dict[str, Any]]:
+    """Kueue's visibility APIService, served by its visibility server on loopback `port`."""
+    service = "visibility-server"
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": service, "namespace": KUEUE_NAMESPACE},
+            "spec": {"type": "ExternalName", "externalName": "localhost"},
+        },
+        {
+            "apiVersion": "apiregistration.k8s.io/v1",
+            "kind": "APIService",
+            "metadata": {"name": f"v1beta2.{VISIBILITY_GROUP}"},
+            "spec": {
+                "group": VISIBILITY_GROUP,
+                "version": "v1beta2",
+                "groupPriorityMinimum": 100,
+                "versionPriority": 100,
+                "insecureSkipTLSVerify": True,
+                "service": {"name": service, "namespace": KUEUE_NAMESPACE, "port": port},
+            },
+        },
+    ]
 
 
 def _kueue_certificates(certs: Path) -> dict[str, str]:

@@ -2,8 +2,9 @@
 Kueue's own controller (`kueue` fixture) and the workbench's ServiceAccount: what the backends create
 carries the LocalQueue label, Kueue holds it back while the ClusterQueue's GPU quota is short, and the
 user sees `queued` / `Queued` with Kueue's own reason, read from its Workload through the workbench's
-informer; when the quota frees, the same objects are admitted and run. No emulation: the Workload,
-its conditions and the scheduling gate are Kueue's."""
+informer, and its place in the ClusterQueue from Kueue's visibility API (an aggregated API, through
+the API server); when the quota frees, the same objects are admitted and run. No emulation: the
+Workload, its conditions, the scheduling gate and the places are Kueue's."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import ServerStatus
-from tests.cluster.conftest import USERS, Kubectl, api_client, kueue_queue
+from tests.cluster.conftest import USERS, Kubectl, api_client, kueue_queue, service_account_kubeconfig
 from tests.cluster.controlplane import GPU_RESOURCE, State
 from tests.cluster.servers import eventually
 from tests.kubernetes.conftest import make_settings
@@ -53,9 +54,11 @@ def queued_settings(queue: str) -> Settings:
 
 
 def test_a_server_and_a_trainjob_wait_for_gpu_quota_showing_kueues_reason_then_run(
-    one_gpu_queue: str, workbench_kubeconfig: Path
+    one_gpu_queue: str, workbench_kubeconfig: Path, kueue: State, tmp_path: Path
 ) -> None:
     settings = queued_settings(one_gpu_queue)
+    # alice's own server (the user role, her namespace's default-editor token) sees the same places
+    as_alice = service_account_kubeconfig(kueue, NAMESPACE, "default-editor", tmp_path / "kubeconfig")
 
     async def scenario() -> None:
         cluster = Cluster(settings, api_client(workbench_kubeconfig))
@@ -83,6 +86,12 @@ def test_a_server_and_a_trainjob_wait_for_gpu_quota_showing_kueues_reason_then_r
             )
             assert f"LocalQueue {one_gpu_queue}" in (second.queue_reason or "")
             assert second.gpus_held == 0  # waiting, it holds nothing
+            second = await eventually(
+                "the second server's place in the ClusterQueue, from Kueue's visibility API",
+                lambda: notebooks.get_server(ALICE, "second"),
+                lambda s: s.queue_position is not None,
+            )
+            assert second.queue_position == 1 and second.queue_place.startswith("#1: ")
 
             job = await jobs.submit("training", _trainjob_spec())
             assert job.name == "ddp"
@@ -92,8 +101,14 @@ def test_a_server_and_a_trainjob_wait_for_gpu_quota_showing_kueues_reason_then_r
                 lambda j: j.phase == "Queued" and j.queue is not None and SHORT in j.queue.reason,
             )
             assert queued.queue is not None and queued.queue.queue == one_gpu_queue
-            assert queued.queue.position is None  # Kueue's visibility API is not asked
+            queued = await eventually(
+                "the TrainJob's place: behind the server queued before it",
+                lambda: jobs.get(ALICE, "ddp"),
+                lambda j: j.queue is not None and j.queue.position is not None,
+            )
+            assert queued.queue is not None and queued.queue.position == 2
             assert [j.name for j in jobs.list(ALICE) if j.queue is not None] == ["ddp"]
+            assert await _place_seen_by_alices_server(as_alice, one_gpu_queue) == 2
 
             await notebooks.delete_server(ALICE, "first")
             await eventually(
@@ -114,6 +129,28 @@ def test_a_server_and_a_trainjob_wait_for_gpu_quota_showing_kueues_reason_then_r
             await cluster.close()
 
     asyncio.run(scenario())
+
+
+async def _place_seen_by_alices_server(kubeconfig: Path, queue: str) -> int | None:
+    """The TrainJob's place as alice's own server's extension reads it, with her token."""
+    settings = make_settings(
+        {"role": "user", "default_user": ALICE, "namespace": NAMESPACE},
+        jobs={"training_api": "trainer-v2"},
+        queues={"queues": {"training": queue}},
+    )
+    cluster = Cluster(settings, api_client(kubeconfig))
+    jobs = KubernetesJobBackend(settings.jobs, cluster, sync_timeout=60)
+    try:
+        await jobs.start(supervise=False)
+        job = await eventually(
+            "the TrainJob's place, read with alice's token",
+            lambda: jobs.get(ALICE, "ddp"),
+            lambda j: j.queue is not None and j.queue.position is not None,
+        )
+        return job.queue.position if job.queue else None
+    finally:
+        await jobs.close()
+        await cluster.close()
 
 
 def _trainjob_spec() -> TrainingSpec:

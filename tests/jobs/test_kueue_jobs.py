@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from cube_jupyter.errors import InvalidInput
+from cube_jupyter.errors import BackendUnavailable, InvalidInput
 from cube_jupyter.jobs.kubernetes.status import trainjob_job, with_admission
 from cube_jupyter.jobs.render import render_job
-from cube_jupyter.kube.kueue import admission
+from cube_jupyter.kube.kueue import QueuePositions, admission
 from cube_jupyter.queues import PRIORITY_LABEL, QUEUE_LABEL
 from tests.jobs.helpers import make_config, substitute_trial_parameters
 from tests.k8s_schemas import validate_object
@@ -138,13 +138,13 @@ def test_a_suspended_trainjob_is_queued_then_admitted_then_running() -> None:
     obj = rendered("training", TRAINING)
     obj["metadata"]["uid"] = "uid-1"
     job = trainjob_job(obj, [], ("nvidia.com/gpu",))
-    queued = with_admission(job, obj, workload(PENDING))
+    queued = with_admission(job, obj, admission(workload(PENDING)))
     assert queued.phase == "Queued" and queued.queue is not None
     assert queued.queue.queue == "gpu-jobs" and queued.queue.position is None
     assert "2 more needed" in queued.queue.reason
     not_seen = with_admission(job, obj, None)
     assert not_seen.phase == "Queued" and "gpu-jobs" in not_seen.queue.reason  # type: ignore[union-attr]
-    admitted = workload(ADMITTED)
+    admitted = admission(workload(ADMITTED))
     assert with_admission(job, obj, admitted).phase == "Admitted"
     running_pod = {
         "metadata": {
@@ -159,3 +159,60 @@ def test_a_suspended_trainjob_is_queued_then_admitted_then_running() -> None:
     }
     running = trainjob_job(obj, [running_pod], ("nvidia.com/gpu",))
     assert with_admission(running, obj, admitted).phase == "Running"
+
+
+class VisibilityApi:
+    """Kueue's visibility API as `QueuePositions` asks it (`get_path`): each LocalQueue's pending
+    workloads with their 0-based places in the ClusterQueue, or an error while it is not served."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, list[str]] = {}  # queue → workload names in the ClusterQueue's order
+        self.served = True
+        self.asked: list[str] = []
+
+    def get_path(self, path: str, action: str) -> dict[str, Any]:
+        self.asked.append(path)
+        if not self.served:
+            raise BackendUnavailable(f"cannot {action}: the server could not find the requested resource")
+        queue = path.split("/localqueues/")[1].split("/")[0]
+        items = [
+            {"metadata": {"name": name}, "positionInClusterQueue": place, "positionInLocalQueue": place}
+            for place, name in enumerate(self.pending.get(queue, []))
+        ]
+        return {"items": items}
+
+
+def test_queue_places_are_asked_in_the_background_at_most_every_refresh_and_count_from_one() -> None:
+    api, now, work = VisibilityApi(), [0.0], []
+    places = QueuePositions(api, refresh_seconds=3, retry_seconds=60, clock=lambda: now[0], spawn=work.append)
+    api.pending["gpu-jobs"] = ["wl-a", "wl-b"]
+    assert places.position("alice", "gpu-jobs", "wl-b") is None  # not heard yet: asked, not waited on
+    assert places.position("alice", "gpu-jobs", "wl-b") is None and len(work) == 1  # one ask in flight
+    work.pop()()
+    assert places.position("alice", "gpu-jobs", "wl-b") == 2 and not work  # fresh: not asked again
+    api.pending["gpu-jobs"] = ["wl-b"]  # wl-a admitted
+    now[0] = 3.0
+    assert places.position("alice", "gpu-jobs", "wl-b") == 2 and len(work) == 1  # stale: the last heard
+    work.pop()()
+    assert places.position("alice", "gpu-jobs", "wl-b") == 1
+    assert places.position("alice", "gpu-jobs", "wl-a") is None  # no longer pending
+    assert (
+        api.asked
+        == ["/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/alice/localqueues/gpu-jobs/pendingworkloads"]
+        * 2
+    )
+
+
+def test_without_kueues_visibility_api_places_are_unknown_and_asked_again_only_after_a_while() -> None:
+    api, now, work = VisibilityApi(), [0.0], []
+    places = QueuePositions(api, refresh_seconds=3, retry_seconds=60, clock=lambda: now[0], spawn=work.append)
+    api.served = False
+    places.position("alice", "gpu-jobs", "wl-a")
+    work.pop()()
+    now[0] = 30.0
+    assert places.position("bob", "other", "wl-c") is None and not work  # not asked while it is not served
+    api.served, api.pending["other"] = True, ["wl-c"]
+    now[0] = 60.0
+    places.position("bob", "other", "wl-c")
+    work.pop()()
+    assert places.position("bob", "other", "wl-c") == 1

@@ -70,7 +70,6 @@ from cube_jupyter.kube.objects import (
     name_of,
     owner_of,
     qualified_name,
-    uid_of,
 )
 from cube_jupyter.queues import QUEUE_LABEL
 
@@ -103,14 +102,15 @@ class KubernetesJobBackend:
         self.served: ServedApis | None = None  # what the cluster serves, once start() asked
         self.kinds: dict[str, Informer] = {}  # the job kinds it serves: TrainJob, PyTorchJob, ...
         self.trials: Informer | None = None
-        self.workloads: Informer | None = None  # Kueue's, when the cluster serves them
+        self.workloads: kueue.KueueWorkloads | None = None  # Kueue's, when the cluster serves them
         # The replica, node, trial and predictor pods: the one pod cache of the cluster.
         self.pods = self.cluster.pods({"owner": index_pod_owner})
         self.user_namespaces = UserNamespaces(settings, self.cluster)
 
     @property
     def informers(self) -> list[Informer]:
-        extra = [i for i in (self.trials, self.workloads) if i is not None]
+        workloads = self.workloads.informer if self.workloads else None
+        extra = [i for i in (self.trials, workloads) if i is not None]
         return [*self.kinds.values(), *extra, self.pods, *self.user_namespaces.informers]
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -199,7 +199,7 @@ class KubernetesJobBackend:
         job = self._operator_job(obj)
         if self.workloads is None:
             return job
-        return with_admission(job, obj, next(iter(self.workloads.by_index("owner", uid_of(obj))), None))
+        return with_admission(job, obj, self.workloads.of_owner(obj))
 
     def _operator_job(self, obj: Obj) -> Job:
         kind = obj.get("kind") or ""

@@ -15,7 +15,7 @@ from cube_jupyter.fields import parse_timestamp
 from cube_jupyter.jobs.model import Condition, Job, JobKind, QueuePlace, Replica, Trial
 from cube_jupyter.jobs.render.pods import SPEC_ANNOTATION
 from cube_jupyter.jobs.render.trainjob import NODE
-from cube_jupyter.kube.kueue import Admission, admission
+from cube_jupyter.kube.kueue import Admission
 from cube_jupyter.kube.objects import (
     Obj,
     annotations_of,
@@ -369,19 +369,19 @@ def spec_annotation(obj: Obj) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {}
 
 
-def with_admission(job: Job, obj: Obj, workload: Obj | None) -> Job:
-    """A job on a Kueue queue as Kueue has it: `Queued` (with its LocalQueue and Kueue's reason) until
-    its Workload is admitted, then `Admitted` until a replica starts. Queued, it holds nothing: its
-    `gpus` are what it asks for, counted toward nothing (`JobBackend` leaves queued jobs out)."""
+def with_admission(job: Job, obj: Obj, state: Admission | None) -> Job:
+    """A job on a Kueue queue as Kueue has it (`state`, of its Workload): `Queued` (with its
+    LocalQueue, Kueue's reason and its place) until admitted, then `Admitted` until a replica starts.
+    Queued, it holds nothing: its `gpus` are what it asks for, counted toward nothing (`JobBackend`
+    leaves queued jobs out)."""
     queue = labels_of(obj).get(QUEUE_LABEL)
     if not queue or job.finished or job.phase == "Deleting":
         return job
-    if workload is None:  # Kueue has not made its Workload yet (or is not running)
+    if state is None:  # Kueue has not made its Workload yet (or is not running)
         state = Admission(False, queue, f"waiting for Kueue to take it into LocalQueue {queue}")
-    else:
-        state = admission(workload)
     if not state.admitted:
-        return replace(job, phase="Queued", queue=QueuePlace(None, state.reason, state.queue or queue))
+        place = QueuePlace(state.position, state.reason, state.queue or queue)
+        return replace(job, phase="Queued", queue=place)
     if job.phase == "Created" and all(r.state == "Pending" for r in job.replicas):
         return replace(job, phase="Admitted")
     return job

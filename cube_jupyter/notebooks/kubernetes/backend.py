@@ -24,7 +24,6 @@ from cube_jupyter.kube import kueue
 from cube_jupyter.kube.client import ApiNotFound, resource_type
 from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.kube.discovery import missing_crd
-from cube_jupyter.kube.informer import Informer
 from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL, USER_LABEL
 from cube_jupyter.kube.namespaces import UserNamespaces, is_missing_namespace, missing_namespace
 from cube_jupyter.kube.objects import (
@@ -158,7 +157,7 @@ class KubernetesNotebookBackend:
         self.events = self.cluster.events({"object": _index_event_object}, keep=_event_filter(settings))
         self.user_namespaces = UserNamespaces(settings, self.cluster)
         self.informers = [self.workloads, self.pods, self.events, *self.user_namespaces.informers]
-        self.kueue_workloads: Informer | None = None  # Kueue's Workloads, when the cluster serves them
+        self.kueue_workloads: kueue.KueueWorkloads | None = None  # Kueue's, when the cluster serves them
         self.culler = IdleCuller(
             settings, self.client, self.workload_api_version, self.resource_kind, self.running_servers
         )
@@ -186,8 +185,8 @@ class KubernetesNotebookBackend:
         instead of after the informers' retries run out on the API server's 404."""
         served = await self.cluster.discover([self.workload_api_version, *kueue.GROUP_VERSIONS])
         self.kueue_workloads = kueue.follow_workloads(self.cluster, served)
-        if self.kueue_workloads is not None and self.kueue_workloads not in self.informers:
-            self.informers.append(self.kueue_workloads)
+        if self.kueue_workloads is not None and self.kueue_workloads.informer not in self.informers:
+            self.informers.append(self.kueue_workloads.informer)
         if not served.serves(self.workload_api_version, self.resource_kind):
             raise BackendUnavailable(
                 f"CubeSpawner.resource_kind = {self.resource_kind!r}: "
@@ -450,6 +449,7 @@ class KubernetesNotebookBackend:
         pod = self._pod_for(namespace, name)
         status, reason = self._status(obj, pod)
         queued = status == ServerStatus.QUEUED
+        held = self.kueue_workloads.of_pod(pod) if queued and pod and self.kueue_workloads else None
         return NotebookServer(
             user=owner_of(obj) or labels_of(obj).get(USER_LABEL, ""),
             name=name,
@@ -462,6 +462,7 @@ class KubernetesNotebookBackend:
             reason=reason,
             last_activity=annotations.get(LAST_ACTIVITY_ANNOTATION) or None,
             namespace=namespace,
+            queue_position=held.position if held else None,
             queue_reason=reason if queued else None,
         )
 
@@ -485,7 +486,8 @@ class KubernetesNotebookBackend:
         if is_deleting(pod):
             return ServerStatus.PENDING, "the previous pod is shutting down"
         if kueue.is_gated(pod):
-            return ServerStatus.QUEUED, kueue.pod_reason(pod, self.kueue_workloads)
+            held = self.kueue_workloads.of_pod(pod).reason if self.kueue_workloads else "held by Kueue"
+            return ServerStatus.QUEUED, held
         state = pod_state(pod)
         if state.ready:
             return ServerStatus.RUNNING, None

@@ -20,7 +20,6 @@ from cube_jupyter.kube import kueue
 from cube_jupyter.kube.client import ApiNotFound
 from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.kube.discovery import missing_crd
-from cube_jupyter.kube.informer import Informer
 from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL
 from cube_jupyter.kube.namespaces import (
     UserNamespaces,
@@ -131,7 +130,7 @@ class ClusterPipelineRuns:
         self.user_namespaces = UserNamespaces(settings, self.cluster)
         # Step pods and Kueue's Workloads (when served): why a step Kueue gates waits.
         self.pods = self.cluster.pods({"run-step": _index_run_step})
-        self.kueue_workloads: Informer | None = None
+        self.kueue_workloads: kueue.KueueWorkloads | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -145,7 +144,7 @@ class ClusterPipelineRuns:
                     f"cluster pipeline runs need Argo Workflows: {missing_crd(API_VERSION, KIND)}"
                 )
             self.kueue_workloads = kueue.follow_workloads(self.cluster, served)
-            queueing = [self.pods, self.kueue_workloads] if self.kueue_workloads is not None else []
+            queueing = [self.pods, self.kueue_workloads.informer] if self.kueue_workloads is not None else []
             await self.cluster.start(
                 [self.workflows, *queueing, *self.user_namespaces.informers],
                 self.sync_timeout,
@@ -184,9 +183,8 @@ class ClusterPipelineRuns:
             pods = self.pods.by_index("run-step", f"{run.namespace}/{run.run_id}/{name}")
             gated = [pod for pod in pods if kueue.is_gated(pod)]
             if gated:
-                steps[name] = replace(
-                    state, status="queued", message=kueue.pod_reason(gated[0], self.kueue_workloads)
-                )
+                place = self.kueue_workloads.of_pod(gated[0]).place
+                steps[name] = replace(state, status="queued", message=place)
         return replace(run, steps=steps)
 
     def status(self, user: str, run_id: str) -> dict[str, str]:
