@@ -60,7 +60,8 @@ class Workbench:
     `multi_user` whether a trusted header names many callers; `kernels` lists the server's own kernels
     (for the GPU report); `pool_size` bounds the local pipeline workers; `cluster_runs` offers the
     cluster target for pipeline runs (kubernetes backend); `cluster` is a connection to use instead of
-    the one the settings name (the tests' API server)."""
+    the one the settings name (the tests' API server); `one_command` says the process runs one CLI
+    command (the cluster reads inline what a server reads in the background)."""
 
     def __init__(
         self,
@@ -73,8 +74,10 @@ class Workbench:
         pool_size: int | None = None,
         cluster_runs: bool = True,
         cluster: Cluster | None = None,
+        one_command: bool = False,
     ) -> None:
         self.settings = settings
+        self.one_command = one_command
         self._cluster = cluster
         self.root_dir = root_dir
         self.base_url = base_url
@@ -96,7 +99,7 @@ class Workbench:
             return self._cluster
         from cube_jupyter.kube.cluster import Cluster
 
-        return Cluster(self.settings)
+        return Cluster(self.settings, one_command=self.one_command)
 
     @cached_property
     def ledger(self) -> GpuLedger:
@@ -341,7 +344,7 @@ class Workbench:
 @contextlib.asynccontextmanager
 async def open_workbench(settings: Settings, **options: Any) -> AsyncIterator[Workbench]:
     """A `Workbench` for one command, closed when it is done."""
-    workbench = Workbench(settings, **options)
+    workbench = Workbench(settings, one_command=True, **options)
     try:
         yield workbench
     finally:

@@ -11,6 +11,7 @@ ones cost nothing) and all stop together when the cluster is closed.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -43,8 +44,10 @@ class Cluster:
         api_client: ApiClient | None = None,
         *,
         watch_timeout_seconds: int = 300,
+        one_command: bool = False,
     ) -> None:
         self.settings = settings
+        self.one_command = one_command
         self.client = KubeClient(api_client if api_client is not None else make_api_client(settings))
         self.watch_timeout_seconds = watch_timeout_seconds
         self._informers: dict[InformerKey, Informer] = {}
@@ -96,6 +99,14 @@ class Cluster:
                 keeps.append(keep)
         informer.add_indexers(indexers or {})
         return informer
+
+    def in_background(self, work: Callable[[], None]) -> None:
+        """Run `work`, a read besides the informers (Kueue's queue places), on its own thread; inline
+        for one command (the CLI), which would otherwise exit before it came back."""
+        if self.one_command:
+            work()
+        else:
+            threading.Thread(target=work, name="cube-cluster-read", daemon=True).start()
 
     def shared(self, kind: type[Shared], make: Callable[[], Shared]) -> Shared:
         """The cluster's one `kind` (made by `make` when first asked): a reader besides the informers

@@ -76,16 +76,16 @@ class QueuePositions:
     def __init__(
         self,
         client: PathReader,
+        spawn: Callable[[Callable[[], None]], None],
         *,
         refresh_seconds: float = 3.0,
         retry_seconds: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
-        spawn: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
-        self.client = client
+        """`spawn` runs an ask: on a thread in a server, inline in a one-shot command."""
+        self.client, self.spawn = client, spawn
         self.refresh_seconds, self.retry_seconds = refresh_seconds, retry_seconds
         self.clock = clock
-        self.spawn = spawn or _in_thread
         self._lock = threading.Lock()
         self._places: dict[tuple[str, str], dict[str, int]] = {}  # (namespace, queue) → name → place
         self._asked: dict[tuple[str, str], float] = {}
@@ -104,9 +104,11 @@ class QueuePositions:
             if due:
                 self._asking.add(key)
                 self._asked[key] = now
-        if due:
-            self.spawn(lambda: self.refresh(namespace, queue))
-        return known
+        if not due:
+            return known
+        self.spawn(lambda: self.refresh(namespace, queue))
+        with self._lock:  # an ask run inline has answered already
+            return self._places.get(key, {}).get(workload)
 
     def refresh(self, namespace: str, queue: str) -> None:
         """Ask Kueue for the LocalQueue's pending workloads, with their places in the ClusterQueue."""
@@ -124,10 +126,6 @@ class QueuePositions:
                 self._unserved_until = self.clock() + self.retry_seconds
             else:
                 self._places[(namespace, queue)] = places
-
-
-def _in_thread(work: Callable[[], None]) -> None:
-    threading.Thread(target=work, name="kueue-positions", daemon=True).start()
 
 
 class KueueWorkloads:
@@ -168,7 +166,9 @@ def follow_workloads(cluster: Cluster, served: ServedApis) -> KueueWorkloads | N
             informer = cluster.informer(
                 resource.api_version, resource.kind, indexers={"owner": index_owner_uid}
             )
-            positions = cluster.shared(QueuePositions, lambda: QueuePositions(cluster.client))
+            positions = cluster.shared(
+                QueuePositions, lambda: QueuePositions(cluster.client, cluster.in_background)
+            )
             return KueueWorkloads(informer, positions)
     return None
 

@@ -9,6 +9,9 @@ Workload, its conditions, the scheduling gate and the places are Kueue's."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -109,6 +112,10 @@ def test_a_server_and_a_trainjob_wait_for_gpu_quota_showing_kueues_reason_then_r
             assert queued.queue is not None and queued.queue.position == 2
             assert [j.name for j in jobs.list(ALICE) if j.queue is not None] == ["ddp"]
             assert await _place_seen_by_alices_server(as_alice, one_gpu_queue) == 2
+            [row] = [
+                line for line in _train_list(as_alice, one_gpu_queue, tmp_path) if line.startswith("ddp ")
+            ]
+            assert f"#2 {one_gpu_queue}: " in row and SHORT in row, row
 
             await notebooks.delete_server(ALICE, "first")
             await eventually(
@@ -151,6 +158,37 @@ async def _place_seen_by_alices_server(kubeconfig: Path, queue: str) -> int | No
     finally:
         await jobs.close()
         await cluster.close()
+
+
+def _train_list(kubeconfig: Path, queue: str, folder: Path) -> list[str]:
+    """`cube-jupyter train list` in alice's notebook pod's terminal (her role, namespace and token):
+    one command, so it asks Kueue for places before it prints, not in the background."""
+    (folder / "cube_config.py").write_text(
+        'c.CubeWorkbench.backend = "kubernetes"\n'
+        f"c.CubeWorkbench.state_dir = {str(folder / 'state')!r}\n"
+        'c.CubeWorkbench.default_user = "alice@example.com"\n'
+        'c.CubeJobs.training_api = "trainer-v2"\n'
+        f"c.CubeQueues.queues = {{'training': {queue!r}}}\n"
+    )
+    environ = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        "CUBE_JUPYTER_ROLE": "user",
+        "CUBE_JUPYTER_NAMESPACE": NAMESPACE,
+    }
+    environ.pop("KUBERNETES_SERVICE_HOST", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "cube_jupyter.cli", "train", "list", "--config", "cube_config.py"],
+        cwd=folder,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.splitlines()
 
 
 def _trainjob_spec() -> TrainingSpec:

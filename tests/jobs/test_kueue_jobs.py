@@ -184,7 +184,7 @@ class VisibilityApi:
 
 def test_queue_places_are_asked_in_the_background_at_most_every_refresh_and_count_from_one() -> None:
     api, now, work = VisibilityApi(), [0.0], []
-    places = QueuePositions(api, refresh_seconds=3, retry_seconds=60, clock=lambda: now[0], spawn=work.append)
+    places = QueuePositions(api, work.append, refresh_seconds=3, retry_seconds=60, clock=lambda: now[0])
     api.pending["gpu-jobs"] = ["wl-a", "wl-b"]
     assert places.position("alice", "gpu-jobs", "wl-b") is None  # not heard yet: asked, not waited on
     assert places.position("alice", "gpu-jobs", "wl-b") is None and len(work) == 1  # one ask in flight
@@ -205,7 +205,7 @@ def test_queue_places_are_asked_in_the_background_at_most_every_refresh_and_coun
 
 def test_without_kueues_visibility_api_places_are_unknown_and_asked_again_only_after_a_while() -> None:
     api, now, work = VisibilityApi(), [0.0], []
-    places = QueuePositions(api, refresh_seconds=3, retry_seconds=60, clock=lambda: now[0], spawn=work.append)
+    places = QueuePositions(api, work.append, refresh_seconds=3, retry_seconds=60, clock=lambda: now[0])
     api.served = False
     places.position("alice", "gpu-jobs", "wl-a")
     work.pop()()
@@ -216,3 +216,10 @@ def test_without_kueues_visibility_api_places_are_unknown_and_asked_again_only_a
     places.position("bob", "other", "wl-c")
     work.pop()()
     assert places.position("bob", "other", "wl-c") == 1
+
+
+def test_one_command_asks_inline_so_its_first_read_has_the_place() -> None:
+    api = VisibilityApi()
+    api.pending["gpu-jobs"] = ["wl-a"]
+    places = QueuePositions(api, lambda ask: ask())  # the CLI's cluster: `Cluster(one_command=True)`
+    assert places.position("alice", "gpu-jobs", "wl-a") == 1
