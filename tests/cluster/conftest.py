@@ -19,7 +19,9 @@ The workbench under test then talks to the API server with the token of its own 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -271,6 +273,31 @@ def profile_objects(user: str, namespace: str) -> list[dict[str, Any]]:
             "subjects": [{"kind": "ServiceAccount", "name": "default-editor", "namespace": namespace}],
         },
     ]
+
+
+def cli_in_user_pod(
+    kubeconfig: Path, namespace: str, folder: Path, config: list[str], argv: list[str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`cube-jupyter ARGV` in a notebook pod's terminal: the pod's role and namespace (what the
+    rendered pod sets), `kubeconfig`'s token, the config lines `config` (`c.X.y = ...`) in `folder`."""
+    (folder / "cube_config.py").write_text("".join(f"{line}\n" for line in config))
+    environ = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        "CUBE_JUPYTER_ROLE": "user",
+        "CUBE_JUPYTER_NAMESPACE": namespace,
+    }
+    environ.pop("KUBERNETES_SERVICE_HOST", None)
+    return subprocess.run(
+        [sys.executable, "-m", "cube_jupyter.cli", *argv, "--config", "cube_config.py"],
+        cwd=folder,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def service_account_kubeconfig(state: State, namespace: str, account: str, path: Path) -> Path:

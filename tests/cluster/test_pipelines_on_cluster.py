@@ -7,10 +7,7 @@ the end or to a cancel."""
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
@@ -28,6 +25,7 @@ from tests.cluster.conftest import (
     USERS,
     Kubectl,
     api_client,
+    cli_in_user_pod,
     requests_of,
     service_account_kubeconfig,
     without_crd,
@@ -122,31 +120,15 @@ def test_the_cli_runs_a_notebook_on_the_cluster_and_follows_argo_to_the_end(
     namespace and `default-editor` token (which can list only that namespace): it submits the
     Workflow, Argo runs it, and the CLI prints each step to the end and exits 0."""
     kubeconfig = service_account_kubeconfig(installed, NAMESPACE, "default-editor", tmp_path / "kubeconfig")
-    (tmp_path / "cube_config.py").write_text(
-        'c.CubeWorkbench.backend = "kubernetes"\n'
-        f"c.CubeWorkbench.state_dir = {str(tmp_path / 'state')!r}\n"
-        'c.CubeWorkbench.default_user = "alice"\n'
-        'c.CubeStorage.url = "s3://ml-artifacts/runs"\n'
-    )
+    config = [
+        'c.CubeWorkbench.backend = "kubernetes"',
+        f"c.CubeWorkbench.state_dir = {str(tmp_path / 'state')!r}",
+        'c.CubeWorkbench.default_user = "alice"',
+        'c.CubeStorage.url = "s3://ml-artifacts/runs"',
+    ]
     shutil.copy(EXAMPLES / "fanout_ml.ipynb", tmp_path / "fanout_ml.ipynb")
-    environ = {
-        **os.environ,
-        "KUBECONFIG": str(kubeconfig),
-        "PYTHONPATH": os.pathsep.join(sys.path),
-        "CUBE_JUPYTER_ROLE": "user",  # what the rendered notebook pod sets
-        "CUBE_JUPYTER_NAMESPACE": NAMESPACE,
-    }
-    environ.pop("KUBERNETES_SERVICE_HOST", None)
     argv = ["pipeline", "run", "fanout_ml.ipynb", "--target", "cluster", "-p", "n_samples", "300"]
-    done = subprocess.run(
-        [sys.executable, "-m", "cube_jupyter.cli", *argv, "--config", "cube_config.py"],
-        cwd=tmp_path,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = cli_in_user_pod(kubeconfig, NAMESPACE, tmp_path, config, argv, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     steps = [s.name for s in build_pipeline(load_notebook(tmp_path / "fanout_ml.ipynb"), "x").steps]
     for step in steps:

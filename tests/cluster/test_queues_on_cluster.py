@@ -9,9 +9,6 @@ Workload, its conditions, the scheduling gate and the places are Kueue's."""
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +21,14 @@ from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import ServerStatus
-from tests.cluster.conftest import USERS, Kubectl, api_client, kueue_queue, service_account_kubeconfig
+from tests.cluster.conftest import (
+    USERS,
+    Kubectl,
+    api_client,
+    cli_in_user_pod,
+    kueue_queue,
+    service_account_kubeconfig,
+)
 from tests.cluster.controlplane import GPU_RESOURCE, State
 from tests.cluster.servers import eventually
 from tests.kubernetes.conftest import make_settings
@@ -163,30 +167,14 @@ async def _place_seen_by_alices_server(kubeconfig: Path, queue: str) -> int | No
 def _train_list(kubeconfig: Path, queue: str, folder: Path) -> list[str]:
     """`cube-jupyter train list` in alice's notebook pod's terminal (her role, namespace and token):
     one command, so it asks Kueue for places before it prints, not in the background."""
-    (folder / "cube_config.py").write_text(
-        'c.CubeWorkbench.backend = "kubernetes"\n'
-        f"c.CubeWorkbench.state_dir = {str(folder / 'state')!r}\n"
-        'c.CubeWorkbench.default_user = "alice@example.com"\n'
-        'c.CubeJobs.training_api = "trainer-v2"\n'
-        f"c.CubeQueues.queues = {{'training': {queue!r}}}\n"
-    )
-    environ = {
-        **os.environ,
-        "KUBECONFIG": str(kubeconfig),
-        "PYTHONPATH": os.pathsep.join(sys.path),
-        "CUBE_JUPYTER_ROLE": "user",
-        "CUBE_JUPYTER_NAMESPACE": NAMESPACE,
-    }
-    environ.pop("KUBERNETES_SERVICE_HOST", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "cube_jupyter.cli", "train", "list", "--config", "cube_config.py"],
-        cwd=folder,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    config = [
+        'c.CubeWorkbench.backend = "kubernetes"',
+        f"c.CubeWorkbench.state_dir = {str(folder / 'state')!r}",
+        'c.CubeWorkbench.default_user = "alice@example.com"',
+        'c.CubeJobs.training_api = "trainer-v2"',
+        f"c.CubeQueues.queues = {{'training': {queue!r}}}",
+    ]
+    done = cli_in_user_pod(kubeconfig, NAMESPACE, folder, config, ["train", "list"])
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.splitlines()
 
