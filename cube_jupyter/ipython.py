@@ -9,7 +9,11 @@ an IPython `UsageError` (`cube_jupyter.magics`): the usage text, not a traceback
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cube_jupyter.process_owners import OwnerSource, ProcessOwner
 
 
 def gpu_magic(line: str) -> None:
@@ -26,6 +30,25 @@ def cube_train_magic(line: str, cell: str) -> Any:
     return cube_train(line, cell)
 
 
+@functools.cache
+def _machine_sources() -> list[OwnerSource]:
+    """The features' process owners on this machine, read from its shared state (the workbench's
+    records of jobs and runs), built on first use."""
+    from cube_jupyter.config import load_settings
+    from cube_jupyter.services import Workbench
+
+    return Workbench(load_settings()).process_owners()
+
+
+def machine_owners() -> list[ProcessOwner]:
+    """Whose the job replicas, models and pipeline steps on this machine are: what the inline GPU
+    monitor names their GPU processes after."""
+    return [owner for source in _machine_sources() for owner in source()]
+
+
 def load_ipython_extension(ipython: Any) -> None:
+    from cube_jupyter import process_owners
+
+    process_owners.register(machine_owners)
     ipython.register_magic_function(gpu_magic, magic_kind="line", magic_name="gpu")
     ipython.register_magic_function(cube_train_magic, magic_kind="cell", magic_name="cube_train")

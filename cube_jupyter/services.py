@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from cube_jupyter.pipelines.model import Pipeline
     from cube_jupyter.pipelines.service import PipelineService
     from cube_jupyter.pipelines.targets import RunRequest
+    from cube_jupyter.process_owners import OwnerSource
     from cube_jupyter.schedules.scheduler import Launcher, Outcome, ScheduledRun
     from cube_jupyter.schedules.service import ClusterMirror, ScheduleService
     from cube_jupyter.schedules.store import Schedule
@@ -295,7 +296,18 @@ class Workbench:
         servers = None if self.settings.user_server else _ServersForGpu(self.notebook_backend)
         notebooks = None if self.settings.user_server else self.notebook_backend
         queued = functools.partial(_queued_gpu_jobs, self.job_backend, notebooks)
-        return GpuService(self.settings.gpu, self.ledger, servers, self.kernels, queued=queued)
+        owners = self.process_owners()
+        return GpuService(self.settings.gpu, self.ledger, servers, self.kernels, queued=queued, owners=owners)
+
+    def process_owners(self) -> list[OwnerSource]:
+        """Whose this machine's processes are, for the GPU report: local jobs' replicas, trials and
+        model servers, and local pipeline runs' GPU steps (a cluster's are pods, named by DCGM)."""
+        if not self.settings.local:
+            return []
+        from cube_jupyter.jobs.backend import process_owners as job_owners
+        from cube_jupyter.pipelines.local.gpus import process_owners as step_owners
+
+        return [job_owners(self.job_backend), step_owners(self.pipeline_history)]
 
     # -- for a short command -----------------------------------------------------------------------
 

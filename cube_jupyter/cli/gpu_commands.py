@@ -12,6 +12,7 @@ from cube_jupyter.configurable import validate_prometheus_url
 from cube_jupyter.errors import InvalidInput
 from cube_jupyter.gpu.config import MAX_HISTORY_SECONDS
 from cube_jupyter.gpu.report import cluster_report, local_report, render_table
+from cube_jupyter.services import Workbench
 
 
 def show(args: argparse.Namespace, settings: Settings) -> int:
@@ -24,7 +25,11 @@ def show(args: argparse.Namespace, settings: Settings) -> int:
     if args.prometheus:
         url = validate_prometheus_url(args.prometheus, "--prometheus", InvalidInput)
     timeout = settings.gpu.gpu.prometheus_timeout_seconds
-    report = cluster_report(url, timeout, args.history) if url else local_report()
+    if url:
+        report = cluster_report(url, timeout, args.history)
+    else:
+        owners = [owner for source in Workbench(settings).process_owners() for owner in source()]
+        report = local_report(owners)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:

@@ -1,4 +1,5 @@
-"""Which Jupyter kernel (and notebook) holds a GPU process's memory, or plainly why we cannot tell.
+"""Which Jupyter kernel (and notebook), or which job replica, trial, served model or pipeline step,
+holds a GPU process's memory, or plainly why we cannot tell.
 
 NVML names PIDs; users think in notebooks. A kernel is found by its connection file in its command
 line (`-f .../kernel-<id>.json`, as every Jupyter server launches kernels), its notebook by asking the
@@ -6,6 +7,10 @@ server that started it (`api/sessions`). A GPU process belongs to a kernel when 
 descendant of one (a DataLoader worker, a `!python train.py`). Where the PID cannot be followed, the
 process gets a `note` instead: PID namespaces (a GPU shared with another container) and other users'
 processes are facts to state, not errors.
+
+A process that is no kernel of ours may still be one the workbench started for a user's workload:
+the features say which (`process_owners`), and a GPU process that is, or descends from, one of
+those pids is named after it ("job toy-ddp, worker-0").
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from pathlib import Path
 
 import psutil
 
-from cube_jupyter.gpu.model import GpuDevice, KernelGpu
+from cube_jupyter.gpu.model import GpuDevice, KernelGpu, WorkloadGpu
+from cube_jupyter.process_owners import ProcessOwner
 
 log = logging.getLogger(__name__)
 
@@ -230,6 +236,83 @@ def _owner(pid: int, kernels: Mapping[int, KernelProcess]) -> KernelProcess | st
         return f"PID {pid} is not visible in this PID namespace (the GPU is shared with another container)"
     except psutil.AccessDenied:
         return "process of another user"
+
+
+def attribute_workloads(
+    devices: Iterable[GpuDevice], owners: Iterable[ProcessOwner]
+) -> tuple[list[GpuDevice], list[WorkloadGpu]]:
+    """Devices with each process that is no kernel of ours named after the workload whose process it
+    is or descends from (on the GPUs that workload was given), and per workload the GPU memory its
+    processes hold."""
+    by_pid: dict[int, list[ProcessOwner]] = {}
+    for owner in owners:
+        by_pid.setdefault(owner.pid, []).append(owner)
+    lineages: dict[int, list[int]] = {}
+    result = []
+    for device in devices:
+        processes = []
+        for process in device.processes:
+            if process.kernel_id is None and by_pid:
+                if process.pid not in lineages:
+                    lineages[process.pid] = _lineage(process.pid)
+                found = _workload_owner(lineages[process.pid], by_pid, device)
+                if found is not None:
+                    process = replace(process, workload=found.workload, note=None)
+            processes.append(process)
+        result.append(replace(device, processes=tuple(processes)))
+    return result, workload_usage(result)
+
+
+def workload_usage(devices: Iterable[GpuDevice]) -> list[WorkloadGpu]:
+    """Per job (all its replicas) or pipeline step: its processes' GPU memory, and the mean
+    utilization of the devices it holds."""
+    found: dict[str, tuple[list[int], list[GpuDevice], list[float]]] = {}
+    workloads = {}
+    for device in devices:
+        for process in device.processes:
+            if process.workload is None:
+                continue
+            key = process.workload.series
+            workloads[key] = process.workload
+            pids, held, memory = found.setdefault(key, ([], [], []))
+            pids.append(process.pid)
+            if device not in held:
+                held.append(device)
+            memory.append(process.used_memory_mib or 0.0)
+    usage = []
+    for key, (pids, held, memory) in found.items():
+        utilizations = [d.utilization_pct for d in held if d.utilization_pct is not None]
+        usage.append(
+            WorkloadGpu(
+                workload=workloads[key],
+                pids=tuple(sorted(set(pids))),
+                gpus=tuple(d.uuid for d in held),
+                memory_used_mib=sum(memory),
+                utilization_pct=sum(utilizations) / len(utilizations) if utilizations else None,
+            )
+        )
+    return sorted(usage, key=lambda w: (-w.memory_used_mib, w.workload.series))
+
+
+def _lineage(pid: int) -> list[int]:
+    """`pid` and its ancestors' pids, nearest first; just `pid` when it cannot be followed."""
+    try:
+        proc = psutil.Process(pid)
+        return [pid, *(parent.pid for parent in proc.parents())]
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+        return [pid]
+
+
+def _workload_owner(
+    lineage: list[int], owners: Mapping[int, list[ProcessOwner]], device: GpuDevice
+) -> ProcessOwner | None:
+    """The nearest owner in `lineage` whose workload was given `device` (or any GPU)."""
+    given = {str(device.index), device.uuid}
+    for pid in lineage:
+        for owner in owners.get(pid, ()):
+            if owner.gpu_ids is None or given & set(owner.gpu_ids):
+                return owner
+    return None
 
 
 def _kernel_id_or_none(proc: psutil.Process) -> str | None:

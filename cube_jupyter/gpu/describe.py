@@ -66,6 +66,8 @@ def holder(process: GpuProcess, own_pids: Collection[int], own_kernel: str | Non
     `own_pids` are this kernel's PID and its descendants (as the kernel sees them); a process of
     this kernel reads "this notebook" whether or not the server-side attribution found it.
     """
+    if process.workload is not None:  # a job, model or step, even one this notebook started
+        return process.workload.label
     ours = process.pid in own_pids or (own_kernel is not None and process.kernel_id == own_kernel)
     place = process.notebook_path or (f"kernel {process.kernel_id}" if process.kernel_id else "")
     if ours:

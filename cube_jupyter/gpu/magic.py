@@ -52,8 +52,9 @@ def gpu_magic(line: str) -> None:
 
 def gpu_text() -> str:
     """The GPUs as a text table with the processes on each; a sentence when none can be read."""
+    from cube_jupyter import process_owners
     from cube_jupyter.gpu import describe
-    from cube_jupyter.gpu.attribution import attribute, discover_kernels
+    from cube_jupyter.gpu.attribution import attribute, attribute_workloads, discover_kernels
     from cube_jupyter.gpu.sources import NoGpuVisible
 
     try:
@@ -61,6 +62,7 @@ def gpu_text() -> str:
 
         devices = NvmlSource().read()
         devices, _ = attribute(devices, discover_kernels())
+        devices, _ = attribute_workloads(devices, process_owners.known())
     except NoGpuVisible as gone:
         return gone.message
     except Exception as failure:  # a failing driver is shown, not raised into the user's kernel

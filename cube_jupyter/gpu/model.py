@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from cube_jupyter.process_owners import Workload
+
 Source = Literal["nvml", "prometheus", "none"]
 
 
@@ -18,7 +20,9 @@ class GpuProcess:
     """A process holding memory on a GPU, and what it is to the user when we can tell.
 
     `kernel_id`/`notebook_path`/`server` are set when the PID is one of this workbench's kernels;
-    `note` says plainly why not otherwise (another user's process, a PID from another PID namespace).
+    `workload` when it is (or descends from) a process the workbench started for a job replica,
+    trial, served model or pipeline step; `note` says plainly why neither otherwise (another user's
+    process, a PID from another PID namespace).
     """
 
     pid: int
@@ -28,6 +32,7 @@ class GpuProcess:
     notebook_path: str | None = None
     server: str | None = None
     note: str | None = None
+    workload: Workload | None = None
 
 
 @dataclass(frozen=True)
@@ -92,8 +97,21 @@ class KernelGpu:
 
 
 @dataclass(frozen=True)
+class WorkloadGpu:
+    """GPU use of one job (all its replicas or trials) or one pipeline step: the memory its processes
+    hold, on which devices. Its history is under `workload.series`."""
+
+    workload: Workload
+    pids: tuple[int, ...]
+    gpus: tuple[str, ...]  # device UUIDs
+    memory_used_mib: float
+    utilization_pct: float | None  # of the devices it holds (NVML has no per-process SM share)
+
+
+@dataclass(frozen=True)
 class Series:
-    """History of one metric of one GPU (`gpu:<uuid>`) or pod (`pod:<namespace>/<pod>`)."""
+    """History of one metric of one GPU (`gpu:<uuid>`), pod (`pod:<namespace>/<pod>`), kernel
+    (`kernel:<id>`), job (`job:<user>/<name>`) or pipeline step (`step:<run id>/<step>`)."""
 
     key: str
     metric: Literal["utilization_pct", "memory_used_mib"]
@@ -149,6 +167,7 @@ class GpuReport:
     devices: tuple[GpuDevice, ...] = ()
     pods: tuple[PodGpu, ...] = ()
     kernels: tuple[KernelGpu, ...] = ()
+    workloads: tuple[WorkloadGpu, ...] = ()
     history: tuple[Series, ...] = ()
     quota: GpuQuota | None = None
     idle: tuple[IdleWarning, ...] = ()

@@ -1,24 +1,28 @@
 """A GPU report read straight from its source, for `cube-jupyter gpu`: this machine's GPUs through
-NVML (their processes attributed to the kernels found running), or the cluster's through Prometheus by
-pod; and the report as a table for a terminal."""
+NVML (their processes attributed to the kernels found running, and to the job replicas, models and
+pipeline steps the workbench's records name), or the cluster's through Prometheus by pod; and the
+report as a table for a terminal."""
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable
 
-from cube_jupyter.gpu.attribution import attribute, discover_kernels
+from cube_jupyter.gpu.attribution import attribute, attribute_workloads, discover_kernels
 from cube_jupyter.gpu.describe import holder, memory, mib, percent, quantity
 from cube_jupyter.gpu.model import GpuDevice, GpuReport, Series
 from cube_jupyter.gpu.pods import group_pods
 from cube_jupyter.gpu.sources import NO_GPU_VISIBLE, NoGpuVisible, no_gpu_visible
+from cube_jupyter.process_owners import ProcessOwner
 
 BAR_WIDTH = 10
 HISTORY_POINTS = 300
 
 
-def local_report() -> GpuReport:
-    """This machine's GPUs through NVML, their processes attributed to the kernels we can see."""
+def local_report(owners: Iterable[ProcessOwner] = ()) -> GpuReport:
+    """This machine's GPUs through NVML, their processes attributed to the kernels we can see, or
+    to the job replicas, models and pipeline steps `owners` names."""
     from cube_jupyter.gpu.nvml import NvmlSource
 
     source = NvmlSource()
@@ -29,9 +33,14 @@ def local_report() -> GpuReport:
     finally:
         source.close()
     attributed, kernels = attribute(devices, discover_kernels())
-    now = time.time()
+    attributed, workloads = attribute_workloads(attributed, owners)
     return GpuReport(
-        source="nvml", available=True, timestamp=now, devices=tuple(attributed), kernels=tuple(kernels)
+        source="nvml",
+        available=True,
+        timestamp=time.time(),
+        devices=tuple(attributed),
+        kernels=tuple(kernels),
+        workloads=tuple(workloads),
     )
 
 
@@ -90,6 +99,8 @@ def render_table(report: GpuReport) -> str:
     for kernel in report.kernels:
         where = kernel.notebook_path or f"kernel {kernel.kernel_id}"
         lines.append(f"  kernel {kernel.kernel_id[:8]}  {where}: {mib(kernel.memory_used_mib)} of GPU memory")
+    for usage in report.workloads:
+        lines.append(f"  {usage.workload.label}: {mib(usage.memory_used_mib)} of GPU memory")
     return "\n".join(lines)
 
 

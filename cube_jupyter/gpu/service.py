@@ -1,10 +1,12 @@
 """GPU use as a caller may see it: devices, their kernels or pods, history, idle warnings, quota.
 
 `/gpu` calls `report()`. On the local backend the GPUs are this machine's (NVML); their processes are
-attributed to the workbench's own kernels and to those of its child notebook servers, and a sampler
-keeps recent history. With a Prometheus URL (the kubernetes backend) the GPUs are the DCGM exporter's,
-by pod, limited to the caller's namespace unless an admin asks for everyone's. Reads are cached per
-scope for `cache_seconds`, with concurrent requests sharing one read.
+attributed to the workbench's own kernels and to those of its child notebook servers, or to the job
+replicas, trials, served models and pipeline steps the features say they run (`process_owners`),
+and a sampler keeps recent history, per device, kernel, job and step. With a Prometheus URL (the
+kubernetes backend) the GPUs are the DCGM exporter's, by pod, limited to the caller's namespace
+unless an admin asks for everyone's. Reads are cached per scope for `cache_seconds`, with concurrent
+requests sharing one read.
 """
 
 from __future__ import annotations
@@ -13,18 +15,19 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from cube_jupyter import access
 from cube_jupyter.errors import CubeError, InvalidInput
-from cube_jupyter.gpu.attribution import KernelProcess, attribute, server_kernels
+from cube_jupyter.gpu.attribution import KernelProcess, attribute, attribute_workloads, server_kernels
 from cube_jupyter.gpu.cache import CoalescingCache
 from cube_jupyter.gpu.config import MAX_HISTORY_SECONDS, GpuSettings
 from cube_jupyter.gpu.history import IdleTracker, SampleHistory, trailing_idle_seconds
 from cube_jupyter.gpu.model import (
     GpuDevice,
+    GpuProcess,
     GpuQuota,
     GpuReport,
     IdleWarning,
@@ -32,11 +35,13 @@ from cube_jupyter.gpu.model import (
     PodGpu,
     QueuedGpuJob,
     Series,
+    WorkloadGpu,
 )
 from cube_jupyter.gpu.pods import group_pods
 from cube_jupyter.gpu.sources import NoGpuVisible, no_gpu_visible
 from cube_jupyter.ledger import GpuLedger
 from cube_jupyter.periodic import repeat
+from cube_jupyter.process_owners import OwnerSource, ProcessOwner
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +109,7 @@ class LocalReading:
     devices: tuple[GpuDevice, ...] = ()
     kernels: tuple[KernelGpu, ...] = ()
     owners: tuple[tuple[str, str], ...] = ()  # (kernel id, owner)
+    workloads: tuple[WorkloadGpu, ...] = ()
     message: str | None = None
 
 
@@ -123,6 +129,7 @@ class GpuService:
         kernels: Callable[[], list[KernelProcess]] | None = None,
         *,
         queued: QueuedGpuJobs | None = None,
+        owners: Sequence[OwnerSource] = (),
         nvml: Any = None,
         prometheus: Any = None,
     ) -> None:
@@ -131,6 +138,7 @@ class GpuService:
         self.notebooks = notebooks  # the spawner's servers (their kernels or pods); None in a user server
         self.kernels = kernels
         self.queued = queued  # the caller's queued GPU demand beside what they hold; None: no queue
+        self.owners = owners  # whose job replicas, trials, models and steps this machine's processes are
         self.config = settings.gpu
         self.prometheus = prometheus
         self.nvml = nvml
@@ -247,13 +255,17 @@ class GpuService:
             self.history.add(key, "utilization_pct", now, device.utilization_pct)
             self.history.add(key, "memory_used_mib", now, device.memory_used_mib)
         by_uuid = {d.uuid: d for d in reading.devices}
-        for usage in reading.kernels:
-            key = f"kernel:{usage.kernel_id}"
+        holders: list[tuple[str, KernelGpu | WorkloadGpu]] = [
+            (f"kernel:{k.kernel_id}", k) for k in reading.kernels
+        ]
+        holders += [(w.workload.series, w) for w in reading.workloads]
+        for key, usage in holders:
             self.history.add(key, "memory_used_mib", now, usage.memory_used_mib)
             busy = [u for g in usage.gpus if (u := by_uuid[g].utilization_pct) is not None]
+            if key.startswith(("job:", "step:")):
+                self.history.add(key, "utilization_pct", now, usage.utilization_pct)
             self.idle.observe(key, usage.gpus[0], now, usage.memory_used_mib, max(busy) if busy else None)
-        alive = [f"gpu:{d.uuid}" for d in reading.devices]
-        alive += [f"kernel:{k.kernel_id}" for k in reading.kernels]
+        alive = [f"gpu:{d.uuid}" for d in reading.devices] + [key for key, _ in holders]
         self.history.forget(alive, now)
         self.idle.forget(alive)
 
@@ -265,12 +277,26 @@ class GpuService:
             return LocalReading(timestamp=time.time(), message=exc.message)
         kernels = await self._workbench_kernels()
         attributed, usage = attribute(devices, [k.kernel for k in kernels])
+        owners = await asyncio.to_thread(self._process_owners)
+        attributed, workloads = attribute_workloads(attributed, owners)
         return LocalReading(
             timestamp=time.time(),
             devices=tuple(attributed),
             kernels=tuple(usage),
             owners=tuple((k.kernel.kernel_id, k.owner) for k in kernels),
+            workloads=tuple(workloads),
         )
+
+    def _process_owners(self) -> list[ProcessOwner]:
+        """Whose this machine's job, model and step processes are, from every feature that says;
+        one that cannot be read now names none."""
+        found: list[ProcessOwner] = []
+        for source in self.owners:
+            try:
+                found.extend(source())
+            except CubeError as exc:
+                log.debug("process owners unavailable: %s", exc.message)
+        return found
 
     async def _workbench_kernels(self) -> list[OwnedKernel]:
         """The workbench server's kernels (its owner's) and those of the local backend's children."""
@@ -304,10 +330,12 @@ class GpuService:
             )
         owners = dict(reading.owners)
         visible = {kid for kid, owner in owners.items() if all_users or owner == caller}
-        devices = tuple(_hide_kernels(d, visible) for d in reading.devices)
+        devices = tuple(_hide_others(d, visible, caller, all_users) for d in reading.devices)
         kernels = tuple(k for k in reading.kernels if k.kernel_id in visible)
+        workloads = tuple(w for w in reading.workloads if all_users or w.workload.user == caller)
         now = time.time()
         keys = [f"gpu:{d.uuid}" for d in devices] + [f"kernel:{k.kernel_id}" for k in kernels]
+        keys += [w.workload.series for w in workloads]
         history = tuple(self.history.series(keys, seconds, now)) if seconds else ()
         return GpuReport(
             source="nvml",
@@ -315,6 +343,7 @@ class GpuService:
             timestamp=reading.timestamp,
             devices=devices,
             kernels=kernels,
+            workloads=workloads,
             history=history,
             idle=tuple(self._kernel_idle_warnings(kernels, devices, now)),
         )
@@ -444,17 +473,19 @@ class GpuService:
         return server.namespace or self.settings.namespace_for(server.user)
 
 
-def _hide_kernels(device: GpuDevice, visible: set[str]) -> GpuDevice:
-    """The device as a caller sees it: other users' kernels are named as such, without their paths."""
-    if all(p.kernel_id is None or p.kernel_id in visible for p in device.processes):
-        return device
-    processes = tuple(
-        p
-        if p.kernel_id is None or p.kernel_id in visible
-        else replace(p, kernel_id=None, notebook_path=None, server=None, note=OTHER_USERS_KERNEL)
-        for p in device.processes
-    )
-    return replace(device, processes=processes)
+def _hide_others(device: GpuDevice, visible: set[str], caller: str, all_users: bool) -> GpuDevice:
+    """The device as a caller sees it: other users' kernels and workloads are named as such, without
+    their paths or names."""
+
+    def seen(process: GpuProcess) -> GpuProcess:
+        if process.kernel_id is not None and process.kernel_id not in visible:
+            return replace(process, kernel_id=None, notebook_path=None, server=None, note=OTHER_USERS_KERNEL)
+        if process.workload is not None and not all_users and process.workload.user != caller:
+            note = f"a {process.workload.kind} of another workbench user"
+            return replace(process, workload=None, note=note)
+        return process
+
+    return replace(device, processes=tuple(seen(p) for p in device.processes))
 
 
 def _step(seconds: float, points: int) -> float:

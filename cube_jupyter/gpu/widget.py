@@ -17,12 +17,14 @@ from html import escape
 
 import ipywidgets as widgets
 
+from cube_jupyter import process_owners
 from cube_jupyter.errors import InvalidInput
 from cube_jupyter.gpu import describe
-from cube_jupyter.gpu.attribution import KernelProcess, attribute, discover_kernels
+from cube_jupyter.gpu.attribution import KernelProcess, attribute, attribute_workloads, discover_kernels
 from cube_jupyter.gpu.model import GpuDevice, MigInstance
 from cube_jupyter.gpu.sources import GpuSource, NoGpuVisible
 from cube_jupyter.gpu.sparkline import SparkLine, sparkline_svg
+from cube_jupyter.process_owners import ProcessOwner
 
 KERNEL_REFRESH_SECONDS = 10.0  # finding this server's kernels costs HTTP calls; the PIDs rarely change
 THREAD_NAME = "cube-gpu-monitor"
@@ -76,6 +78,7 @@ class GpuMonitor:
         history: int = 60,
         kernel_refresh: float = KERNEL_REFRESH_SECONDS,
         discover: Callable[[], list[KernelProcess]] = discover_kernels,
+        owners: Callable[[], list[ProcessOwner]] = process_owners.known,
     ) -> None:
         _validate(interval, history)
         self.interval = float(interval)
@@ -88,7 +91,9 @@ class GpuMonitor:
         self._source = source
         self._owns_source = source is None  # an NVML source we opened, and close when stopped
         self._discover = discover
+        self._owners_now = owners
         self._kernels: list[KernelProcess] = []
+        self._owners: list[ProcessOwner] = []
         self._kernels_read_at = float("-inf")
         self._own_pids: set[int] = {os.getpid()}
         self._own_kernel = describe.own_kernel_id()
@@ -199,6 +204,7 @@ class GpuMonitor:
                 assert self._source is not None
                 devices = self._source.read()
                 devices, _kernels = attribute(devices, self._kernels)
+                devices, _workloads = attribute_workloads(devices, self._owners)
             except NoGpuVisible as gone:
                 if not self.available:
                     self._show_no_gpu(gone.message)
@@ -222,6 +228,7 @@ class GpuMonitor:
             self._kernels = self._discover()
         except Exception:  # attribution is a nicety; the readings still show without it
             self._kernels = []
+        self._owners = self._owners_now()
         self._own_pids = describe.own_pids()
 
     # -- drawing -----------------------------------------------------------------------------------

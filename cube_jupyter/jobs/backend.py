@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from cube_jupyter.jobs.model import Job, JobKind
 from cube_jupyter.ledger import GpuHolder, HolderSource
+from cube_jupyter.process_owners import OwnerSource, ProcessOwner, Workload, WorkloadKind
 
 if TYPE_CHECKING:
     pass
@@ -65,6 +66,25 @@ class JobBackend(Protocol):
         for the first. With `follow`, the stream goes on as lines arrive and ends when the replica
         has finished."""
         ...
+
+
+WORKLOAD_KINDS: dict[str, WorkloadKind] = {"training": "job", "tuning": "tuning job", "serving": "model"}
+
+
+def process_owners(backend: JobBackend) -> OwnerSource:
+    """Whose the local processes of `backend` are: each running replica's (a training replica, a
+    trial, a model server), named after its job and itself."""
+
+    def owners() -> list[ProcessOwner]:
+        return [
+            ProcessOwner(replica.pid, Workload(job.user, WORKLOAD_KINDS[job.kind], job.name, replica.name))
+            for job in backend.list(None)
+            if not job.finished
+            for replica in job.replicas
+            if replica.pid is not None
+        ]
+
+    return owners
 
 
 def gpu_holders(backend: JobBackend) -> HolderSource:

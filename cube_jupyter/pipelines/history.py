@@ -24,7 +24,7 @@ from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import psutil
 
@@ -115,6 +115,17 @@ SELECT_RUNS = (
     "SELECT id, user, path, pipeline, status, target, parameters, store, created, started, finished,"
     " error, external, schedule, logical_date, spec IS NOT NULL AS has_spec FROM runs"
 )
+
+
+class GpuStep(NamedTuple):
+    """A running local step holding GPUs: whose, which run's, its GPU ids, and the process driving
+    its run (its kernels descend from it)."""
+
+    user: str
+    run_id: str
+    step: str
+    gpu_ids: tuple[str, ...]
+    driver_pid: int
 
 
 @dataclass(frozen=True)
@@ -418,10 +429,13 @@ class RunHistory:
                 )
         return [row["id"] for row in dead]
 
-    def gpu_steps(self, user: str | None = None) -> builtins.list[tuple[str, str, str, builtins.list[str]]]:
-        """(user, run id, step, GPU ids) of every running local step that holds GPUs."""
+    def gpu_steps(self, user: str | None = None) -> builtins.list[GpuStep]:
+        """Every running local step that holds GPUs, with the process driving its run."""
         rows = self._live_steps("steps.status = 'running' AND steps.gpus != '[]'", user)
-        return [(row["user"], row["id"], row["name"], json.loads(row["gpus"])) for row in rows]
+        return [
+            GpuStep(row["user"], row["id"], row["name"], tuple(json.loads(row["gpus"])), row["driver_pid"])
+            for row in rows
+        ]
 
     def queued_gpu_steps(self, user: str | None = None) -> builtins.list[QueuedGpuStep]:
         """Every local step that asked for GPUs and has none yet (`wanted_gpus`, `enqueued` set, not

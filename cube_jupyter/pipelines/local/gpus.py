@@ -34,6 +34,7 @@ from cube_jupyter.ledger import GpuHolder, GpuLedger, HolderKind, HolderSource
 from cube_jupyter.local import gpus, locks
 from cube_jupyter.local.admission import Held, QueuePolicy, QueueSide, Rules, Waiting, machine_verdict
 from cube_jupyter.pipelines.history import RunHistory
+from cube_jupyter.process_owners import OwnerSource, ProcessOwner, Workload
 
 POLL_SECONDS = 1.0  # how often a waiting step looks again (GPUs freed by another process)
 HOLDER_KIND: HolderKind = "pipeline-step"
@@ -50,7 +51,7 @@ def queue_side(history: RunHistory) -> QueueSide:
         ]
 
     def held() -> list[Held]:
-        return [Held(user, HOLDER_KIND, tuple(ids)) for user, *_, ids in history.gpu_steps()]
+        return [Held(step.user, HOLDER_KIND, step.gpu_ids) for step in history.gpu_steps()]
 
     return QueueSide(waiting=waiting, held=held)
 
@@ -60,11 +61,24 @@ def gpu_holders(history: RunHistory) -> HolderSource:
 
     def held(user: str) -> list[GpuHolder]:
         return [
-            GpuHolder(HOLDER_KIND, f"{run_id}/{step}", len(ids))
-            for _user, run_id, step, ids in history.gpu_steps(user)
+            GpuHolder(HOLDER_KIND, f"{step.run_id}/{step.step}", len(step.gpu_ids))
+            for step in history.gpu_steps(user)
         ]
 
     return held
+
+
+def process_owners(history: RunHistory) -> OwnerSource:
+    """Whose the GPU processes of local pipeline runs are: each running GPU step's, on its own GPUs,
+    below its run's driving process (which forks every step's kernel)."""
+
+    def owners() -> list[ProcessOwner]:
+        return [
+            ProcessOwner(step.driver_pid, Workload(step.user, "step", step.run_id, step.step), step.gpu_ids)
+            for step in history.gpu_steps()
+        ]
+
+    return owners
 
 
 class StepGpus:

@@ -19,6 +19,7 @@ import { IdleList } from './components/IdleList';
 import { KernelTable } from './components/KernelTable';
 import { PodCard, podKey, PodTable } from './components/PodCard';
 import { QuotaBar } from './components/QuotaBar';
+import { WorkloadTable } from './components/WorkloadTable';
 import { GpuModel, HISTORY_SECONDS } from './model';
 import type { GpuSource, IGpuReport } from './types';
 
@@ -158,6 +159,20 @@ export class GpuPanel extends VisibleRenderer<GpuModel> {
                 </div>
               </>
             )}
+          </section>
+        )}
+        {report.workloads.length > 0 && (
+          <section className="cube-Gpu-section">
+            <SectionTitle note={report.workloads.length}>
+              Jobs and pipeline steps
+            </SectionTitle>
+            <WorkloadTable
+              workloads={report.workloads}
+              indexOf={indexOf}
+              memory={series => model.series(series, 'memory_used_mib')}
+              from={from}
+              to={to}
+            />
           </section>
         )}
         {report.source === 'nvml' && report.available && (

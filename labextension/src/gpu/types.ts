@@ -16,6 +16,31 @@ export interface IGpuProcess {
   server: string | null;
   /** Why the process could not be attributed (another user's, another PID namespace). */
   note: string | null;
+  /** The job replica, trial, served model or pipeline step it is (or descends from). */
+  workload: IGpuWorkload | null;
+}
+
+/** A user's job, tuning job, served model or pipeline step that runs GPU processes. */
+export interface IGpuWorkload {
+  user: string;
+  kind: 'job' | 'tuning job' | 'model' | 'step';
+  /** The job or model, or the pipeline run's id. */
+  name: string;
+  /** The replica (`worker-0`), trial or step. */
+  part: string;
+  /** How people read it: `job toy-ddp, worker-0`. */
+  label: string;
+  /** Its history's key: `job:<user>/<name>` or `step:<run id>/<step>`. */
+  series: string;
+}
+
+/** GPU use of one job (all its replicas) or pipeline step, on this machine. */
+export interface IWorkloadGpu {
+  workload: IGpuWorkload;
+  pids: number[];
+  gpus: string[];
+  memory_used_mib: number;
+  utilization_pct: number | null;
 }
 
 /** A MIG slice of a GPU. */
@@ -72,7 +97,10 @@ export interface IKernelGpu {
 
 export type SeriesMetric = 'utilization_pct' | 'memory_used_mib';
 
-/** History of one metric of one GPU (`gpu:<uuid>`) or pod (`pod:<namespace>/<pod>`). */
+/**
+ * History of one metric of one GPU (`gpu:<uuid>`), pod (`pod:<namespace>/<pod>`), kernel
+ * (`kernel:<id>`), job (`job:<user>/<name>`) or pipeline step (`step:<run id>/<step>`).
+ */
 export interface ISeries {
   key: string;
   metric: SeriesMetric;
@@ -135,6 +163,7 @@ export interface IGpuReport {
   devices: IGpuDevice[];
   pods: IPodGpu[];
   kernels: IKernelGpu[];
+  workloads: IWorkloadGpu[];
   history: ISeries[];
   quota: IGpuQuota | null;
   idle: IIdleWarning[];

@@ -64,7 +64,7 @@ function ProcessTable(props: { processes: IGpuProcess[] }): JSX.Element {
         'PID',
         named && 'Process',
         { label: 'Memory', numeric: true },
-        'Notebook'
+        'Held by'
       ]}
     >
       {props.processes.map(p => (
@@ -78,7 +78,7 @@ function ProcessTable(props: { processes: IGpuProcess[] }): JSX.Element {
           {named && <td className="cube-GpuTable-name">{p.name ?? ''}</td>}
           <td className="cube-mod-number">{formatMiB(p.used_memory_mib)}</td>
           <td className="cube-GpuTable-path">
-            {p.notebook_path ?? (
+            {p.notebook_path ?? p.workload?.label ?? (
               <span className="cube-GpuTable-note">
                 {p.kernel_id ? `kernel ${p.kernel_id}` : (p.note ?? '')}
               </span>
