@@ -3,8 +3,9 @@
 `ForkedKernelManager` is a `jupyter_client.KernelManager` in every way its callers see (papermill,
 nbclient, interrupts, shutdown): only the launch differs. When the kernel spec's command is
 `<interpreter> [flags] -m ipykernel_launcher [args]`, its provisioner asks a `fork_server` started
-with that same interpreter and flags (and `forks.KERNEL_MODULES` preloaded) for a fork, instead of
-starting an interpreter; any other kernel (another language, a wrapper script) is spawned as usual.
+with that same interpreter and flags (and `forks.KERNEL_MODULES` preloaded, with the manager's
+`extra` modules: torch for a notebook that imports it) for a fork, instead of starting an
+interpreter; any other kernel (another language, a wrapper script) is spawned as usual.
 
 The servers belong to a `Forks` (`forks`: one per interpreter command line, started on first use,
 stopped by `close()`); where none can start, kernels are spawned.
@@ -62,8 +63,9 @@ class ForkedProvisioner(LocalProvisioner):
                 LAUNCHER, args, cwd, {**env, "JPY_PARENT_PID": str(server)}, title=" ".join(cmd)
             )
 
-        forks: Forks = getattr(self.parent, "forks")  # noqa: B009  (a ForkedKernelManager's)
-        pid = forks.fork(command.prefix, env, request)
+        manager = self.parent
+        assert isinstance(manager, ForkedKernelManager)  # its only parent: `_async_pre_start_kernel`
+        pid = manager.forks.fork(command.prefix, env, request, extra=manager.extra)
         if pid is None:
             return await super().launch_kernel(cmd, **kwargs)
         self.pid = self.pgid = pid
@@ -102,11 +104,13 @@ class ForkedProvisioner(LocalProvisioner):
 
 
 class ForkedKernelManager(KernelManager):
-    """A KernelManager whose Python kernels come from `forks`."""
+    """A KernelManager whose Python kernels come from `forks`, by its server that has also imported
+    `extra` (`forks.PRELOADABLE` modules the kernel's code imports)."""
 
-    def __init__(self, forks: Forks, **kwargs: Any) -> None:
+    def __init__(self, forks: Forks, extra: tuple[str, ...] = (), **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.forks = forks
+        self.extra = extra
 
     async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
         if self.provisioner is None:

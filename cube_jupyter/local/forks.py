@@ -8,7 +8,10 @@ the local notebook backend starts notebook servers with them.
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import importlib.util
+import itertools
 import json
 import logging
 import os
@@ -16,7 +19,7 @@ import socket
 import subprocess
 import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +45,11 @@ KERNEL_MODULES = (
     "IPython.core.completer",
     "IPython.core.interactiveshell",
 )
+# Modules whose import costs a kernel seconds, worth a fork server of their own for the programs that
+# import them: their forks start with them imported. Each is safe to fork once imported (torch: as
+# long as nothing initialises CUDA, which `import torch` does not; a fork of a process that did
+# cannot use CUDA).
+PRELOADABLE = ("torch",)
 
 
 # What an interpreter and the modules it imports read from the environment as they start: a fork has
@@ -63,6 +71,29 @@ def start_differences(
     whose values in `env` differ from those the fork server started with."""
     names = {name for name in (*server_env, *env) if _read_at_start(name) and name not in read_later}
     return sorted(name for name in names if server_env.get(name) != env.get(name))
+
+
+def preloadable_imports(sources: Iterable[str]) -> tuple[str, ...]:
+    """The `PRELOADABLE` modules that code of `sources` imports (`import torch.nn as nn`, `from torch
+    import nn`) and this interpreter has installed. IPython's `%magic` and `!shell` lines are
+    skipped; a source that still does not parse is not Python, and imports nothing."""
+    imported: set[str] = set()
+    for source in sources:
+        python = "\n".join(
+            "" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()
+        )
+        try:
+            tree = ast.parse(python)
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name.partition(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.add(node.module.partition(".")[0])
+    return tuple(
+        name for name in PRELOADABLE if name in imported and importlib.util.find_spec(name) is not None
+    )
 
 
 @dataclass(frozen=True)
@@ -176,19 +207,25 @@ class ForkServer:
             self.process.wait()
 
 
+ServerKey = tuple[tuple[str, ...], tuple[str, ...]]  # an interpreter command line, what it preloads extra
+
+
 class Forks:
-    """This process's fork servers, one per interpreter command line, their sockets in a private
-    folder made in `parent`; `preload`: modules every fork asked of them imports, imported once by
-    each server; `keep`: forks outlive their server."""
+    """This process's fork servers, one per interpreter command line and set of `extra` modules
+    (`PRELOADABLE` ones its forks would import), their sockets in a private folder made in `parent`;
+    `preload`: modules every fork asked of them imports, imported once by each server; `keep`:
+    forks outlive their server."""
 
     def __init__(self, parent: Path, preload: Sequence[str] = (), keep: bool = False) -> None:
         self.parent = parent
         self.preload = tuple(preload)
         self.keep = keep
         self._folder: Path | None = None
-        self._servers: dict[tuple[str, ...], ForkServer] = {}
-        self._unavailable: set[tuple[str, ...]] = set()  # prefixes whose server could not start
-        self._lock = threading.Lock()
+        self._servers: dict[ServerKey, ForkServer] = {}
+        self._unavailable: set[ServerKey] = set()  # servers that could not start
+        self._socket_numbers = itertools.count()  # a restarted server's socket must not be a live one's
+        self._lock = threading.Lock()  # over the maps and the folder; each server's start has its own
+        self._starting: dict[ServerKey, threading.Lock] = {}
         self._closed = False
 
     def fork(
@@ -198,19 +235,22 @@ class Forks:
         request: Callable[[int], ForkRequest],
         *,
         start: bool = True,
+        extra: tuple[str, ...] = (),
     ) -> int | None:
-        """A fork of `request(server pid)` by the server for `prefix`, which is started with `env`
-        on first use and again if it died (with `start`), else only used when it is up. None when
+        """A fork of `request(server pid)` by the server for `prefix` that has also imported `extra`,
+        which is started with `env` on first use and again if it died (with `start`), else only used
+        when it is up; without it (it could not start), by the server without `extra`. None when
         there is no server to ask: the program is to be spawned."""
-        server = self._server(prefix, env) if start else self._running(prefix)
-        if server is None:
-            return None
+        key = (prefix, extra)
+        server = self._server(key, env) if start else self._running(key)
+        if server is None:  # the plain server's forks import `extra` themselves
+            return self.fork(prefix, env, request, start=start) if extra else None
         try:
             return self._fork(server, request(server.pid))
         except OSError:
             if server.process.poll() is None:
                 raise
-            server = self._server(prefix, env) if start else None  # it died: once more, anew
+            server = self._server(key, env) if start else None  # it died: once more, anew
             return None if server is None else self._fork(server, request(server.pid))
 
     @staticmethod
@@ -223,46 +263,66 @@ class Forks:
             return None
         return server.fork(request)
 
-    def start(self, prefix: tuple[str, ...], env: Mapping[str, str]) -> None:
-        """Have the server for `prefix` started (ahead of a first fork that will need it)."""
-        self._server(prefix, env)
+    def start(self, prefix: tuple[str, ...], env: Mapping[str, str], extra: tuple[str, ...] = ()) -> None:
+        """Have the server for `prefix` and `extra` started (ahead of a first fork that will need it)."""
+        self._server((prefix, extra), env)
 
     def running(self, prefix: tuple[str, ...]) -> bool:
-        """Whether the server for `prefix` is up now."""
-        return self._running(prefix) is not None
+        """Whether the server for `prefix` (no `extra`) is up now."""
+        return self._running((prefix, ())) is not None
 
-    def _running(self, prefix: tuple[str, ...]) -> ForkServer | None:
-        """The server for `prefix` if it is up now (never waits for one that is starting)."""
-        server = self._servers.get(prefix)
+    def _running(self, key: ServerKey) -> ForkServer | None:
+        """The server for `key` if it is up now (never waits for one that is starting)."""
+        server = self._servers.get(key)
         return server if server is not None and server.process.poll() is None else None
 
-    def _server(self, prefix: tuple[str, ...], env: Mapping[str, str]) -> ForkServer | None:
+    def _server(self, key: ServerKey, env: Mapping[str, str]) -> ForkServer | None:
+        """The server for `key`, started if it is not up. Each server starts under a lock of its own:
+        a server importing torch for seconds does not hold back another's start."""
+        prefix, extra = key
         with self._lock:
-            if prefix in self._unavailable or self._closed:
-                return None
-            known = self._servers.get(prefix)
-            if known is not None and known.process.poll() is None:
-                return known
-            if known is not None:
-                LOG.warning("the fork server of %s exited; starting another", prefix[0])
-            if self._folder is None:
-                self.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-                self._folder = Path(tempfile.mkdtemp(prefix="f", dir=self.parent))  # short: a socket's path
-            path = self._folder / f"{len(self._servers)}.sock"
-            path.unlink(missing_ok=True)
+            starting = self._starting.setdefault(key, threading.Lock())
+        with starting:
+            with self._lock:
+                if key in self._unavailable or self._closed:
+                    return None
+                known = self._servers.get(key)
+                if known is not None and known.process.poll() is None:
+                    return known
+                if known is not None:
+                    LOG.warning("the fork server of %s exited; starting another", prefix[0])
+                path = self._socket_path()
             try:
-                self._servers[prefix] = ForkServer(prefix, path, env, self.preload, self.keep)
+                server = ForkServer(prefix, path, env, [*self.preload, *extra], self.keep)
             except (OSError, RuntimeError) as exc:
                 LOG.warning("%s is spawned: no fork server (%s)", prefix[0], exc)
-                self._unavailable.add(prefix)
+                with self._lock:
+                    self._unavailable.add(key)
                 return None
-            return self._servers[prefix]
+            with self._lock:
+                self._servers[key] = server
+            return server
+
+    def _socket_path(self) -> Path:
+        """A new socket path in the private folder (made on first use); under `_lock`."""
+        if self._folder is None:
+            self.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._folder = Path(tempfile.mkdtemp(prefix="f", dir=self.parent))  # short: a socket's path
+        path = self._folder / f"{next(self._socket_numbers)}.sock"
+        path.unlink(missing_ok=True)
+        return path
 
     def close(self) -> None:
         """Stop the servers, and remove their folder and `parent` when nothing else is left in it
         (made for sockets: a notebook backend's holds only this folder)."""
         with self._lock:
-            servers, self._servers, self._closed = list(self._servers.values()), {}, True
+            self._closed = True  # no start begins from now on
+            starts = list(self._starting.values())
+        for starting in starts:  # the starts under way end
+            with starting:
+                pass
+        with self._lock:
+            servers, self._servers = list(self._servers.values()), {}
         for server in servers:
             server.close()
         if self._folder is not None:

@@ -9,6 +9,7 @@ import traceback
 
 BENCHMARKS = [
     "bench_pipeline_cli",
+    "bench_torch_steps",
     "bench_cli",
     "bench_local_spawn",
     "bench_notebook_list",

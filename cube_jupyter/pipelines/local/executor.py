@@ -112,9 +112,7 @@ class RunHandle:
         self._user_slots: contextlib.AbstractAsyncContextManager[Any] = (
             options.user_slots or contextlib.nullcontext()
         )
-        self._kernel = KernelSpec(
-            pipeline.kernel_name, options.cwd, tuple(sorted(store.kernel_env().items()))
-        )
+        self._kernel = KernelSpec.for_pipeline(pipeline, options.cwd, store.kernel_env())
 
     @property
     def id(self) -> str:

@@ -232,7 +232,7 @@ class LocalRunTarget:
         from cube_jupyter.pipelines.local.workers import KernelSpec
 
         pool = self._local_pool()
-        kernel = KernelSpec(pipeline.kernel_name, cwd, tuple(sorted(store.kernel_env().items())))
+        kernel = KernelSpec.for_pipeline(pipeline, cwd, store.kernel_env())
         pool.warm(kernel, min(parallel, len(pipeline.steps)))
         return pool
 

@@ -13,7 +13,8 @@ killed afterwards, so every step gets a fresh kernel (isolation) without waiting
 One worker process runs up to `size` steps at once, each on a thread of its own driving its kernel
 (the steps' code runs in their kernels; the worker only waits on them), so a run pays one
 interpreter start and one set of imports, however wide it fans out. The worker is
-`python -m cube_jupyter.pipelines.local.workers SIZE`, speaking JSON lines: the parent writes
+`python -m cube_jupyter.pipelines.local.workers SIZE [MODULE...]` (the first kernels' `preload`),
+speaking JSON lines: the parent writes
 commands to stdin, the worker answers on its original stdout (anything else printed there is sent
 to stderr). It runs in its own session so a terminal's Ctrl-C reaches only the parent, which cancels
 the run itself. A step's timeout and a cancel kill the step's kernel (its process group), so the
@@ -41,14 +42,17 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import psutil
 
 from cube_jupyter.local import processes
-from cube_jupyter.local.forks import KERNEL_MODULES, Forks
+from cube_jupyter.local.forks import KERNEL_MODULES, Forks, preloadable_imports
 from cube_jupyter.local.kernel_sockets import kernel_transport, socket_dir
 from cube_jupyter.pipelines.stepnb import RUNTIME
+
+if TYPE_CHECKING:
+    from cube_jupyter.pipelines.model import Pipeline
 
 LOG = logging.getLogger(__name__)
 STDERR_LINES = 40  # kept per worker for the error of a worker that died
@@ -61,18 +65,29 @@ IN_MEMORY_HISTORY = ["--HistoryManager.hist_file=:memory:"]
 
 @dataclass(frozen=True)
 class KernelSpec:
-    """What a started kernel must match to be used for a step: kernel, working directory, extra env."""
+    """What a started kernel must match to be used for a step: kernel, working directory, extra env,
+    and the modules its fork server imports beyond a kernel's own (`preload`: torch, for a notebook
+    that imports it, so that no step pays its import)."""
 
     name: str
     cwd: str
     env: tuple[tuple[str, str], ...] = ()
+    preload: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "cwd": self.cwd, "env": dict(self.env)}
+        return {"name": self.name, "cwd": self.cwd, "env": dict(self.env), "preload": list(self.preload)}
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> KernelSpec:
-        return cls(raw["name"], raw["cwd"], tuple(sorted(raw.get("env", {}).items())))
+        env = tuple(sorted(raw.get("env", {}).items()))
+        return cls(raw["name"], raw["cwd"], env, tuple(raw.get("preload", ())))
+
+    @classmethod
+    def for_pipeline(cls, pipeline: Pipeline, cwd: str, env: dict[str, str]) -> KernelSpec:
+        """The kernel of `pipeline`'s steps, run in `cwd` with `env` (its store's)."""
+        code = [*pipeline.imports, *pipeline.functions, pipeline.parameters_source]
+        code += [source for step in pipeline.steps for source in step.source]
+        return cls(pipeline.kernel_name, cwd, tuple(sorted(env.items())), preloadable_imports(code))
 
 
 @dataclass
@@ -225,11 +240,13 @@ class WorkerPool:
 
     async def _spawn(self) -> _Worker:
         env = processes.python_child_environ()  # the worker's kernels run user code
+        first_preload = self.warm_spec.preload if self.warm_spec is not None else ()
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
             "cube_jupyter.pipelines.local.workers",
             str(self.size),
+            *first_preload,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -492,7 +509,7 @@ class _KernelKeeper:
         # An async client: nbclient polls a blocking one in its event loop and would never notice the
         # kernel dying (a cancel or a timeout would hang the step); the manager stays sync for the runner.
         km = ForkedKernelManager(
-            self._forks, kernel_name=spec.name, client_class=ASYNC_CLIENT, **kernel_transport()
+            self._forks, spec.preload, kernel_name=spec.name, client_class=ASYNC_CLIENT, **kernel_transport()
         )
         km.start_kernel(
             cwd=spec.cwd, env={**os.environ, **dict(spec.env)}, extra_arguments=_step_kernel_arguments(km)
@@ -591,7 +608,9 @@ def _failure(step: str, message: str, phase: str) -> dict[str, Any]:
     }
 
 
-def worker_main(stdin: IO[str], protocol: IO[str], slots: int) -> None:
+def worker_main(stdin: IO[str], protocol: IO[str], slots: int, first_preload: tuple[str, ...] = ()) -> None:
+    """Run the steps `stdin` asks for; `first_preload`: what the first kernels' fork server imports
+    beyond a kernel's own (their `KernelSpec.preload`)."""
     lock = threading.Lock()
 
     def send(event: dict[str, Any]) -> None:
@@ -601,8 +620,10 @@ def worker_main(stdin: IO[str], protocol: IO[str], slots: int) -> None:
 
     forks = Forks(socket_dir(os.getpid()), preload=[*KERNEL_MODULES, RUNTIME])
     # The usual kernel (the workbench's own interpreter) gets its server now, beside this worker's
-    # imports; a kernel spec with another interpreter or flags starts its own on first use.
-    threading.Thread(target=forks.start, args=((sys.executable,), dict(os.environ)), daemon=True).start()
+    # imports, preloading what the first kernels need; a kernel spec with another interpreter or
+    # flags, or other needs, starts its own on first use.
+    first_server = ((sys.executable,), dict(os.environ), first_preload)
+    threading.Thread(target=forks.start, args=first_server, daemon=True).start()
     # What steps and kernel starts use, imported here, once, before the threads that use it exist:
     # threads importing the same packages at once can be handed a module only partly initialised.
     import papermill  # noqa: F401
@@ -658,7 +679,8 @@ def main() -> None:
     os.dup2(2, 1)  # prints from papermill, kernels or user code must not corrupt the protocol
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent cancels; a stray SIGINT must not kill us
-    worker_main(sys.stdin, protocol, int(sys.argv[1]))
+    size, *first_preload = sys.argv[1:]
+    worker_main(sys.stdin, protocol, int(size), tuple(first_preload))
     protocol.close()
     sys.stderr.flush()
     os._exit(0)  # its kernels are stopped: tearing down papermill, zmq and the rest is time for nothing
