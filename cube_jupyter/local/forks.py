@@ -57,19 +57,29 @@ PRELOADABLE = ("torch",)
 # is not one: a fork builds its `sys.path` from its own.)
 READ_AT_START_PREFIXES = ("PYTHON", "LC_", "JUPYTER", "IPYTHON")
 READ_AT_START = frozenset({"LANG", "LANGUAGE", "HOME", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"})
+# What the native libraries of a `PRELOADABLE` module read as they load (OpenMP's and the BLAS
+# libraries' thread counts: torch's `get_num_threads()`): read at start by the forks of its server.
+READ_AT_LOAD_PREFIXES = ("OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_")
 
 
-def _read_at_start(name: str) -> bool:
+def _read_at_start(name: str, prefixes: tuple[str, ...]) -> bool:
     upper = name.upper()
-    return upper != "PYTHONPATH" and (upper.startswith(READ_AT_START_PREFIXES) or upper in READ_AT_START)
+    return upper != "PYTHONPATH" and (upper.startswith(prefixes) or upper in READ_AT_START)
 
 
 def start_differences(
-    server_env: Mapping[str, str], env: Mapping[str, str], read_later: frozenset[str]
+    server_env: Mapping[str, str],
+    env: Mapping[str, str],
+    read_later: frozenset[str],
+    preloaded: Sequence[str] = (),
 ) -> list[str]:
     """The variables read at start (but for `read_later`, which the program reads after its imports)
-    whose values in `env` differ from those the fork server started with."""
-    names = {name for name in (*server_env, *env) if _read_at_start(name) and name not in read_later}
+    whose values in `env` differ from those the fork server, which imported `preloaded`, started with."""
+    native = bool(set(preloaded) & set(PRELOADABLE))
+    prefixes = READ_AT_START_PREFIXES + (READ_AT_LOAD_PREFIXES if native else ())
+    names = {
+        name for name in (*server_env, *env) if _read_at_start(name, prefixes) and name not in read_later
+    }
     return sorted(name for name in names if server_env.get(name) != env.get(name))
 
 
@@ -159,6 +169,7 @@ class ForkServer:
             cwd=path.parent,  # private: its imports are found where a spawned program finds them
         )
         self.env = dict(env)
+        self.preload = tuple(preload)
         assert self.process.stdout is not None
         timer = threading.Timer(START_TIMEOUT, self.process.kill)
         timer.start()
@@ -255,7 +266,7 @@ class Forks:
 
     @staticmethod
     def _fork(server: ForkServer, request: ForkRequest) -> int | None:
-        differences = start_differences(server.env, request.env, request.read_later)
+        differences = start_differences(server.env, request.env, request.read_later, server.preload)
         if differences:  # what it imported would not be what this program imports: a spawn is
             LOG.info(
                 "%s is spawned: its %s differ from its fork server's", request.module, ", ".join(differences)

@@ -137,3 +137,17 @@ def test_code_that_does_not_import_torch_has_nothing_preloaded(source: str) -> N
 def test_torch_is_not_preloaded_where_it_is_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(forks_module.importlib.util, "find_spec", lambda name: None)
     assert preloadable_imports(["import torch"]) == ()
+
+
+def test_a_program_wanting_other_thread_counts_than_the_torch_server_loaded_with_is_spawned(
+    forks: Forks, lib: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OpenMP reads OMP_NUM_THREADS as torch loads it: a fork of the torch server would keep the
+    server's count. The plain server loaded no OpenMP: its forks read their own."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    probe(forks, lib, tmp_path / "torch", TORCH)  # the servers start without it
+    probe(forks, lib, tmp_path / "plain", ())
+    env = {**os.environ, "PYTHONPATH": str(lib), "OMP_NUM_THREADS": "1"}
+    request = ForkRequest("torch_probe", [], str(lib), env)
+    assert forks.fork(PREFIX, env, lambda _server: request, extra=TORCH) is None  # to be spawned
+    assert forks.fork(PREFIX, env, lambda _server: request) is not None
