@@ -14,11 +14,11 @@ One worker process runs up to `size` steps at once, each on a thread of its own 
 (the steps' code runs in their kernels; the worker only waits on them), so a run pays one
 interpreter start and one set of imports, however wide it fans out. The worker is
 `python -m cube_jupyter.pipelines.local.workers SIZE [MODULE...]` (the first kernels' `preload`),
-speaking JSON lines: the parent writes
-commands to stdin, the worker answers on its original stdout (anything else printed there is sent
-to stderr). It runs in its own session so a terminal's Ctrl-C reaches only the parent, which cancels
-the run itself. A step's timeout and a cancel kill the step's kernel (its process group), so the
-runner sees a dead kernel, stores what the step got done, and returns.
+speaking JSON lines: the parent writes commands to stdin, the worker answers on its original stdout
+(anything else printed there is sent to stderr). It runs in its own session so a terminal's Ctrl-C
+reaches only the parent, which cancels the run itself. A step's timeout and a cancel kill the step's
+kernel (its process group), so the runner sees a dead kernel, stores what the step got done, and
+returns.
 
 The worker is started when a step needs it and, with `idle_seconds`, released with its kernels
 after that long without a step, so a burst of work does not hold the host's memory for good.
