@@ -7,8 +7,8 @@ with that same interpreter and flags (and `forks.KERNEL_MODULES` preloaded, with
 `extra` modules: torch for a notebook that imports it) for a fork, instead of starting an
 interpreter; any other kernel (another language, a wrapper script) is spawned as usual.
 
-The servers belong to a `Forks` (`forks`: one per interpreter command line, started on first use,
-stopped by `close()`); where none can start, kernels are spawned.
+The servers belong to a `Forks` (`forks`: one per interpreter command line and `extra`, started on
+first use, stopped by `close()`); where none can start, kernels are spawned.
 """
 
 from __future__ import annotations
