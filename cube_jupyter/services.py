@@ -297,7 +297,17 @@ class Workbench:
         notebooks = None if self.settings.user_server else self.notebook_backend
         queued = functools.partial(_queued_gpu_jobs, self.job_backend, notebooks)
         owners = self.process_owners()
-        return GpuService(self.settings.gpu, self.ledger, servers, self.kernels, queued=queued, owners=owners)
+        # The central workbench stops servers whose GPUs sit idle (CubeGPU.cull_idle_gpu_seconds).
+        stop_idle = None if self.settings.user_server else self.notebooks.stop_idle
+        return GpuService(
+            self.settings.gpu,
+            self.ledger,
+            servers,
+            self.kernels,
+            queued=queued,
+            owners=owners,
+            stop_idle=stop_idle,
+        )
 
     def process_owners(self) -> list[OwnerSource]:
         """Whose this machine's processes are, for the GPU report: local jobs' replicas, trials and

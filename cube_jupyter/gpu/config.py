@@ -2,6 +2,7 @@
 
     c.CubeGPU.prometheus_url = "http://prometheus.monitoring.svc:9090"   # DCGM metrics by pod
     c.CubeGPU.idle_warning_seconds = 3600
+    c.CubeGPU.cull_idle_gpu_seconds = 7200   # then stop the server whose GPUs sit idle
 
 `c.CubeWorkbench.prometheus_url` (the issue's name) is honoured too; `CubeGPU.prometheus_url` wins
 when both are set (`load_settings` resolves it). Both are checked as config loads at startup, so a
@@ -41,6 +42,13 @@ class CubeGPU(CubePrometheus):
         1800.0,
         help="Warn about a kernel or pod that holds GPU memory at 0% utilization for longer; 0: never.",
     )
+    cull_idle_gpu_seconds = Float(
+        0.0,
+        help="Stop a notebook server whose GPUs have held memory at 0% utilization for longer (its "
+        "kernels' processes locally, from NVML; its pod on a cluster, from DCGM through Prometheus), "
+        "saying why in its stop reason, as cull_idle_seconds does for servers without activity. "
+        "Warned first at idle_warning_seconds when that is shorter. 0: never.",
+    )
     cache_seconds = Float(
         1.0,
         help="How long one reading answers every `/gpu` request in the same scope (concurrent requests "
@@ -48,7 +56,9 @@ class CubeGPU(CubePrometheus):
     )
 
     _periods_ok = checked(positive, "prometheus_timeout_seconds", "sample_seconds")
-    _optional_periods_ok = checked(non_negative, "idle_warning_seconds", "cache_seconds")
+    _optional_periods_ok = checked(
+        non_negative, "idle_warning_seconds", "cull_idle_gpu_seconds", "cache_seconds"
+    )
     _history_seconds_ok = checked(_history_window, "history_seconds")
 
 

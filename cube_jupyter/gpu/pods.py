@@ -30,6 +30,12 @@ def pod_kind(pod: str, notebook_names: Iterable[str]) -> PodKind:
     return "other"
 
 
+def server_of_pod(pod: str) -> str:
+    """The notebook server whose StatefulSet pod `pod` is (`nb1-0` → `nb1`); `pod` itself otherwise."""
+    match = STATEFULSET_POD.match(pod)
+    return match.group("name") if match else pod
+
+
 def group_pods(
     devices: Iterable[GpuDevice],
     notebooks: Mapping[str, set[str]],

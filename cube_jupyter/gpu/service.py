@@ -15,7 +15,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -37,7 +37,7 @@ from cube_jupyter.gpu.model import (
     Series,
     WorkloadGpu,
 )
-from cube_jupyter.gpu.pods import group_pods
+from cube_jupyter.gpu.pods import group_pods, server_of_pod
 from cube_jupyter.gpu.sources import NoGpuVisible, no_gpu_visible
 from cube_jupyter.ledger import GpuLedger
 from cube_jupyter.periodic import repeat
@@ -50,6 +50,9 @@ NO_PROMETHEUS = (
     "no GPU metrics: the kubernetes backend reads GPUs from the DCGM exporter through Prometheus; "
     "set c.CubeGPU.prometheus_url (or c.CubeWorkbench.prometheus_url)"
 )
+# How often the central workbench on a cluster looks for servers whose GPUs sit idle (DCGM is
+# scraped every 15-30 s; the culling limit is hours).
+CLUSTER_CULL_SECONDS = 30.0
 # Points per history chart at most; Prometheus' step grows with the window asked for.
 HISTORY_POINTS = 300
 IDLE_POINTS = 60
@@ -94,6 +97,26 @@ QueuedGpuJobs = Callable[[str], Iterable[QueuedGpuJob]]
 
 
 @dataclass(frozen=True)
+class IdleServer:
+    """A notebook server whose GPUs have sat idle (memory held at 0% utilization) this long."""
+
+    user: str
+    name: str
+    idle_seconds: float
+
+
+# Stops a user's server, with the reason to record (the composition root gives the notebook service's).
+StopIdleServer = Callable[[str, str, str], Awaitable[None]]
+
+
+def gpu_cull_reason(limit_seconds: float) -> str:
+    return (
+        f"stopped after its GPU memory sat at 0% utilization for {_duration(limit_seconds)} "
+        "(c.CubeGPU.cull_idle_gpu_seconds)"
+    )
+
+
+@dataclass(frozen=True)
 class OwnedKernel:
     """A kernel and the workbench user it belongs to (who may see its notebook path)."""
 
@@ -130,6 +153,7 @@ class GpuService:
         *,
         queued: QueuedGpuJobs | None = None,
         owners: Sequence[OwnerSource] = (),
+        stop_idle: StopIdleServer | None = None,
         nvml: Any = None,
         prometheus: Any = None,
     ) -> None:
@@ -139,6 +163,7 @@ class GpuService:
         self.kernels = kernels
         self.queued = queued  # the caller's queued GPU demand beside what they hold; None: no queue
         self.owners = owners  # whose job replicas, trials, models and steps this machine's processes are
+        self.stop_idle = stop_idle  # stops a server whose GPUs sit idle; None: a user server culls nothing
         self.config = settings.gpu
         self.prometheus = prometheus
         self.nvml = nvml
@@ -156,6 +181,8 @@ class GpuService:
         self.idle = IdleTracker()
         self.reads: CoalescingCache[Any] = CoalescingCache(self.config.cache_seconds)
         self._sampler: asyncio.Task[None] | None = None
+        self._culler: asyncio.Task[None] | None = None
+        self._sampled: LocalReading | None = None  # the sampler's last reading, which culling judges
 
     @property
     def _on_cluster(self) -> bool:
@@ -165,17 +192,28 @@ class GpuService:
     # -- lifecycle ---------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start sampling NVML into the history (local GPUs only; Prometheus keeps its own)."""
+        """Start sampling NVML into the history (local GPUs only; Prometheus keeps its own), and
+        culling servers whose GPUs sit idle where `cull_idle_gpu_seconds` asks it: after each
+        sample locally, every `CLUSTER_CULL_SECONDS` from Prometheus."""
         if self.nvml is not None and (self._sampler is None or self._sampler.done()):
             self._sampler = asyncio.create_task(
-                repeat(self.sample_once, self.config.sample_seconds, "GPU sampling"), name="cube-gpu-sampler"
+                repeat(self._sample_and_cull, self.config.sample_seconds, "GPU sampling"),
+                name="cube-gpu-sampler",
+            )
+        culls = (
+            self.prometheus is not None and self.stop_idle is not None and self.config.cull_idle_gpu_seconds
+        )
+        if culls and (self._culler is None or self._culler.done()):
+            self._culler = asyncio.create_task(
+                repeat(self._cull, CLUSTER_CULL_SECONDS, "GPU culling"), name="cube-gpu-culler"
             )
 
     async def close(self) -> None:
-        if self._sampler is not None:
-            self._sampler.cancel()
-            await asyncio.gather(self._sampler, return_exceptions=True)
-            self._sampler = None
+        for task in (self._sampler, self._culler):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self._sampler = self._culler = None
         close = getattr(self.nvml, "close", None)
         if close is not None:
             await asyncio.to_thread(close)
@@ -247,6 +285,7 @@ class GpuService:
     async def sample_once(self) -> None:
         """One sampler pass: read (or reuse the cached reading), record history and idle spells."""
         reading: LocalReading = await self.reads.get(("nvml",), self._read_local)
+        self._sampled = reading
         if reading.message is not None:
             return
         now = reading.timestamp
@@ -268,6 +307,81 @@ class GpuService:
         alive = [f"gpu:{d.uuid}" for d in reading.devices] + [key for key, _ in holders]
         self.history.forget(alive, now)
         self.idle.forget(alive)
+
+    async def _sample_and_cull(self) -> None:
+        await self.sample_once()
+        await self.cull_once()
+
+    async def _cull(self) -> None:
+        await self.cull_once()
+
+    # -- GPU-aware culling -------------------------------------------------------------------------
+
+    async def cull_once(self) -> list[IdleServer]:
+        """Stop every notebook server whose GPUs have held memory at 0% utilization for longer than
+        `cull_idle_gpu_seconds`, saying why; the servers stopped. A stop that fails is logged and
+        tried again on the next pass."""
+        limit = self.config.cull_idle_gpu_seconds
+        if not limit or self.stop_idle is None:
+            return []
+        if self.prometheus is not None:
+            idle = await self._idle_cluster_servers(limit)
+        elif self.nvml is not None:
+            idle = await self._idle_local_servers(limit)
+        else:
+            idle = []
+        stopped = []
+        for server in idle:
+            log.info(
+                "stopping %s/%s: its GPUs idle for %.0f s", server.user, server.name, server.idle_seconds
+            )
+            try:
+                await self.stop_idle(server.user, server.name, gpu_cull_reason(limit))
+            except CubeError as exc:
+                log.warning("could not stop %s/%s: %s", server.user, server.name, exc.message)
+                continue
+            stopped.append(server)
+        return stopped
+
+    async def _idle_local_servers(self, limit: float) -> list[IdleServer]:
+        """This machine's notebook servers each of whose kernels holding GPU memory has been idle
+        (0% utilization) for `limit` seconds or more, in the sampler's last reading."""
+        reading = self._sampled
+        if reading is None or reading.message is not None or self.notebooks is None:
+            return []
+        children = {f"{c.user}/{c.name}": c for c in self.notebooks.running_children()}
+        idle: dict[str, list[float]] = {}
+        for usage in reading.kernels:
+            if usage.server in children:
+                idle.setdefault(usage.server, []).append(
+                    self.idle.idle_seconds(f"kernel:{usage.kernel_id}", reading.timestamp)
+                )
+        return [
+            IdleServer(children[server].user, children[server].name, min(spells))
+            for server, spells in idle.items()
+            if min(spells) >= limit
+        ]
+
+    async def _idle_cluster_servers(self, limit: float) -> list[IdleServer]:
+        """Every user's notebook servers whose pods' GPUs DCGM has seen idle for `limit` seconds."""
+        prometheus = self.prometheus
+        try:
+            devices: list[GpuDevice] = await self.reads.get(
+                ("prometheus", None), lambda: asyncio.to_thread(prometheus.read, None)
+            )
+        except NoGpuVisible:
+            return []
+        servers = {(self._namespace_of(s), s.name): s for s in self._servers(None)}
+        notebooks: dict[str, set[str]] = {}
+        for namespace, name in servers:
+            notebooks.setdefault(namespace, set()).add(name)
+        pods = [p for p in group_pods(devices, notebooks, {}) if p.kind == "notebook"]
+        idle = []
+        for pod, seconds in await self._idle_pods(pods, None, time.time(), limit):
+            server = servers.get((pod.namespace, server_of_pod(pod.pod)))
+            if server is not None:
+                idle.append(IdleServer(server.user, server.name, seconds))
+        return idle
 
     async def _read_local(self) -> LocalReading:
         assert self.nvml is not None
@@ -370,7 +484,8 @@ class GpuService:
                     gpu=spell.gpu,
                     idle_seconds=idle,
                     message=f"{what} has held {usage.memory_used_mib:.0f} MiB on GPU {gpu} "
-                    f"at 0% utilization for {_duration(idle)}; shut its kernel down to free the GPU",
+                    f"at 0% utilization for {_duration(idle)}; shut its kernel down to free the GPU"
+                    + self._cull_notice(),
                     kernel_id=usage.kernel_id,
                     notebook_path=usage.notebook_path,
                 )
@@ -422,39 +537,55 @@ class GpuService:
             idle=tuple(await self._pod_idle_warnings(pods, namespaces, now)),
         )
 
-    async def _pod_idle_warnings(
-        self, pods: list[PodGpu], namespaces: tuple[str, ...] | None, now: float
-    ) -> list[IdleWarning]:
-        """Pods whose GPU memory has been held at 0% for longer than allowed, from a coarse
-        `query_range` over that span (longer than any chart's)."""
-        limit = self.config.idle_warning_seconds
-        if not limit or not pods:
+    def _cull_notice(self) -> str:
+        """What an idle warning adds when idle GPUs get their server stopped."""
+        limit = self.config.cull_idle_gpu_seconds
+        return f" (a notebook server is stopped after {_duration(limit)} of this)" if limit else ""
+
+    async def _idle_pods(
+        self, pods: list[PodGpu], namespaces: tuple[str, ...] | None, now: float, limit: float
+    ) -> list[tuple[PodGpu, float]]:
+        """Pods whose GPU memory has been held at 0% for `limit` seconds or more, and for how long,
+        from a coarse `query_range` over that span (longer than any chart's)."""
+        if not pods:
             return []
         prometheus = self.prometheus
         step = _step(limit, IDLE_POINTS)
         scope = list(namespaces) if namespaces else None
         series: list[Series] = await self.reads.get(
-            ("prometheus-idle", namespaces),
+            ("prometheus-idle", namespaces, limit),
             lambda: asyncio.to_thread(prometheus.history, scope, now - limit - 2 * step, now, step),
         )
         by_key: dict[tuple[str, str], tuple[tuple[float, float], ...]] = {
             (s.key, s.metric): s.points for s in series
         }
-        warnings = []
+        idle = []
         for pod in pods:
             key = f"pod:{pod.namespace}/{pod.pod}"
-            idle = trailing_idle_seconds(
+            seconds = trailing_idle_seconds(
                 by_key.get((key, "utilization_pct"), ()), by_key.get((key, "memory_used_mib"), ())
             )
-            if idle < limit:
-                continue
+            if seconds >= limit:
+                idle.append((pod, seconds))
+        return idle
+
+    async def _pod_idle_warnings(
+        self, pods: list[PodGpu], namespaces: tuple[str, ...] | None, now: float
+    ) -> list[IdleWarning]:
+        """Pods whose GPU memory has been held at 0% for longer than `idle_warning_seconds`."""
+        limit = self.config.idle_warning_seconds
+        if not limit:
+            return []
+        warnings = []
+        for pod, idle in await self._idle_pods(pods, namespaces, now, limit):
+            key = f"pod:{pod.namespace}/{pod.pod}"
             warnings.append(
                 IdleWarning(
                     key=key,
                     gpu=pod.gpus[0],
                     idle_seconds=idle,
                     message=f"pod {pod.pod} has held {pod.memory_used_mib or 0:.0f} MiB of GPU memory at 0% "
-                    f"utilization for {_duration(idle)}; stop it to free the GPU",
+                    f"utilization for {_duration(idle)}; stop it to free the GPU" + self._cull_notice(),
                     pod=pod.pod,
                 )
             )

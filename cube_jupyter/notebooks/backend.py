@@ -53,7 +53,11 @@ class NotebookBackend(Protocol):
         """Create and start a server; raise Conflict if it exists. On failure nothing is left behind."""
         ...
 
-    async def set_stopped(self, user: str, name: str, stopped: bool) -> NotebookServer: ...
+    async def set_stopped(
+        self, user: str, name: str, stopped: bool, reason: str | None = None
+    ) -> NotebookServer:
+        """Stop (or start) the server; a stop by the workbench itself says why (`reason`)."""
+        ...
 
     async def delete_server(self, user: str, name: str) -> None:
         """Remove the server. Its workspace (directory or PVC) is kept, like Kubeflow's volumes."""

@@ -115,6 +115,13 @@ class NotebookService:
                 self._require_room_to_start("stopped")
                 return await self.backend.set_stopped(server.user, server.name, stopped)
 
+    async def stop_idle(self, user: str, name: str, reason: str) -> None:
+        """Stop a server the workbench finds idle (its GPUs, `CubeGPU.cull_idle_gpu_seconds`), saying
+        why, as the idle culler does; one already stopped or gone is left alone."""
+        server = self.backend.get_server(user, name)
+        if server is not None and server.status in (ServerStatus.RUNNING, ServerStatus.PENDING):
+            await self.backend.set_stopped(user, name, True, reason=reason)
+
     def _check_gpus(self, user: str, profile: str, wanted: int, *, field: str, server: str | None) -> None:
         """The GPU quota, under the user's ledger lock: a server that would wait in a queue (this
         machine's, or Kueue's) is refused only what no wait could give, more GPUs than the quota

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
@@ -408,6 +409,56 @@ def test_launcher_card_mig_gpu_and_restored_layout(lab: ReplayLab, page: Page) -
     expect(instances.first).to_contain_text("NVIDIA A100-SXM4-80GB MIG 3g.40gb")
     expect(device.locator('[data-testid="cube-gpu-process"][data-pid="60112"]')).to_be_visible()
     shot(page, "25-gpu-mig", PANEL)
+
+
+JOB_PID = 41234  # in TWO_A100: holds 18944 MiB on GPU 0 and 512 MiB on GPU 1
+# A replica whose child holds the GPU memory, as a DataLoader worker or `!python train.py` would.
+WITH_CHILD = (
+    "import subprocess, sys, time\n"
+    "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+    "time.sleep(300)\n"
+)
+
+
+def test_a_jobs_gpu_memory_is_named_after_the_job_with_its_history(lab: ReplayLab, page: Page) -> None:
+    """A local training job's replica (really started by the workbench) holds the recorded GPU
+    memory through its child: the panel names it "job toy-ddp, worker-0" under each GPU, and lists
+    the job with its memory and a sparkline that grows as samples arrive."""
+    spec = {
+        "name": "toy-ddp",
+        "framework": "pytorch",
+        "replicas": {"worker": 1},
+        "command": [sys.executable, "-c", WITH_CHILD],
+    }
+    status, body = lab.request("POST", "cube/api/v1/jobs", {"kind": "training", "spec": spec})
+    assert status == 201, body
+    try:
+        child = wait_until(lambda: replica_child(lab), 60, "the replica and its child running")
+        lab.replay(TWO_A100, {JOB_PID: child})
+        open_lab(page, lab)
+        close_gpu_panel(page)
+        open_gpu_panel_from_view_menu(page)
+        panel = page.locator(PANEL)
+        process = card(page, 0).locator(f'[data-testid="cube-gpu-process"][data-pid="{child}"]')
+        expect(process).to_contain_text("job toy-ddp, worker-0", timeout=30_000)
+        row = panel.locator('[data-testid="cube-gpu-workload"][data-series="job:alice/toy-ddp"]')
+        expect(row).to_contain_text("job toy-ddp, worker-0")
+        expect(row).to_contain_text("GPU 0, GPU 1")
+        sparkline = row.get_by_test_id("cube-gpu-workload-sparkline")
+        wait_until(lambda: chart_points(sparkline) >= 3, 30, "the job's memory history growing")
+        shot(page, "25b-gpu-job", PANEL)
+    finally:
+        lab.request("DELETE", "cube/api/v1/jobs/toy-ddp")
+
+
+def replica_child(lab: Lab) -> int | None:
+    """The pid of the running replica's child process, once there is one."""
+    status, job = lab.request("GET", "cube/api/v1/jobs/toy-ddp")
+    pid = job["replicas"][0].get("pid") if status == 200 and job.get("replicas") else None
+    if not pid:
+        return None
+    children = psutil.Process(pid).children(recursive=True)
+    return children[0].pid if children else None
 
 
 def test_palette_and_no_gpu_visible_with_the_real_nvml(lab: ReplayLab, page: Page) -> None:

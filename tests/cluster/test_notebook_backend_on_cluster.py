@@ -329,9 +329,12 @@ def test_stop_and_delete_keep_the_workspace_which_a_new_server_adopts(
         settings = settings_for("StatefulSet")
         await backend.create_server(spec(settings, "kept"))
         workspace = kube.get("v1", "PersistentVolumeClaim", namespace, "kept-workspace")
-        stopped = await backend.set_stopped(ALICE, "kept", True)
-        assert kube.get("apps/v1", "StatefulSet", namespace, "kept")["spec"]["replicas"] == 0
-        assert stopped.status in (ServerStatus.STOPPING, ServerStatus.STOPPED)
+        why = "stopped after its GPU memory sat at 0% utilization for 2.0 h (c.CubeGPU.cull_idle_gpu_seconds)"
+        stopped = await backend.set_stopped(ALICE, "kept", True, reason=why)  # as GPU culling stops it
+        obj = kube.get("apps/v1", "StatefulSet", namespace, "kept")
+        assert obj["spec"]["replicas"] == 0
+        assert obj["metadata"]["annotations"]["cube-jupyter/stop-reason"] == why
+        assert stopped.status in (ServerStatus.STOPPING, ServerStatus.STOPPED) and stopped.reason == why
         await backend.delete_server(ALICE, "kept")
         assert server_objects(admin, namespace, "kept")["PersistentVolumeClaim"]
         with pytest.raises(NotFound, match="has no server named 'kept'"):

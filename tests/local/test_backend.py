@@ -20,6 +20,8 @@ from jupyter_core.paths import jupyter_runtime_dir
 from tornado.httpclient import AsyncHTTPClient
 
 from cube_jupyter.errors import BackendUnavailable, Conflict, NotFound, QuotaExceeded
+from cube_jupyter.gpu.service import gpu_cull_reason
+from cube_jupyter.ledger import GpuLedger
 from cube_jupyter.local import gpus
 from cube_jupyter.local.locks import KeyedLocks
 from cube_jupyter.notebooks.local.backend import DOWN_REASON, LocalNotebookBackend
@@ -90,6 +92,15 @@ def test_lifecycle_create_stop_start_delete(
         assert second is not None and second.pid != record.pid and second.token != record.token
         content = await child_get(backend, "alice", "nb1", "api/contents/keep.txt?content=1")
         assert content["content"] == "kept"  # same workspace after a restart
+
+        # stopped by the workbench itself (its GPUs sat idle: CubeGPU.cull_idle_gpu_seconds), saying why
+        service = NotebookService(settings.notebooks, backend, GpuLedger(None, []))
+        await service.stop_idle("alice", "nb1", gpu_cull_reason(7200))
+        culled = backend.get_server("alice", "nb1")
+        assert culled is not None and culled.status == ServerStatus.STOPPED
+        assert culled.reason == gpu_cull_reason(7200) and "2.0 h" in (culled.reason or "")
+        await service.stop_idle("alice", "nb1", "again")  # already stopped: left as it is
+        assert backend.get_server("alice", "nb1").reason == gpu_cull_reason(7200)  # type: ignore[union-attr]
 
         await backend.delete_server("alice", "nb1")
         assert backend.get_server("alice", "nb1") is None

@@ -350,9 +350,11 @@ class KubernetesNotebookBackend:
                 leftovers.append(where)
         return leftovers
 
-    async def set_stopped(self, user: str, name: str, stopped: bool) -> NotebookServer:
+    async def set_stopped(
+        self, user: str, name: str, stopped: bool, reason: str | None = None
+    ) -> NotebookServer:
         namespace, _ = self._existing(user, name)
-        patch = stop_annotation_patch(stopped, datetime.now(UTC), self.resource_kind)
+        patch = stop_annotation_patch(stopped, datetime.now(UTC), self.resource_kind, reason=reason)
         result = await asyncio.to_thread(
             self.client.patch, self.workload_api_version, self.resource_kind, namespace, name, patch
         )

@@ -188,12 +188,14 @@ class LocalNotebookBackend:
             self._watch(record)
         return record.to_server()
 
-    async def set_stopped(self, user: str, name: str, stopped: bool) -> NotebookServer:
+    async def set_stopped(
+        self, user: str, name: str, stopped: bool, reason: str | None = None
+    ) -> NotebookServer:
         async with self._lock((user, name)):
             record = self._require(user, name)
             if stopped:
                 if record.status != ServerStatus.STOPPED:
-                    record = await self._stop(record, reason=None)
+                    record = await self._stop(record, reason=reason)
                     self.admit_waiting()  # what it held, or its place in the queue, is free
                 return record.to_server()
             if record.status in (ServerStatus.QUEUED, ServerStatus.PENDING, ServerStatus.RUNNING):

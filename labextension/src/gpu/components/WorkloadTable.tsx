@@ -34,7 +34,9 @@ export function WorkloadTable(props: IWorkloadTableProps): JSX.Element {
     >
       {props.workloads.map(w => {
         const points = props.memory(w.workload.series);
-        const max = Math.max(w.memory_used_mib, ...points.map(([, v]) => v));
+        // headroom above the peak, so a steady line shows as a line, not the chart's edge
+        const max =
+          1.25 * Math.max(w.memory_used_mib, ...points.map(([, v]) => v));
         return (
           <tr
             key={w.workload.series}

@@ -1,0 +1,141 @@
+"""GPU-aware culling (`CubeGPU.cull_idle_gpu_seconds`): a notebook server whose GPUs have held memory
+at 0% utilization that long is stopped, with a reason saying so, on both backends.
+
+Locally the readings are a REPLAY of recorded NVML answers (tests/gpu/nvml_replay.py; this machine
+has no GPU) whose idle process is mapped onto a real kernel process of a real server process; on a
+cluster a real Prometheus scrapes the DCGM sample page, where bob's server pod holds memory at 0%.
+The notebook servers are listed as the notebook backend lists them, and the stop the workbench asks
+for is recorded (the notebook backends' own stop with a reason: tests/local, tests/kubernetes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from cube_jupyter.gpu.service import ChildServer, GpuService, IdleServer, ServerRef, gpu_cull_reason
+from cube_jupyter.ledger import GpuLedger
+from tests.gpu.nvml_replay import NvmlReplay
+from tests.gpu.test_service import make_settings
+from tests.waiting import wait_until_async
+
+pytestmark = pytest.mark.timeout(120)
+
+IDLE_PID = 41377  # in the recording: 1 GiB on GPU 0, busy in samples 0-3, 0% in samples 4-6
+
+
+class Servers:
+    """The notebook servers as the GPU service reads them (`NotebookServers`)."""
+
+    def __init__(self, children: list[ChildServer], servers: list[ServerRef]) -> None:
+        self.children, self.listed = children, servers
+
+    def servers(self, user: str | None) -> list[ServerRef]:
+        return [s for s in self.listed if user is None or s.user == user]
+
+    def running_children(self) -> list[ChildServer]:
+        return self.children
+
+
+class Stops:
+    """What the workbench asked to stop, and why."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str, str]] = []
+
+    async def __call__(self, user: str, name: str, reason: str) -> None:
+        self.asked.append((user, name, reason))
+
+
+@pytest.fixture
+def server_with_kernel() -> Iterator[tuple[int, int]]:
+    """A server process with one kernel process below it, launched as Jupyter launches kernels."""
+    kernel_file = f"/tmp/kernel-{uuid.uuid4()}.json"
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)', '-f', "
+            f"{kernel_file!r}])\n"
+            "time.sleep(120)\n",
+        ]
+    )
+    try:
+        import psutil
+
+        kernel = None
+        while kernel is None:
+            children = psutil.Process(server.pid).children()
+            kernel = children[0].pid if children else None
+        yield server.pid, kernel
+    finally:
+        server.kill()
+        server.wait()
+
+
+async def test_a_local_server_whose_kernel_holds_an_idle_gpu_is_stopped_saying_why(
+    tmp_path: Path,
+    install_nvml_replay: Callable[..., NvmlReplay],
+    server_with_kernel: tuple[int, int],
+) -> None:
+    server_pid, kernel_pid = server_with_kernel
+    install_nvml_replay("a100x2-processes.json", pid_map={IDLE_PID: kernel_pid})
+    lab = ChildServer("alice", "lab", "http://127.0.0.1:9/", "token", server_pid)  # answers no sessions
+    settings = make_settings(
+        tmp_path, cache_seconds=0, sample_seconds=0.01, idle_warning_seconds=0.1, cull_idle_gpu_seconds=0.2
+    )
+    stops = Stops()
+    service = GpuService(
+        settings.gpu, GpuLedger(None, []), Servers([lab], [ServerRef("alice", "lab")]), stop_idle=stops
+    )
+    for _ in range(4):  # samples 0-3: the kernel's GPU is busy
+        await service.sample_once()
+        assert await service.cull_once() == []
+    await service.sample_once()  # sample 4: the idle spell starts
+    await asyncio.sleep(0.25)  # (a real wait: the spell's age is wall-clock time, as in test_service)
+    await service.sample_once()  # sample 5: still idle
+    stopped = await service.cull_once()
+    assert [(s.user, s.name) for s in stopped] == [("alice", "lab")] and stopped[0].idle_seconds >= 0.2
+    assert stops.asked == [("alice", "lab", gpu_cull_reason(0.2))]
+    assert "0% utilization for" in stops.asked[0][2] and "cull_idle_gpu_seconds" in stops.asked[0][2]
+    (warning,) = (await service.report("alice")).idle  # sample 6, still idle: what the panel says
+    assert "at 0% utilization" in warning.message and "a notebook server is stopped after" in warning.message
+
+
+async def test_culling_is_off_by_default_and_never_stops_the_workbenchs_own_kernels(
+    tmp_path: Path, install_nvml_replay: Callable[..., NvmlReplay], server_with_kernel: tuple[int, int]
+) -> None:
+    _, kernel_pid = server_with_kernel
+    install_nvml_replay("a100x2-processes.json", pid_map={IDLE_PID: kernel_pid})
+    stops = Stops()
+    off = GpuService(make_settings(tmp_path).gpu, GpuLedger(None, []), Servers([], []), stop_idle=stops)
+    assert await off.cull_once() == []
+    settings = make_settings(tmp_path, cache_seconds=0, cull_idle_gpu_seconds=0.01)
+    no_child = GpuService(settings.gpu, GpuLedger(None, []), Servers([], []), stop_idle=stops)
+    for _ in range(7):
+        await no_child.sample_once()
+    assert await no_child.cull_once() == [] and stops.asked == []  # idle, but no server of ours holds it
+
+
+async def test_a_cluster_server_pod_idle_in_dcgm_is_stopped_and_a_busy_one_kept(
+    tmp_path: Path, prometheus_url: str
+) -> None:
+    """bob-lab-0 holds 512 MiB at 0% in the sample page; alice-nb-0 is busy (37%)."""
+    settings = make_settings(
+        tmp_path, prometheus_url=prometheus_url, cache_seconds=0, cull_idle_gpu_seconds=3
+    )
+    servers = Servers([], [ServerRef("bob", "bob-lab"), ServerRef("alice", "alice-nb")])
+    stops = Stops()
+    service = GpuService(settings.gpu, GpuLedger(None, []), servers, stop_idle=stops)
+    stopped: list[IdleServer] = await wait_until_async(
+        service.cull_once, 30, "bob's idle server stopped", interval=0.5
+    )
+    assert [(s.user, s.name) for s in stopped] == [("bob", "bob-lab")] and stopped[0].idle_seconds >= 3
+    assert stops.asked == [("bob", "bob-lab", gpu_cull_reason(3))]
