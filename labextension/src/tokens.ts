@@ -2,6 +2,7 @@
  * Tokens other plugins use to reach the Notebook Servers panel without importing it.
  */
 import { Token } from '@lumino/coreutils';
+import type { IDisposable } from '@lumino/disposable';
 
 /** Command ids; part of the public surface (command palette, shortcuts). */
 export const CommandIDs = {
@@ -77,4 +78,27 @@ export interface IJobsPanel {
 export const IJobsPanel = new Token<IJobsPanel>(
   'cube-jupyter:IJobsPanel',
   'The Jobs panel: training, tuning and serving jobs.'
+);
+
+/** `[unix seconds, value]` points of a GPU history series, oldest first. */
+export type GpuPoints = readonly (readonly [number, number])[];
+
+/**
+ * What the `gpu` plugin offers other panels: the GPU memory history of a job
+ * (`job:<user>/<name>`) or pipeline step (`step:<run id>/<step>`), polled while watched.
+ */
+export interface IGpuUsage {
+  /**
+   * Call `changed` with the series' GPU memory (MiB) points as they are read (every few
+   * seconds) until the returned handle is disposed; no points: nothing of it holds a GPU.
+   */
+  watchMemory(
+    series: string,
+    changed: (points: GpuPoints) => void
+  ): IDisposable;
+}
+
+export const IGpuUsage = new Token<IGpuUsage>(
+  'cube-jupyter:IGpuUsage',
+  'The GPU memory history of jobs and pipeline steps.'
 );

@@ -51,3 +51,11 @@ export function isoFromSeconds(seconds: number | null): string | null {
 export function plural(count: number, noun: string): string {
   return `${count} ${noun}${count === 1 ? '' : 's'}`;
 }
+
+/** GPU memory: `512 MiB`, `1.5 GiB`, `79.6 GiB`. */
+export function formatMebibytes(value: number): string {
+  if (Math.abs(value) < 1024) {
+    return `${Math.round(value)} MiB`;
+  }
+  return `${(value / 1024).toFixed(1)} GiB`;
+}

@@ -3,6 +3,8 @@
  * as an en dash, never as 0.
  */
 
+import { formatMebibytes } from '../common/format';
+
 export const NOT_REPORTED = '–';
 
 /** `37%`. */
@@ -12,15 +14,11 @@ export function formatPct(value: number | null | undefined): string {
     : `${Math.round(value)}%`;
 }
 
-/** `512 MiB`, `1.5 GiB`, `79.6 GiB`. */
+/** `512 MiB`, `1.5 GiB`, `79.6 GiB`; a dash when not reported. */
 export function formatMiB(value: number | null | undefined): string {
-  if (value === null || value === undefined) {
-    return NOT_REPORTED;
-  }
-  if (Math.abs(value) < 1024) {
-    return `${Math.round(value)} MiB`;
-  }
-  return `${(value / 1024).toFixed(1)} GiB`;
+  return value === null || value === undefined
+    ? NOT_REPORTED
+    : formatMebibytes(value);
 }
 
 /** `1.5 GiB / 80.0 GiB`. */

@@ -170,8 +170,6 @@ export class GpuPanel extends VisibleRenderer<GpuModel> {
               workloads={report.workloads}
               indexOf={indexOf}
               memory={series => model.series(series, 'memory_used_mib')}
-              from={from}
-              to={to}
             />
           </section>
         )}

@@ -15,6 +15,7 @@ import {
 } from '../common/components/PanelHeader';
 import { confirmAction } from '../common/dialogs';
 import { VisibleRenderer } from '../common/visibleRenderer';
+import type { IGpuUsage } from '../tokens';
 import { JobDetail } from './components/JobDetail';
 import { JobList } from './components/JobList';
 import { ServingForm } from './components/ServingForm';
@@ -33,7 +34,11 @@ const KIND_LABELS: Record<JobKind, string> = {
 const KINDS: JobKind[] = ['training', 'tuning', 'serving'];
 
 export class JobsPanel extends VisibleRenderer<JobsModel> {
-  constructor(model: JobsModel) {
+  /** `gpuUsage`: the GPU plugin's history of jobs, for a running job's GPU sparkline. */
+  constructor(
+    model: JobsModel,
+    private readonly gpuUsage: IGpuUsage | null = null
+  ) {
     super(model, {
       id: 'cube-jobs-panel',
       className: 'cube-JobsPanel',
@@ -115,6 +120,7 @@ export class JobsPanel extends VisibleRenderer<JobsModel> {
                 model={model}
                 job={job}
                 now={now}
+                gpuUsage={this.gpuUsage}
                 onDelete={target => void this._delete(target)}
               />
             )}

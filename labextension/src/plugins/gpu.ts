@@ -23,15 +23,17 @@ import { IdleNotifier } from '../gpu/idleNotifier';
 import { GpuModel } from '../gpu/model';
 import { GpuPanel } from '../gpu/panel';
 import { KernelGpuStatus, KernelGpuStatusModel } from '../gpu/status';
-import { GpuCommandIDs } from '../tokens';
+import { GpuUsage } from '../gpu/usage';
+import { GpuCommandIDs, IGpuUsage } from '../tokens';
 import { offerIfAvailable } from './catalog';
 import { MainAreaPanel } from './mainAreaPanel';
 
-export const gpuPlugin: JupyterFrontEndPlugin<void> = {
+export const gpuPlugin: JupyterFrontEndPlugin<IGpuUsage> = {
   id: 'cube-jupyter:gpu',
   description:
     'The GPU panel, the status-bar item with the notebook kernel GPU use, and idle-GPU warnings.',
   autoStart: true,
+  provides: IGpuUsage,
   optional: [
     ILayoutRestorer,
     ICommandPalette,
@@ -48,10 +50,11 @@ export const gpuPlugin: JupyterFrontEndPlugin<void> = {
     mainMenu: IMainMenu | null,
     statusBar: IStatusBar | null,
     notebooks: INotebookTracker | null
-  ): void => {
-    const model = new GpuModel(
-      new GpuClient(new CubeClient(app.serviceManager.serverSettings))
+  ): IGpuUsage => {
+    const client = new GpuClient(
+      new CubeClient(app.serviceManager.serverSettings)
     );
+    const model = new GpuModel(client);
     const openNotebook = (path: string) =>
       void app.commands.execute('docmanager:open', { path });
     // Every server that lists `gpu` in /info gets the UI (the workbench and the user
@@ -94,6 +97,7 @@ export const gpuPlugin: JupyterFrontEndPlugin<void> = {
       execute: () => model.refresh()
     });
     panel.restore(restorer, GpuCommandIDs.open);
+    return new GpuUsage(client);
   }
 };
 

@@ -17,7 +17,7 @@ import { jobsIcon } from '../jobs/icons';
 import { JobsModel } from '../jobs/model';
 import { JobsPanel } from '../jobs/panel';
 import type { JobKind } from '../jobs/types';
-import { IJobsPanel, JobsCommandIDs } from '../tokens';
+import { IGpuUsage, IJobsPanel, JobsCommandIDs } from '../tokens';
 import { offerIfAvailable } from './catalog';
 import { MainAreaPanel } from './mainAreaPanel';
 
@@ -27,12 +27,13 @@ export const jobsPlugin: JupyterFrontEndPlugin<IJobsPanel> = {
     'The Jobs panel: launch and watch training, tuning and serving jobs.',
   autoStart: true,
   provides: IJobsPanel,
-  optional: [ILayoutRestorer, ICommandPalette, ILauncher],
+  optional: [ILayoutRestorer, ICommandPalette, ILauncher, IGpuUsage],
   activate: (
     app: JupyterFrontEnd,
     restorer: ILayoutRestorer | null,
     palette: ICommandPalette | null,
-    launcher: ILauncher | null
+    launcher: ILauncher | null,
+    gpuUsage: IGpuUsage | null
   ): IJobsPanel => {
     const client = new JobsClient(
       new CubeClient(app.serviceManager.serverSettings)
@@ -56,7 +57,7 @@ export const jobsPlugin: JupyterFrontEndPlugin<IJobsPanel> = {
       label: 'Jobs',
       caption: 'Training, tuning and serving jobs',
       icon: jobsIcon,
-      create: () => new JobsPanel(model)
+      create: () => new JobsPanel(model, gpuUsage)
     });
 
     const open = async (kind?: JobKind): Promise<void> => {

@@ -6,8 +6,8 @@ import * as React from 'react';
 
 import { formatElapsed } from '../../common/format';
 
-export const WIDTH = 300;
-export const HEIGHT = 60;
+const WIDTH = 300;
+const HEIGHT = 60;
 /** The shortest span a chart shows, so a few first samples do not fill it edge to edge (s). */
 export const MIN_WINDOW_SECONDS = 60;
 

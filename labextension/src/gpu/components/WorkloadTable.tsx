@@ -4,18 +4,16 @@
  */
 import * as React from 'react';
 
+import { Sparkline } from '../../common/components/Sparkline';
 import { Table } from '../../common/components/Table';
 import { formatMiB, formatPct, gpuLabel } from '../format';
 import type { ISeries, IWorkloadGpu } from '../types';
-import { chartPoints, HEIGHT, WIDTH } from './LineChart';
 
 export interface IWorkloadTableProps {
   workloads: readonly IWorkloadGpu[];
   indexOf: ReadonlyMap<string, number>;
   /** A workload's memory history (`workload.series`). */
   memory: (series: string) => ISeries['points'];
-  from: number;
-  to: number;
 }
 
 export function WorkloadTable(props: IWorkloadTableProps): JSX.Element {
@@ -33,10 +31,6 @@ export function WorkloadTable(props: IWorkloadTableProps): JSX.Element {
       ]}
     >
       {props.workloads.map(w => {
-        const points = props.memory(w.workload.series);
-        // headroom above the peak, so a steady line shows as a line, not the chart's edge
-        const max =
-          1.25 * Math.max(w.memory_used_mib, ...points.map(([, v]) => v));
         return (
           <tr
             key={w.workload.series}
@@ -51,19 +45,11 @@ export function WorkloadTable(props: IWorkloadTableProps): JSX.Element {
             <td className="cube-mod-number">{formatMiB(w.memory_used_mib)}</td>
             <td className="cube-mod-number">{formatPct(w.utilization_pct)}</td>
             <td>
-              <svg
-                className="cube-GpuSparkline"
-                viewBox={`0 0 ${WIDTH} ${HEIGHT}`}
-                preserveAspectRatio="none"
-                role="img"
-                aria-label={`${w.workload.label}: GPU memory over the last minutes`}
-                data-testid="cube-gpu-workload-sparkline"
-                data-points={points.length}
-              >
-                <polyline
-                  points={chartPoints(points, props.from, props.to, max)}
-                />
-              </svg>
+              <Sparkline
+                points={props.memory(w.workload.series)}
+                label={`${w.workload.label}: GPU memory over the last minutes`}
+                testid="cube-gpu-workload-sparkline"
+              />
             </td>
           </tr>
         );

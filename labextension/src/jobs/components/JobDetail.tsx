@@ -19,11 +19,15 @@ import { JobMessage } from './JobMessage';
 import { LogView } from './LogView';
 import { ServingBox } from './ServingBox';
 import { BestTrial, objectiveOf, TrialTable } from './TrialTable';
+import { GpuMemory } from './GpuMemory';
+import type { IGpuUsage } from '../../tokens';
 
 export interface IJobDetailProps {
   model: JobsModel;
   job: IJob;
   now: number;
+  /** The GPU plugin's job history: a running job's GPU memory sparkline; null: none. */
+  gpuUsage?: IGpuUsage | null;
   onDelete: (job: IJob) => void;
 }
 
@@ -55,6 +59,12 @@ export function JobDetail(props: IJobDetailProps): JSX.Element {
             <> · finished {localTime(job.completed)}</>
           )}
         </span>
+        {props.gpuUsage && !job.completed && (
+          <GpuMemory
+            usage={props.gpuUsage}
+            series={`job:${job.user}/${job.name}`}
+          />
+        )}
         <Button
           className="cube-Button cube-mod-danger"
           minimal
