@@ -452,7 +452,7 @@ def test_a_jobs_gpu_memory_is_named_after_the_job_with_its_history(lab: ReplayLa
         page.evaluate("() => window.jupyterapp.commands.execute('cube:open-jobs')")
         jobs = page.locator('[data-testid="cube-jobs"]')
         jobs.locator('[data-testid="cube-jobs-row"][data-name="toy-ddp"]').click()
-        memory = jobs.get_by_test_id("cube-job-detail").get_by_test_id("cube-job-gpu-memory")
+        memory = jobs.get_by_test_id("cube-job-detail").get_by_test_id("cube-gpu-memory")
         expect(memory).to_contain_text("GPU memory", timeout=30_000)
         expect(memory).to_contain_text("GiB")
         shot(page, "25c-job-gpu-memory", '[data-testid="cube-jobs"]')

@@ -22,6 +22,7 @@ import { CellSteps, ICellInfo } from './components/CellSteps';
 import { DagView } from './components/DagView';
 import { ParametersForm } from './components/ParametersForm';
 import { RunHistory } from './components/RunHistory';
+import type { IGpuUsage } from '../tokens';
 import { RunView } from './components/RunView';
 import { GraphWarnings } from './components/GraphWarnings';
 import { pipelineIcon } from './icons';
@@ -49,7 +50,9 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
   constructor(
     model: PipelineModel,
     private readonly _openStep: StepOpener,
-    private readonly _openGraph: () => void
+    private readonly _openGraph: () => void,
+    /** The GPU plugin's step history: a running GPU step's memory sparkline. */
+    private readonly _gpuUsage: IGpuUsage | null = null
   ) {
     super(model, {
       id: 'cube-pipeline',
@@ -247,6 +250,7 @@ export class PipelinePanel extends VisibleRenderer<PipelineModel> {
               onCancel={() => void model.cancelRun()}
               onResume={() => void model.resumeRun()}
               onOpenStep={step => void this._open(run, step)}
+              gpuUsage={this._gpuUsage}
             />
           </section>
         )}

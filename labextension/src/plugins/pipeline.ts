@@ -33,7 +33,7 @@ import { PipelinePanel } from '../pipeline/panel';
 import type { IRun, IRunStep } from '../pipeline/types';
 import { ScheduleCommandIDs } from '../schedules/commands';
 import { scheduleIcon } from '../schedules/icons';
-import { PipelineCommandIDs } from '../tokens';
+import { IGpuUsage, PipelineCommandIDs } from '../tokens';
 import { offerIfAvailable } from './catalog';
 import { MainAreaPanel } from './mainAreaPanel';
 
@@ -95,12 +95,13 @@ export const pipelinePlugin: JupyterFrontEndPlugin<void> = {
     'The Pipeline panel (steps, DAG, parameters, runs) and the "Run as pipeline" notebook button.',
   autoStart: true,
   requires: [INotebookTracker],
-  optional: [ILayoutRestorer, ICommandPalette],
+  optional: [ILayoutRestorer, ICommandPalette, IGpuUsage],
   activate: (
     app: JupyterFrontEnd,
     tracker: INotebookTracker,
     restorer: ILayoutRestorer | null,
-    palette: ICommandPalette | null
+    palette: ICommandPalette | null,
+    gpuUsage: IGpuUsage | null
   ): void => {
     const client = new PipelineClient(
       new CubeClient(app.serviceManager.serverSettings)
@@ -116,7 +117,8 @@ export const pipelinePlugin: JupyterFrontEndPlugin<void> = {
     const panel = new PipelinePanel(
       model,
       openStep,
-      () => void app.commands.execute(PipelineCommandIDs.openGraph)
+      () => void app.commands.execute(PipelineCommandIDs.openGraph),
+      gpuUsage
     );
     // The graph, large, in the main area: the same model, so the same notebook and run.
     const graph = new MainAreaPanel(app, {

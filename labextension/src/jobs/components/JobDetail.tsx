@@ -7,6 +7,7 @@ import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { ErrorMessage } from '../../common/components/ErrorMessage';
+import { GpuMemory } from '../../common/components/GpuMemory';
 import { SectionTitle } from '../../common/components/PanelHeader';
 import { StatusBadge } from '../../common/components/StatusBadge';
 import { QueuePlace } from './QueuePlace';
@@ -19,7 +20,6 @@ import { JobMessage } from './JobMessage';
 import { LogView } from './LogView';
 import { ServingBox } from './ServingBox';
 import { BestTrial, objectiveOf, TrialTable } from './TrialTable';
-import { GpuMemory } from './GpuMemory';
 import type { IGpuUsage } from '../../tokens';
 
 export interface IJobDetailProps {
@@ -63,6 +63,7 @@ export function JobDetail(props: IJobDetailProps): JSX.Element {
           <GpuMemory
             usage={props.gpuUsage}
             series={`job:${job.user}/${job.name}`}
+            whose="the job's processes"
           />
         )}
         <Button

@@ -2,7 +2,8 @@
  * One run: its status, its steps with state, duration and cache hits, the error that
  * failed it, Cancel while it runs and Resume when it stopped with steps left (a failure,
  * a cancel, a workbench restart). A queued step says why it waits (GPUs, the GPU
- * quota), a running GPU step which GPUs it holds. A step with an executed notebook
+ * quota), a running GPU step which GPUs it holds and (with the GPU plugin) how much
+ * GPU memory its kernel holds, lately. A step with an executed notebook
  * opens it; the data files a step read (whose contents its cache key saw) are listed
  * under it.
  */
@@ -10,6 +11,7 @@ import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { ErrorMessage } from '../../common/components/ErrorMessage';
+import { GpuMemory } from '../../common/components/GpuMemory';
 import { StatusBadge } from '../../common/components/StatusBadge';
 import { formatDate } from '../../common/format';
 import {
@@ -18,6 +20,7 @@ import {
   formatFiles,
   stepNote
 } from '../format';
+import type { IGpuUsage } from '../../tokens';
 import type { IRun, IRunStep } from '../types';
 
 export interface IRunViewProps {
@@ -27,6 +30,8 @@ export interface IRunViewProps {
   onCancel: () => void;
   onResume: () => void;
   onOpenStep: (step: IRunStep) => void;
+  /** The GPU plugin's step history: a running GPU step's memory sparkline; null: none. */
+  gpuUsage?: IGpuUsage | null;
 }
 
 export function RunView(props: IRunViewProps): JSX.Element {
@@ -126,6 +131,13 @@ export function RunView(props: IRunViewProps): JSX.Element {
                   testid="cube-run-step-status"
                 />
               </button>
+              {gpus && props.gpuUsage && (
+                <GpuMemory
+                  usage={props.gpuUsage}
+                  series={`step:${run.id}/${step.name}`}
+                  whose={`step ${step.name}'s kernel`}
+                />
+              )}
               {reason && (
                 <div
                   className="cube-RunStep-reason"

@@ -1,17 +1,20 @@
 /**
- * A running job's GPU memory over the last minutes, from the GPU plugin's history of the
- * job (all its replicas): shown once any of its processes holds GPU memory.
+ * A running job's or pipeline step's GPU memory over the last minutes, from the GPU
+ * plugin's history of it (a job: all its replicas): shown once any of its processes holds
+ * GPU memory.
  */
 import * as React from 'react';
 
-import { Sparkline } from '../../common/components/Sparkline';
-import { formatMebibytes } from '../../common/format';
+import { formatMebibytes } from '../format';
 import type { GpuPoints, IGpuUsage } from '../../tokens';
+import { Sparkline } from './Sparkline';
 
 export interface IGpuMemoryProps {
   usage: IGpuUsage;
-  /** The history's key: `job:<user>/<name>`. */
+  /** The history's key: `job:<user>/<name>` or `step:<run id>/<step>`. */
   series: string;
+  /** What it is, for the hover text: "the job's processes". */
+  whose: string;
 }
 
 export function GpuMemory(props: IGpuMemoryProps): JSX.Element | null {
@@ -25,12 +28,12 @@ export function GpuMemory(props: IGpuMemoryProps): JSX.Element | null {
   }
   const shown = formatMebibytes(points[points.length - 1][1]);
   return (
-    <span className="cube-JobDetail-gpu" data-testid="cube-job-gpu-memory">
+    <span className="cube-GpuMemory" data-testid="cube-gpu-memory">
       GPU memory{' '}
       <Sparkline
         points={points}
-        label={`GPU memory of the job's processes: ${shown} now`}
-        testid="cube-job-gpu-sparkline"
+        label={`GPU memory of ${props.whose}: ${shown} now`}
+        testid="cube-gpu-memory-sparkline"
       />{' '}
       {shown}
     </span>
