@@ -9,7 +9,7 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 LAB_PORT ?= 8888
 FRONTEND_SOURCES := $(shell find labextension -type f 2>/dev/null) package.json tsconfig.json
 
-.PHONY: setup setup-test lab test lint typecheck jstest pytest bench system-test-deps frontend clean \
+.PHONY: setup setup-test lab test lint typecheck jstest pytest bench gpu-check system-test-deps frontend clean \
 	cluster cluster-down cluster-binaries
 
 setup: $(VENV)/.installed
@@ -84,6 +84,11 @@ pytest: setup-test
 test: setup-test
 	$(MAKE) --no-print-directory -j2 --output-sync=target lint typecheck jstest cluster-binaries
 	$(MAKE) --no-print-directory pytest
+
+# On a machine with NVIDIA GPUs: the GPU features checked there, a table of pass/fail with figures
+# (README "On a GPU machine"); without a GPU it says so and exits 2.
+gpu-check: setup
+	$(BIN)/python -m tests.gpu.gpu_check
 
 bench: setup-test
 	$(BIN)/python -m tests.benchmarks
