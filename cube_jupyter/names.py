@@ -9,8 +9,9 @@ from cube_jupyter.errors import InvalidInput, quote
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_LABEL_MAX = 63
-# A DNS-1123 label, in words a person acts on.
-LABEL_RULE = "use lower-case letters, digits and '-', starting and ending with a letter or digit"
+# A DNS-1123 label, in words a person acts on: the cause first, the technical term last.
+LABEL_CHARS = "lower-case letters, digits and '-', starting and ending with a letter or digit"
+LABEL_RULE = f"use {LABEL_CHARS}"
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # A label value, or the name part of a label key ("qualified name").
 LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
@@ -28,7 +29,9 @@ def validate_dns_label(value: object, field: str, max_length: int = DNS1123_LABE
             field=field,
         )
     if not DNS1123_LABEL.match(value):
-        raise InvalidInput(f"{field} {quote(value)} is not a valid DNS-1123 label: {LABEL_RULE}", field=field)
+        raise InvalidInput(
+            f"{field} {quote(value)} may only have {LABEL_CHARS} (a DNS-1123 label)", field=field
+        )
     return value
 
 

@@ -51,8 +51,10 @@ def check_identifier(name: object, field_name: str) -> str:
 
 
 def validate_parameters(pipeline: Pipeline, parameters: Mapping[str, Any]) -> dict[str, Any]:
-    """Parameters a run may set: those the notebook's parameters cell declares, with JSON values."""
-    declared = {p.name for p in pipeline.parameters}
+    """Parameters a run may set: those the notebook's parameters cell declares, with JSON values. A
+    whole number for a float parameter (`C = 1.0`) is a float: JSON, and so the panel, has one kind
+    of number."""
+    declared = {p.name: p.default for p in pipeline.parameters}
     checked = {}
     for name, value in parameters.items():
         check_identifier(name, f"parameters.{name}")
@@ -69,7 +71,8 @@ def validate_parameters(pipeline: Pipeline, parameters: Mapping[str, Any]) -> di
                 f"parameter {name!r} must be a JSON value (number, string, bool, null, list, object)",
                 field=f"parameters.{name}",
             ) from None
-        checked[name] = value
+        is_int = isinstance(value, int) and not isinstance(value, bool)
+        checked[name] = float(value) if is_int and isinstance(declared[name], float) else value
     return checked
 
 

@@ -130,7 +130,7 @@ def test_schedule_a_notebook_run_it_backfill_edit_and_delete(lab: Lab, page: Pag
     n_samples.fill("300")
     form.locator('[name="name"]').fill("Nightly")
     form.get_by_test_id("cube-schedule-save").click()
-    expect(field_error(form, "name")).to_contain_text("not a valid DNS-1123 label")
+    expect(field_error(form, "name")).to_contain_text("may only have lower-case letters")
     form.locator('[name="name"]').fill("nightly")
     expect(field_error(form, "name")).to_have_count(0)
     form.get_by_test_id("cube-schedule-save").click()

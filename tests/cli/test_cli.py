@@ -75,7 +75,7 @@ def test_render_into_a_namespace_only_the_cluster_knows(
     objects = list(yaml.safe_load_all(capsys.readouterr().out))
     assert {o["metadata"]["namespace"] for o in objects} == {"team-a"}
     assert main([*render, "--namespace", "Team_A"]) != 0
-    assert "--namespace 'Team_A' is not a valid DNS-1123 label" in capsys.readouterr().err
+    assert "--namespace 'Team_A' may only have lower-case letters" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -91,6 +91,16 @@ def test_render_prints_the_objects_as_valid_yaml(folder: Path, command: str, fil
     for obj in objects:
         validate_object(obj, strict=True)
         assert obj["metadata"]["namespace"] == "cube-alice"
+        # Read like a manifest written by hand: apiVersion, kind, metadata, spec (a Katib trial's too).
+        assert list(obj) == ["apiVersion", "kind", "metadata", "spec"]
+        trial = obj["spec"].get("trialTemplate", {}).get("trialSpec")
+        if trial is not None and "metadata" in trial:
+            assert list(trial) == ["apiVersion", "kind", "metadata", "spec"]
+        assert (
+            result.stdout.index("\nkind:")
+            < result.stdout.index("\nmetadata:")
+            < result.stdout.index("\nspec:")
+        )
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from cube_jupyter.pipelines.dag import build_pipeline, load_notebook, pipeline_name
 from cube_jupyter.pipelines.model import GraphWarning, Pipeline, PipelineError, pipeline_from_dict
+from cube_jupyter.pipelines.stepnb import validate_parameters
 from tests.pipelines.notebooks import (
     FANOUT_ML,
     KALE_TAGGED,
@@ -217,6 +218,14 @@ def test_parameters_literals_expressions_and_json() -> None:
     assert by_name["big"].default is None  # inf is not JSON
     assert pipeline.parameters_source.startswith("lr = 0.01\n")
     assert pipeline.step("one").inputs == ()
+
+
+def test_a_whole_number_given_to_a_float_parameter_stays_a_float() -> None:
+    """The panel sends JSON, which has one kind of number: `C = 1.0` set to 2 must run with 2.0."""
+    pipeline = build(code("C = 1.0\nn = 3\nflag = False", "parameters"), code("x = C", "step:one"))
+    given = validate_parameters(pipeline, {"C": 2, "n": 4, "flag": True})
+    assert given == {"C": 2.0, "n": 4, "flag": True}
+    assert isinstance(given["C"], float) and isinstance(given["n"], int)
 
 
 def test_several_parameters_cells_are_joined_and_an_untagged_cell_continues_them() -> None:

@@ -50,7 +50,7 @@ def test_jobs_templates_take_the_same_fields() -> None:
     [
         ("kubeflow", "must contain {username} or {username_kubeflow}"),
         ("kubeflow-{username_kubeflow}-{team}", "only {username} or {username_kubeflow} may be used"),
-        ("Kubeflow-{username_kubeflow}", "not a valid DNS-1123 label"),
+        ("Kubeflow-{username_kubeflow}", "may only have lower-case letters"),
     ],
 )
 def test_bad_templates_fail_at_startup_naming_the_field(template: str, says: str) -> None:

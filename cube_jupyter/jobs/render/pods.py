@@ -32,6 +32,14 @@ CLUSTER_PACKAGE_SCHEMES = ("s3", "configmap")
 SPEC_ANNOTATION = "cube-jupyter/spec"
 
 
+def set_metadata(obj: dict[str, Any], metadata: dict[str, Any]) -> None:
+    """Give `obj` its metadata where a manifest has it, after apiVersion and kind and before spec:
+    a dict keeps its keys in the order they were set, and YAML (`train render`) shows them so."""
+    rest = {key: obj.pop(key) for key in list(obj) if key not in ("apiVersion", "kind", "metadata")}
+    obj["metadata"] = metadata
+    obj.update(rest)
+
+
 def job_metadata(kind: str, name: str, user: str, namespace: str) -> dict[str, Any]:
     """Metadata of a job object; the raw user name is an annotation (label values cannot hold '@')."""
     return {

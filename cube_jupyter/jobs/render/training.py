@@ -18,6 +18,7 @@ from cube_jupyter.jobs.render.pods import (
     env_list,
     job_metadata,
     pod_template,
+    set_metadata,
 )
 from cube_jupyter.jobs.training_spec import RoleSpec, TrainingSpec
 from cube_jupyter.queues import QUEUE_LABEL
@@ -59,7 +60,7 @@ def render_training(
 ) -> list[dict[str, Any]]:
     """The one object the kubernetes backend creates for `spec`."""
     obj = training_object(spec, config, workspace_claim=workspace_claim)
-    obj["metadata"] = job_metadata("training", spec.name, spec.user, config.jobs_namespace_for(spec.user))
+    set_metadata(obj, job_metadata("training", spec.name, spec.user, config.jobs_namespace_for(spec.user)))
     queued(obj, config.queues.choose("training", queue=spec.queue, priority=spec.priority))
     return [obj]
 
@@ -69,7 +70,9 @@ def queued(obj: dict[str, Any], labels: dict[str, str]) -> None:
     a queue is created suspended, as Kueue expects, and unsuspended when admitted."""
     if not labels:
         return
-    obj.setdefault("metadata", {}).setdefault("labels", {}).update(labels)
+    metadata = obj.get("metadata", {})
+    metadata.setdefault("labels", {}).update(labels)
+    set_metadata(obj, metadata)
     if QUEUE_LABEL in labels:
         spec = obj["spec"]
         spec.get("runPolicy", spec)["suspend"] = True
