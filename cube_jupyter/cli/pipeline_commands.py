@@ -22,8 +22,11 @@ from cube_jupyter.errors import CubeError, InvalidInput
 from cube_jupyter.pipelines.history import ACTIVE_RUN, COMPLETED_STEP, DONE_STEP, RunRecord, StepRecord
 from cube_jupyter.pipelines.model import Pipeline, pipeline_from_dict
 from cube_jupyter.pipelines.service import PipelineService
+from cube_jupyter.pipelines.stepnb import notebook_key
 from cube_jupyter.pipelines.targets import RunRequest
 from cube_jupyter.services import Workbench, open_workbench
+from cube_jupyter.storage import ArtifactStore, open_store
+from cube_jupyter.storage.local import LocalStore
 
 if TYPE_CHECKING:
     from tqdm import tqdm
@@ -205,7 +208,8 @@ async def _follow(
         asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
         if display:
             display.close()
-    _print_summary(run, time.perf_counter() - started)
+    store = open_store(run.store, service.settings.storage, check=False)
+    _print_summary(run, time.perf_counter() - started, store)
     if args.output_dir:
         _write_notebooks(service, user, run, Path(args.output_dir))
     if interrupted.is_set() or run.status == "cancelled":
@@ -311,7 +315,19 @@ def _gpu_text(gpus: list[str]) -> str:
     return ("GPU " if len(gpus) == 1 else "GPUs ") + ", ".join(gpus)
 
 
-def _print_summary(run: RunRecord, elapsed: float) -> None:
+def _notebook_text(run: RunRecord, step: StepRecord, store: ArtifactStore) -> str:
+    """Where the user opens a step's executed notebook: its file on a local store, else its URL; a
+    cached step's is the notebook of the run that made it, which the text names."""
+    if not step.notebook:
+        return "-"
+    where = str(store.root / step.notebook) if isinstance(store, LocalStore) else store.url(step.notebook)
+    source = [*step.notebook.split("/"), ""][1]  # runs/RUN/steps/STEP.ipynb
+    if source != run.id and notebook_key(source, step.name) == step.notebook:
+        where += f" (cached from {source})"
+    return where
+
+
+def _print_summary(run: RunRecord, elapsed: float, store: ArtifactStore) -> None:
     header = ("STEP", "STATUS", "ATTEMPTS", "DURATION", "CACHED", "NOTEBOOK")
     rows = [header] + [
         (
@@ -320,7 +336,7 @@ def _print_summary(run: RunRecord, elapsed: float) -> None:
             str(s.attempts),
             f"{s.duration:.2f}s" if s.duration is not None else "-",
             "yes" if s.cache_hit else "no",
-            s.notebook or "-",
+            _notebook_text(run, s, store),
         )
         for s in run.steps
     ]

@@ -19,6 +19,7 @@ from typing import Any
 
 import nbformat
 from nbformat import NotebookNode
+from nbformat.corpus.words import generate_corpus_id
 from nbformat.reader import NotJSONError
 
 from cube_jupyter.names import DNS1123_LABEL_MAX
@@ -35,8 +36,8 @@ def load_notebook(path: str | Path) -> NotebookNode:
     """Read an .ipynb file as nbformat 4; PipelineError (field "path") if missing or not a notebook."""
     where = str(path)
     try:
-        with open(path, encoding="utf-8") as handle:
-            notebook = nbformat.read(handle, as_version=4)
+        with open(path, encoding="utf-8") as handle:  # validated below, once its cells have ids
+            notebook = nbformat.convert(nbformat.reader.reads(handle.read()), 4)
     except FileNotFoundError:
         raise PipelineError(f"notebook {where!r} does not exist", field="path") from None
     except IsADirectoryError:
@@ -65,11 +66,23 @@ def _validated(notebook: Any, where: str, field: str) -> NotebookNode:
     if not isinstance(notebook, Mapping) or not isinstance(notebook.get("cells"), list):
         raise PipelineError(f"{where!r} is not a Jupyter notebook (no cells list)", field=field)
     node = nbformat.from_dict(notebook)
+    _give_cells_ids(node)
     try:
         nbformat.validate(node)
     except nbformat.ValidationError as exc:
         raise PipelineError(f"{where!r} is not a valid notebook: {_first_line(exc)}", field=field) from None
     return node
+
+
+def _give_cells_ids(node: NotebookNode) -> None:
+    """Give cells without an id one, in memory (the user's file is left as it is): nbformat 4.5
+    notebooks have them, but one an older tool wrote may not, and nbformat would warn
+    (MissingIDFieldWarning) on every read; its `normalize` warns as well."""
+    if (node.get("nbformat", 0), node.get("nbformat_minor", 0)) < (4, 5):
+        return
+    for cell in node.cells:
+        if isinstance(cell, dict) and "id" not in cell:
+            cell["id"] = generate_corpus_id()
 
 
 def pipeline_name(path: str, metadata: Mapping[str, Any] | None = None) -> str:

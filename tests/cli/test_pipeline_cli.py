@@ -82,6 +82,11 @@ def test_an_invalid_pipeline_exits_2_with_the_reason(folder: Path, content: str,
 
 
 def test_run_writes_step_notebooks_then_reuses_them_from_the_cache(folder: Path) -> None:
+    # Its cells have no ids, as an older tool wrote it: read without nbformat's warning.
+    saved = json.loads((folder / "good.ipynb").read_text())
+    for cell in saved["cells"]:
+        cell.pop("id", None)
+    (folder / "good.ipynb").write_text(json.dumps(saved))
     result = cube(folder, "run", "good.ipynb", "-p", "rate", "2", "--parallel", "2", "--output-dir", "out")
     assert result.returncode == 0, result.stderr
     table = result.stdout.splitlines()
@@ -98,6 +103,12 @@ def test_run_writes_step_notebooks_then_reuses_them_from_the_cache(folder: Path)
     assert [line.split()[1] for line in again.stdout.splitlines()[1:3]] == ["cached", "cached"]
     runs = RunHistory.in_state_dir(folder / "state").list("alice")
     assert [r.status for r in runs] == ["succeeded", "succeeded"]
+    # NOTEBOOK: the executed notebook as a path to open; a cached step's is the run's that made it.
+    first = runs[1].id
+    made = folder / "artifacts" / "runs" / first / "steps" / "show.ipynb"
+    assert str(made) in table[2] and made.is_file()
+    assert f"{made} (cached from {first})" in again.stdout.splitlines()[2]
+    assert "MissingIDFieldWarning" not in result.stderr + again.stderr
 
 
 def test_a_failed_step_exits_1_showing_the_step_and_its_traceback(folder: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,27 @@ def test_load_notebook_reads_a_v4_notebook(tmp_path: Path) -> None:
     assert nb.nbformat == 4
     assert nb.cells[0].metadata.tags == ["step:a"]
     assert load_notebook(str(path)).cells[0].source == "x = 1"
+
+
+def test_a_notebook_whose_cells_have_no_ids_reads_without_a_warning_and_is_left_as_it_is(
+    tmp_path: Path,
+) -> None:
+    """An older tool's 4.5 notebook: nbformat warns of each missing id (MissingIDFieldWarning) unless
+    the cells get ids first; they get them in memory only."""
+    content = json.dumps(
+        {
+            "cells": [{"cell_type": "code", "execution_count": None, "metadata": {"tags": ["step:a"]},
+                       "outputs": [], "source": "x = 1"}],
+            "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+        }
+    )  # fmt: skip
+    path = tmp_path / "old.ipynb"
+    path.write_text(content)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        nb = load_notebook(path)
+    assert nb.cells[0].id and nb.cells[0].source == "x = 1"
+    assert path.read_text() == content
 
 
 @pytest.mark.parametrize(
