@@ -220,13 +220,6 @@ NOISE = (
     Noise(
         "Failed to load resource: the server responded with a status of 400 (Bad Request)", "/cube/api/v1/"
     ),
-    # jupyterlab_widgets 3.0.17 (the newest) reads `sessionContext.session.kernel.id` of every notebook
-    # panel, so any notebook opened without a kernel (Lab's own "Notebook (no kernel)" too) throws this;
-    # executed step notebooks open without a kernel on purpose, as the records they are.
-    Noise(
-        "Cannot read properties of null (reading 'kernel')",
-        "/lab/extensions/@jupyter-widgets/jupyterlab-manager/",
-    ),
 )
 
 

@@ -6,8 +6,10 @@
  * `GET /cube/api/v1/pipelines/runs/{id}/steps/{step}/notebook`; the model says
  * `writable: false`, so Lab neither saves nor checkpoints it, and every cell is marked
  * `editable: false` / `deletable: false` so it reads as the record it is. Its times are
- * the step's, from the run. `StepNotebookKernel` opens it without a kernel: running a
- * cell again would change the record (and starting one changes the notebook's metadata).
+ * the step's, from the run. It opens in the `STEP_NOTEBOOK_FACTORY` view, without a
+ * kernel (so does `StepNotebookKernel` in Lab's notebook view, should it open there):
+ * running a cell again would change the record (and starting one changes the notebook's
+ * metadata).
  */
 import type { DocumentRegistry } from '@jupyterlab/docregistry';
 import type { INotebookModel, NotebookPanel } from '@jupyterlab/notebook';
@@ -18,6 +20,12 @@ import type { PipelineClient } from './client';
 import type { IRun, IRunStep } from './types';
 
 export const DRIVE_NAME = 'cube-runs';
+/**
+ * The document widget that shows executed step notebooks: a notebook view that never
+ * has a kernel, apart from Lab's `Notebook` factory so extensions that expect a kernel
+ * session of every notebook (ipywidgets' manager) leave it alone.
+ */
+export const STEP_NOTEBOOK_FACTORY = 'Executed Step Notebook';
 
 /** The path Lab opens for a step's executed notebook. */
 export function stepNotebookPath(runId: string, step: string): string {
@@ -41,7 +49,11 @@ export function stepNotebookTimes(
   return { created, last_modified: step.finished ?? created };
 }
 
-/** A copy of an nbformat notebook whose cells cannot be edited or deleted in Lab. */
+/**
+ * A copy of an nbformat notebook whose cells cannot be edited or deleted in Lab, and
+ * whose code cells are trusted: their outputs are the workbench's own record of the
+ * user's code, run by the workbench, so rich outputs (a model's HTML) show as they did.
+ */
 export function readOnlyCopy(
   notebook: Record<string, unknown>
 ): Record<string, unknown> {
@@ -51,7 +63,11 @@ export function readOnlyCopy(
     cells: cells.map(cell => {
       const c = cell as Record<string, unknown>;
       const meta = (c.metadata ?? {}) as Record<string, unknown>;
-      return { ...c, metadata: { ...meta, editable: false, deletable: false } };
+      const trust = c.cell_type === 'code' ? { trusted: true } : {};
+      return {
+        ...c,
+        metadata: { ...meta, editable: false, deletable: false, ...trust }
+      };
     })
   };
 }

@@ -9,12 +9,18 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ICommandPalette, ToolbarButton } from '@jupyterlab/apputils';
+import {
+  ICommandPalette,
+  ToolbarButton,
+  WidgetTracker
+} from '@jupyterlab/apputils';
 import type { DocumentRegistry } from '@jupyterlab/docregistry';
 import {
   INotebookModel,
   INotebookTracker,
-  NotebookPanel
+  INotebookWidgetFactory,
+  NotebookPanel,
+  NotebookWidgetFactory
 } from '@jupyterlab/notebook';
 import { DisposableSet, type IDisposable } from '@lumino/disposable';
 
@@ -23,6 +29,7 @@ import { PipelineClient } from '../pipeline/client';
 import { PipelineModel } from '../pipeline/model';
 import {
   isStepNotebookPath,
+  STEP_NOTEBOOK_FACTORY,
   StepNotebookDrive,
   StepNotebookKernel,
   stepNotebookPath
@@ -36,6 +43,52 @@ import { scheduleIcon } from '../schedules/icons';
 import { IGpuUsage, PipelineCommandIDs } from '../tokens';
 import { offerIfAvailable } from './catalog';
 import { MainAreaPanel } from './mainAreaPanel';
+
+/**
+ * Register the kernel-less view of executed step notebooks, built like Lab's notebook
+ * view (same renderers, editor and notebook settings) and restored with the layout; its
+ * name, or Lab's `Notebook` where the notebook view is not there to copy.
+ */
+function addStepNotebookFactory(
+  app: JupyterFrontEnd,
+  base: NotebookWidgetFactory.IFactory | null,
+  restorer: ILayoutRestorer | null
+): string {
+  if (!(base instanceof NotebookWidgetFactory)) {
+    return 'Notebook';
+  }
+  const factory = new NotebookWidgetFactory({
+    name: STEP_NOTEBOOK_FACTORY,
+    label: 'Executed Step Notebook',
+    fileTypes: ['notebook'],
+    modelName: 'notebook',
+    preferKernel: false,
+    canStartKernel: false,
+    shutdownOnClose: false,
+    rendermime: base.rendermime,
+    contentFactory: base.contentFactory,
+    mimeTypeService: base.mimeTypeService,
+    editorConfig: base.editorConfig,
+    notebookConfig: base.notebookConfig
+  });
+  app.docRegistry.addWidgetFactory(factory);
+  const opened = new WidgetTracker<NotebookPanel>({
+    namespace: 'cube-step-notebook'
+  });
+  factory.widgetCreated.connect((_, panel) => {
+    panel.context.pathChanged.connect(() => void opened.save(panel));
+    void opened.add(panel);
+  });
+  void restorer?.restore(opened, {
+    command: 'docmanager:open',
+    args: panel => ({
+      path: panel.context.path,
+      factory: STEP_NOTEBOOK_FACTORY
+    }),
+    name: panel => panel.context.path
+  });
+  return STEP_NOTEBOOK_FACTORY;
+}
 
 /** Whether a notebook panel shows an executed step notebook (from the `cube-runs:` drive). */
 function isStepNotebook(panel: NotebookPanel): boolean {
@@ -95,23 +148,30 @@ export const pipelinePlugin: JupyterFrontEndPlugin<void> = {
     'The Pipeline panel (steps, DAG, parameters, runs) and the "Run as pipeline" notebook button.',
   autoStart: true,
   requires: [INotebookTracker],
-  optional: [ILayoutRestorer, ICommandPalette, IGpuUsage],
+  optional: [
+    ILayoutRestorer,
+    ICommandPalette,
+    IGpuUsage,
+    INotebookWidgetFactory
+  ],
   activate: (
     app: JupyterFrontEnd,
     tracker: INotebookTracker,
     restorer: ILayoutRestorer | null,
     palette: ICommandPalette | null,
-    gpuUsage: IGpuUsage | null
+    gpuUsage: IGpuUsage | null,
+    notebookFactory: NotebookWidgetFactory.IFactory | null
   ): void => {
     const client = new PipelineClient(
       new CubeClient(app.serviceManager.serverSettings)
     );
     const model = new PipelineModel(client);
     // Executed step notebooks open read-only from the server, through their own drive.
+    const stepFactory = addStepNotebookFactory(app, notebookFactory, restorer);
     const openStep = async (run: IRun, step: IRunStep): Promise<void> => {
       await app.commands.execute('docmanager:open', {
         path: stepNotebookPath(run.id, step.name),
-        factory: 'Notebook'
+        factory: stepFactory
       });
     };
     const panel = new PipelinePanel(
