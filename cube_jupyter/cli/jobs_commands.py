@@ -10,8 +10,7 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from cube_jupyter.cli.jobs import COMMANDS
 from cube_jupyter.cli.table import print_rows
@@ -20,6 +19,7 @@ from cube_jupyter.errors import CubeError, InvalidInput, NotFound
 from cube_jupyter.jobs.model import Job, QueuePlace, describe_progress
 from cube_jupyter.jobs.render import render_job
 from cube_jupyter.jobs.service import JobService
+from cube_jupyter.jobs.spec_files import read_spec_file
 from cube_jupyter.jobs.specs import parse_kind
 
 INVALID = 2
@@ -35,24 +35,6 @@ def _user(args: argparse.Namespace, settings: Settings) -> str:
 def _invalid(exc: CubeError) -> int:
     print(f"error: {exc.message}", file=sys.stderr)
     return INVALID
-
-
-def read_spec_file(path: str) -> Any:
-    """The YAML document in `path`; InvalidInput naming the file when it cannot be read or parsed."""
-    import yaml
-
-    file = Path(path)
-    if not file.is_file():
-        raise InvalidInput(f"spec file {path!r} does not exist", field="FILE")
-    try:
-        documents = [d for d in yaml.safe_load_all(file.read_text(encoding="utf-8")) if d is not None]
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"spec file {path!r} is not valid YAML: {exc}", field="FILE") from None
-    if len(documents) != 1:
-        raise InvalidInput(
-            f"spec file {path!r} must hold one YAML document, got {len(documents)}", field="FILE"
-        )
-    return documents[0]
 
 
 def render(args: argparse.Namespace, settings: Settings) -> int:

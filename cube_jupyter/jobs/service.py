@@ -31,6 +31,7 @@ from cube_jupyter.jobs.fields import job_name
 from cube_jupyter.jobs.model import Job, JobKind, saved_models_prefix
 from cube_jupyter.jobs.render import render_job
 from cube_jupyter.jobs.serving_spec import ServingSpec
+from cube_jupyter.jobs.spec_files import read_spec_file, spec_kind
 from cube_jupyter.jobs.specs import Spec, parse_kind, parse_spec, spec_gpus
 from cube_jupyter.jobs.training_spec import TrainingSpec
 from cube_jupyter.jobs.tuning_spec import TuningSpec
@@ -143,6 +144,12 @@ class JobService:
         )
         running = [j for j in jobs if j.queue is None and not j.finished]
         return {"queued": [j.to_dict() for j in queued], "running": [j.to_dict() for j in running]}
+
+    def read_spec_file(self, caller: str, path: str) -> dict[str, Any]:
+        """A YAML job spec among the caller's files as {path, kind, spec}: the kind told by its keys,
+        the spec as written (a form opens it; the launch checks it)."""
+        raw = read_spec_file(self._readable(caller, path, "path"), field="path")
+        return {"path": path, "kind": spec_kind(raw, "path"), "spec": raw}
 
     # -- writes ------------------------------------------------------------------------------------
 

@@ -4,6 +4,8 @@
     GET         /cube/api/v1/jobs/config                            what the forms offer, what runs here
     GET|DELETE  /cube/api/v1/jobs/{name}                            one job with its replicas | delete it
     GET         /cube/api/v1/jobs/{name}/logs?replica=worker-0&follow=1&tail=N   text/plain, streamed
+    GET         /cube/api/v1/jobs/specs/file?path=P                  a YAML spec file as {path, kind, spec}
+    POST        /cube/api/v1/jobs/specs/yaml                        {kind, spec} rendered as {kind, yaml}
     GET         /cube/api/v1/jobs/{name}/history                    a tuning job's optimization history
     POST        /cube/api/v1/jobs/{name}/predict                    {inputs, protocol} to a served model
     GET         /cube/api/v1/queue[?user=U|all=1]                   queued jobs and servers, running jobs
@@ -23,6 +25,7 @@ from tornado.iostream import StreamClosedError
 
 from cube_jupyter.errors import CubeError, InvalidInput
 from cube_jupyter.jobs.service import JobService
+from cube_jupyter.jobs.spec_files import render_spec
 from cube_jupyter.jobs.vocabulary import form_vocabulary
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter_server.handlers import API_PREFIX, CubeAPIHandler, cube_endpoint
@@ -73,6 +76,26 @@ class JobsConfigHandler(JobAPIHandler):
         self.caller  # noqa: B018  - anonymous callers get 403
         service: JobService = self.settings["cube_jobs"]
         self.write_json({**form_vocabulary(), "availability": service.availability()})
+
+
+class JobSpecFileHandler(JobAPIHandler):
+    """A job spec file opened into the Jobs panel's form (`?path=` under the caller's root)."""
+
+    @cube_endpoint
+    async def get(self) -> None:
+        path = self.get_query_argument("path", None)
+        if path is None:
+            raise InvalidInput("path is required: the spec file to read", field="path")
+        self.write_json(self.jobs.read_spec_file(self.caller, path))
+
+
+class JobSpecYamlHandler(JobAPIHandler):
+    """A form's spec as the YAML a spec file holds; the panel saves it through the Contents API."""
+
+    @cube_endpoint
+    async def post(self) -> None:
+        self.caller  # noqa: B018  - anonymous callers get 403
+        self.write_json(render_spec(self.json_body()))
 
 
 class JobHandler(JobAPIHandler):
@@ -183,6 +206,8 @@ JOBS = f"{API_PREFIX}/jobs"
 JOB_HANDLERS: list[tuple[str, type[web.RequestHandler]]] = [
     (rf"{JOBS}", JobsHandler),
     (rf"{JOBS}/config", JobsConfigHandler),  # before {name}: `config` is no job's name
+    (rf"{JOBS}/specs/file", JobSpecFileHandler),  # two segments: no job's route
+    (rf"{JOBS}/specs/yaml", JobSpecYamlHandler),
     (rf"{JOBS}/(?P<name>[^/]+)", JobHandler),
     (rf"{JOBS}/(?P<name>[^/]+)/logs", JobLogsHandler),
     (rf"{JOBS}/(?P<name>[^/]+)/history", JobHistoryHandler),
