@@ -11,6 +11,8 @@ import type {
   IJobsConfig,
   IPredictRequest,
   IPredictResponse,
+  ISpecFile,
+  ISpecYaml,
   ISubmitJob
 } from './types';
 
@@ -42,6 +44,16 @@ export class JobsClient {
   /** Submit a job; the server validates the spec and names the bad field. */
   submit(request: ISubmitJob): Promise<IJob> {
     return this.cube.send<IJob>('jobs', 'POST', request);
+  }
+
+  /** A YAML job spec file (under the caller's root) as its kind and spec. */
+  readSpecFile(path: string): Promise<ISpecFile> {
+    return this.cube.request<ISpecFile>(withQuery('jobs/specs/file', { path }));
+  }
+
+  /** A spec as YAML text, the way the server writes spec files. */
+  renderSpec(request: ISubmitJob): Promise<ISpecYaml> {
+    return this.cube.send<ISpecYaml>('jobs/specs/yaml', 'POST', request);
   }
 
   /** Stop every replica and remove the job. */

@@ -3,7 +3,7 @@
  */
 import { formatAge, formatDate, isoFromSeconds } from '../common/format';
 import type { LogStreamState } from './logStream';
-import type { IJob, IJobReplica, IQueuePlace } from './types';
+import type { IJob, IJobCondition, IJobReplica, IQueuePlace } from './types';
 
 /** Identifies a job: names are unique per user. */
 export function jobKey(job: { user: string; name: string }): string {
@@ -69,4 +69,25 @@ export function logStateLabel(
   }
   const running = replica.state === 'Pending' || replica.state === 'Running';
   return running ? 'reconnecting…' : 'complete';
+}
+
+/**
+ * The conditions that still describe the job: one no longer true (`Running` False once
+ * the job ended, its message still "is running") is left out when a condition that
+ * became true at the same time or later says what happened instead, as Kubeflow's UI
+ * shows a job's current state; a false one nothing replaced (`Ready` False) stays.
+ */
+export function currentConditions(
+  conditions: readonly IJobCondition[]
+): IJobCondition[] {
+  return conditions.filter(
+    c =>
+      c.status === 'True' ||
+      !conditions.some(
+        other =>
+          other.status === 'True' &&
+          other.type !== c.type &&
+          other.last_transition_time >= c.last_transition_time
+      )
+  );
 }

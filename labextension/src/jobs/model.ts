@@ -4,6 +4,8 @@
  * history, a served model's test request, and the launch forms' vocabulary and state with
  * the server's error naming a field.
  */
+import type { Contents } from '@jupyterlab/services';
+
 import { errorMessage } from '../common/api';
 import { PolledModel } from '../common/polledModel';
 import { RequestState } from '../common/request';
@@ -16,6 +18,7 @@ import type {
   IJobRef,
   IJobsConfig,
   IPredictResponse,
+  ISpecFile,
   JobKind,
   PredictProtocol
 } from './types';
@@ -30,8 +33,17 @@ function newestFirst(jobs: readonly IJob[]): IJob[] {
   return [...jobs].sort((a, b) => b.created - a.created);
 }
 
+/** A spec file opened into its kind's launch form; a new `version` starts the form afresh. */
+export interface ISpecDraft extends ISpecFile {
+  version: number;
+}
+
 export class JobsModel extends PolledModel {
-  constructor(readonly client: JobsClient) {
+  /** `contents` writes the spec files the forms save. */
+  constructor(
+    readonly client: JobsClient,
+    private readonly _contents: Contents.IManager
+  ) {
     super({ name: 'cube-jupyter:jobs', interval: JOBS_POLL_INTERVAL });
     this.logs = new LogStream(client);
     this.logs.changed.connect(this._onLogChanged, this);
@@ -42,6 +54,19 @@ export class JobsModel extends PolledModel {
 
   /** The launch form's request; its error names the spec field at fault. */
   readonly launching = new RequestState<IJob>(() => this.stateChanged.emit());
+
+  /** Opening a spec file into a form; its error says why the file is no job spec. */
+  readonly opening = new RequestState<ISpecFile>(() =>
+    this.stateChanged.emit()
+  );
+
+  /** Saving a form as a YAML spec file: the path written. */
+  readonly saving = new RequestState<string>(() => this.stateChanged.emit());
+
+  /** The spec file the form of its kind started from, if any. */
+  get draft(): ISpecDraft | null {
+    return this._draft;
+  }
 
   /** The served model's test request (shown for the job shown). */
   readonly prediction = new RequestState<IPredictResponse>(() =>
@@ -158,7 +183,49 @@ export class JobsModel extends PolledModel {
     this._view = 'launch';
     this._launchKind = kind;
     this.launching.clear();
+    this.opening.clear();
+    this.saving.clear();
     this.stateChanged.emit();
+  }
+
+  /** Open a YAML spec file into the launch form of its kind, prefilled with what it says. */
+  async openSpecFile(path: string): Promise<boolean> {
+    this._view = 'launch';
+    this.saving.clear();
+    const file = await this.opening.run(() => this.client.readSpecFile(path));
+    if (file) {
+      this.showSpecFile(file);
+    }
+    return file !== null;
+  }
+
+  /** Show a spec file already read in the launch form of its kind, prefilled, afresh. */
+  showSpecFile(file: ISpecFile): void {
+    this._view = 'launch';
+    this._draft = { ...file, version: (this._draft?.version ?? 0) + 1 };
+    this._launchKind = file.kind;
+    this.launching.clear();
+    this.opening.clear();
+    this.saving.clear();
+    this.stateChanged.emit();
+  }
+
+  /** Write a form's spec as YAML (rendered by the server) to `path` through the Contents API. */
+  async saveSpec(
+    kind: JobKind,
+    spec: Record<string, unknown>,
+    path: string
+  ): Promise<boolean> {
+    const saved = await this.saving.run(async () => {
+      const { yaml } = await this.client.renderSpec({ kind, spec });
+      await this._contents.save(path, {
+        type: 'file',
+        format: 'text',
+        content: yaml
+      });
+      return path;
+    });
+    return saved !== null;
   }
 
   /** Submit a spec as the form collected it; on success the new job is shown. */
@@ -350,6 +417,7 @@ export class JobsModel extends PolledModel {
   private _listError: string | null = null;
   private _view: JobsView = 'launch';
   private _launchKind: JobKind = 'training';
+  private _draft: ISpecDraft | null = null;
   private _selected: string | null = null;
   private _actionError: string | null = null;
   private _history: { key: string; value: IJobHistory } | null = null;

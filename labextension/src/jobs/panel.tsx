@@ -105,6 +105,10 @@ export class JobsPanel extends VisibleRenderer<JobsModel> {
                 message={model.vocabularyError}
                 testid="cube-jobs-config-error"
               />
+              <ErrorMessage
+                message={model.opening.error?.message}
+                testid="cube-jobs-open-error"
+              />
               {model.vocabulary
                 ? KINDS.map(kind => (
                     <div key={kind} hidden={kind !== model.launchKind}>
@@ -130,22 +134,37 @@ export class JobsPanel extends VisibleRenderer<JobsModel> {
     );
   }
 
+  /** A kind's form; a spec file opened into it starts it afresh (a new `key`). */
   private _form(kind: JobKind, vocabulary: IJobsConfig): JSX.Element {
     const model = this.model;
+    const current = model.launchKind === kind;
+    const file = model.draft?.kind === kind ? model.draft : undefined;
+    const key = file ? `${file.path}#${file.version}` : 'new';
     const props = {
       vocabulary,
       launching: model.launching.busy,
-      error: model.launchKind === kind ? model.launching.error : null,
+      error: current ? model.launching.error : null,
+      file,
+      saving: {
+        busy: model.saving.busy,
+        error: current ? model.saving.error : null,
+        saved: current ? model.saving.value : null
+      },
       onLaunch: (spec: Record<string, unknown>) => model.launch(kind, spec),
-      onEdit: () => model.launching.clearError()
+      onSave: (spec: Record<string, unknown>, path: string) =>
+        model.saveSpec(kind, spec, path),
+      onEdit: () => {
+        model.launching.clearError();
+        model.saving.clearError();
+      }
     };
     if (kind === 'training') {
-      return <TrainingForm {...props} />;
+      return <TrainingForm key={key} {...props} />;
     }
     if (kind === 'tuning') {
-      return <TuningForm {...props} />;
+      return <TuningForm key={key} {...props} />;
     }
-    return <ServingForm {...props} />;
+    return <ServingForm key={key} {...props} />;
   }
 
   private async _delete(job: IJob): Promise<void> {

@@ -115,6 +115,19 @@ export interface ISubmitJob {
   spec: Record<string, unknown>;
 }
 
+/** `GET /jobs/specs/file`: a YAML spec file, its kind told by its keys, the spec as written. */
+export interface ISpecFile {
+  path: string;
+  kind: JobKind;
+  spec: Record<string, unknown>;
+}
+
+/** `POST /jobs/specs/yaml`: a spec as the YAML a spec file holds. */
+export interface ISpecYaml {
+  kind: JobKind;
+  yaml: string;
+}
+
 export interface IHistoryPoint {
   number: number;
   trial: string;

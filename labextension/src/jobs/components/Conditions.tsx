@@ -1,17 +1,19 @@
 /**
  * A job's operator conditions (Created, Running, Succeeded, Failed, Ready), oldest first,
- * as `kubectl describe` lists them.
+ * as `kubectl describe` lists them, less those a later one replaced (`currentConditions`):
+ * a finished job shows no "Running False … is running.".
  */
 import * as React from 'react';
 
 import { Table } from '../../common/components/Table';
-import { localTime } from '../format';
+import { currentConditions, localTime } from '../format';
 import type { IJobCondition } from '../types';
 
 export function Conditions(props: {
   conditions: readonly IJobCondition[];
 }): JSX.Element {
-  if (props.conditions.length === 0) {
+  const shown = currentConditions(props.conditions);
+  if (shown.length === 0) {
     return <div className="cube-Jobs-empty">No conditions reported yet.</div>;
   }
   return (
@@ -20,7 +22,7 @@ export function Conditions(props: {
       testid="cube-job-conditions"
       columns={['Type', 'Status', 'Reason', 'Message', 'Since']}
     >
-      {props.conditions.map(c => (
+      {shown.map(c => (
         <tr
           key={`${c.type}-${c.last_transition_time}`}
           data-testid="cube-job-condition"

@@ -57,7 +57,10 @@ export function ServingBox(props: IServingBoxProps): JSX.Element {
         data-testid="cube-job-predict-form"
         onSubmit={event => {
           event.preventDefault();
-          props.onPredict(inputs, protocol);
+          // An empty box sends the example it shows, put in the box so what was sent is seen.
+          const sent = inputs.trim() ? inputs : V1_EXAMPLE;
+          setInputs(sent);
+          props.onPredict(sent, protocol);
         }}
       >
         <label
@@ -68,7 +71,7 @@ export function ServingBox(props: IServingBoxProps): JSX.Element {
           {protocol === 'v1'
             ? 'the instances'
             : 'the V2 inputs, or the instances'}
-          )
+          ; empty: the example)
         </label>
         <textarea
           id="cube-job-predict-inputs"

@@ -5,6 +5,7 @@
  */
 import * as React from 'react';
 
+import { overFile, section, textOf } from '../specText';
 import {
   compact,
   example,
@@ -12,7 +13,6 @@ import {
   IFieldSpec,
   ILaunchFormProps,
   LaunchFormShell,
-  NO_RESOURCES,
   numberOrText,
   pathsOf,
   resourceFields,
@@ -22,21 +22,39 @@ import {
 } from './form';
 
 const RESOURCES = resourceFields({ cpu: '1', memory: '2Gi' });
+/** The serving spec's keys this form shows (a file's others are sent as written). */
+const SHOWN = [
+  'name',
+  'model_format',
+  'storage_uri',
+  'min_replicas',
+  'max_replicas',
+  'scale_metric',
+  'scale_target',
+  'canary_traffic_percent',
+  'resources'
+];
 
 export function ServingForm(props: ILaunchFormProps): JSX.Element {
   const { model_formats, scale_metrics, defaults, default_utilization_target } =
     props.vocabulary.serving;
+  const file = props.file?.spec;
+  const resources = section(file, 'resources');
+  // A new form asks for one replica; a file's spec leaves what it leaves out to the server.
+  const replicas = file ? '' : '1';
   const form = useFormText(
     {
-      name: '',
-      format: defaults.model_format,
-      storage: '',
-      minReplicas: '1',
-      maxReplicas: '1',
-      metric: defaults.scale_metric,
-      target: '',
-      canary: '',
-      ...NO_RESOURCES
+      name: textOf(file?.name),
+      format: textOf(file?.model_format) || defaults.model_format,
+      storage: textOf(file?.storage_uri),
+      minReplicas: textOf(file?.min_replicas) || replicas,
+      maxReplicas: textOf(file?.max_replicas) || replicas,
+      metric: textOf(file?.scale_metric) || defaults.scale_metric,
+      target: textOf(file?.scale_target),
+      canary: textOf(file?.canary_traffic_percent),
+      cpu: textOf(resources.cpu),
+      memory: textOf(resources.memory),
+      gpu: textOf(resources.gpu)
     },
     props.onEdit
   );
@@ -85,17 +103,21 @@ export function ServingForm(props: ILaunchFormProps): JSX.Element {
     }
   ];
   const spec = () =>
-    compact({
-      name: text.name.trim(),
-      model_format: text.format,
-      storage_uri: textOrNothing(text.storage),
-      min_replicas: numberOrText(text.minReplicas),
-      max_replicas: numberOrText(text.maxReplicas),
-      scale_metric: text.metric,
-      scale_target: numberOrText(text.target),
-      canary_traffic_percent: numberOrText(text.canary),
-      resources: resourcesSpec(text)
-    });
+    overFile(
+      file,
+      compact({
+        name: text.name.trim(),
+        model_format: text.format,
+        storage_uri: textOrNothing(text.storage),
+        min_replicas: numberOrText(text.minReplicas),
+        max_replicas: numberOrText(text.maxReplicas),
+        scale_metric: text.metric,
+        scale_target: numberOrText(text.target),
+        canary_traffic_percent: numberOrText(text.canary),
+        resources: resourcesSpec(text)
+      }),
+      SHOWN
+    );
 
   return (
     <LaunchFormShell
@@ -104,6 +126,7 @@ export function ServingForm(props: ILaunchFormProps): JSX.Element {
       text={form}
       paths={pathsOf([...model, ...scaling, ...RESOURCES])}
       spec={spec}
+      shown={SHOWN}
     >
       <FieldGroup fields={model} bind={bind} />
       <FieldGroup legend="Scaling" fields={scaling} bind={bind} />

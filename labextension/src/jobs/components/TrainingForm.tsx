@@ -5,18 +5,14 @@
  */
 import * as React from 'react';
 
-import type { IFrameworkRole } from '../types';
+import { argsText, overFile, section, textOf } from '../specText';
 import {
   compact,
   example,
   FieldGroup,
-  IBound,
   IFieldSpec,
   ILaunchFormProps,
   LaunchFormShell,
-  NO_QUEUE,
-  NO_RESOURCES,
-  numberOrText,
   pathsOf,
   queueFields,
   queueSpec,
@@ -25,36 +21,62 @@ import {
   SelectField,
   TextField,
   textOrNothing,
-  useFormText
+  useFormText,
+  useRoleCounts
 } from './form';
 
 const RESOURCES = resourceFields({ cpu: '2', memory: '8Gi' });
+/** The training spec's keys this form shows (a file's others are sent as written). */
+const SHOWN = [
+  'name',
+  'framework',
+  'image',
+  'replicas',
+  'command',
+  'script',
+  'notebook',
+  'function',
+  'args',
+  'resources',
+  'restart_policy',
+  'queue',
+  'priority'
+];
 
 export function TrainingForm(props: ILaunchFormProps): JSX.Element {
   const { frameworks, code_kinds, restart_policies, defaults } =
     props.vocabulary.training;
+  const file = props.file?.spec;
+  const resources = section(file, 'resources');
+  const written = code_kinds.find(k => file?.[k.value] !== undefined)?.value;
   const form = useFormText(
     {
-      framework: defaults.framework,
-      name: '',
-      image: '',
-      codeKind: defaults.code_kind,
-      code: '',
-      args: '',
-      restartPolicy: defaults.restart_policy,
-      ...NO_RESOURCES,
-      ...NO_QUEUE
+      framework: textOf(file?.framework) || defaults.framework,
+      name: textOf(file?.name),
+      image: textOf(file?.image),
+      codeKind: written ?? defaults.code_kind,
+      code: written ? argsText(file?.[written]) : '',
+      args: argsText(file?.args),
+      restartPolicy: textOf(file?.restart_policy) || defaults.restart_policy,
+      cpu: textOf(resources.cpu),
+      memory: textOf(resources.memory),
+      gpu: textOf(resources.gpu),
+      queue: textOf(file?.queue),
+      priority: textOf(file?.priority)
     },
     props.onEdit
   );
   const { text, bind } = form;
-  const [counts, setCounts] = React.useState<Record<string, string>>({});
   const { framework, codeKind } = text;
+  const roles = useRoleCounts(
+    frameworks,
+    framework,
+    '',
+    file?.replicas,
+    props.onEdit
+  );
 
-  const roles = frameworks.find(f => f.value === framework)?.roles ?? [];
   const code = code_kinds.find(k => k.value === codeKind);
-  const count = (role: IFrameworkRole) =>
-    counts[`${framework}.${role.key}`] ?? String(role.default);
   type Key = keyof typeof text;
   const job: IFieldSpec<Key>[] = [
     {
@@ -79,20 +101,7 @@ export function TrainingForm(props: ILaunchFormProps): JSX.Element {
       )
     }
   ];
-  const replicas: IFieldSpec<string>[] = roles.map(role => ({
-    key: role.key,
-    label: role.name,
-    path: `replicas.${role.key}.replicas`,
-    min: 0
-  }));
-  const bindCount = (key: string): IBound => ({
-    value: count(roles.find(role => role.key === key)!),
-    onChange: value => {
-      setCounts({ ...counts, [`${framework}.${key}`]: value });
-      props.onEdit();
-    }
-  });
-  const resources: IFieldSpec<Key>[] = [
+  const perReplica: IFieldSpec<Key>[] = [
     ...RESOURCES,
     {
       key: 'restartPolicy',
@@ -104,27 +113,23 @@ export function TrainingForm(props: ILaunchFormProps): JSX.Element {
 
   const queue = queueFields(props.vocabulary, 'training');
 
-  const spec = () => {
-    const replicas: Record<string, unknown> = {};
-    for (const role of roles) {
-      const value = numberOrText(count(role));
-      if (value !== undefined) {
-        replicas[role.key] = { replicas: value };
-      }
-    }
-    return compact({
-      name: text.name.trim(),
-      framework,
-      image: textOrNothing(text.image),
-      replicas,
-      // Sent even when empty, so the server names this field.
-      [codeKind]: text.code.trim(),
-      args: textOrNothing(text.args),
-      resources: resourcesSpec(text),
-      restart_policy: text.restartPolicy,
-      ...queueSpec(text)
-    });
-  };
+  const spec = () =>
+    overFile(
+      file,
+      compact({
+        name: text.name.trim(),
+        framework,
+        image: textOrNothing(text.image),
+        replicas: roles.spec(file?.replicas),
+        // Sent even when empty, so the server names this field.
+        [codeKind]: text.code.trim(),
+        args: textOrNothing(text.args),
+        resources: resourcesSpec(text),
+        restart_policy: text.restartPolicy,
+        ...queueSpec(text)
+      }),
+      SHOWN
+    );
 
   return (
     <LaunchFormShell
@@ -133,19 +138,20 @@ export function TrainingForm(props: ILaunchFormProps): JSX.Element {
       text={form}
       paths={[
         ...pathsOf(job),
-        ...pathsOf(replicas),
+        ...pathsOf(roles.fields),
         codeKind,
         'args',
-        ...pathsOf(resources),
+        ...pathsOf(perReplica),
         ...pathsOf(queue)
       ]}
       spec={spec}
+      shown={SHOWN}
     >
       <FieldGroup fields={job} bind={bind} />
       <FieldGroup
         legend="Replicas per role"
-        fields={replicas}
-        bind={bindCount}
+        fields={roles.fields}
+        bind={roles.bind}
       />
       <fieldset className="cube-JobForm-group">
         <legend>Code</legend>
@@ -175,7 +181,7 @@ export function TrainingForm(props: ILaunchFormProps): JSX.Element {
       </fieldset>
       <FieldGroup
         legend="Resources per replica"
-        fields={resources}
+        fields={perReplica}
         bind={bind}
       />
       {queue.length > 0 && (

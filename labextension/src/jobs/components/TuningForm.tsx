@@ -1,7 +1,8 @@
 /**
  * The tuning launch form: the objective, the search algorithm, one row per parameter,
- * the trial notebook and the trial budget. It sends a tuning spec as typed; the server
- * checks it and its error shows by the field it names.
+ * the trial (a notebook run with each trial's parameters, or a training script given
+ * them as `--NAME=VALUE`) and the trial budget. It sends a tuning spec as typed; the
+ * server checks it and its error shows by the field it names.
  */
 import { addIcon, Button, closeIcon } from '@jupyterlab/ui-components';
 import * as React from 'react';
@@ -9,6 +10,14 @@ import * as React from 'react';
 import { ErrorMessage } from '../../common/components/ErrorMessage';
 import { Table } from '../../common/components/Table';
 import { isWithin } from '../../common/fieldError';
+import {
+  argsText,
+  IParameterText,
+  overFile,
+  parameterTexts,
+  section,
+  textOf
+} from '../specText';
 import type { IJobsConfig } from '../types';
 import {
   compact,
@@ -18,29 +27,42 @@ import {
   IFieldSpec,
   ILaunchFormProps,
   LaunchFormShell,
-  NO_QUEUE,
   numberOrText,
   pathsOf,
   queueFields,
   queueSpec,
   SelectInput,
   TextInput,
+  textOrNothing,
   useFormText,
-  usePlacedError
+  usePlacedError,
+  useRoleCounts
 } from './form';
 
 type IValueTypes = IJobsConfig['tuning']['value_types'];
 
-interface IParameterRow {
+interface IParameterRow extends IParameterText {
   key: number;
-  name: string;
-  type: string;
-  min: string;
-  max: string;
-  step: string;
-  values: string;
-  log: boolean;
 }
+
+/** The tuning spec's keys this form shows (a file's others are sent as written). */
+const SHOWN = [
+  'name',
+  'objective',
+  'algorithm',
+  'parameters',
+  'trial',
+  'max_trials',
+  'parallel_trials',
+  'queue',
+  'priority'
+];
+/** The keys of a script trial's training spec this form shows. */
+const TRIAL_SHOWN = ['framework', 'replicas', 'script', 'args'];
+const TRIAL_KINDS = [
+  { value: 'notebook', label: 'A notebook' },
+  { value: 'script', label: 'A training script' }
+];
 
 function newRow(key: number, type: string, name = ''): IParameterRow {
   return {
@@ -85,26 +107,49 @@ function parameterSpec(
 
 export function TuningForm(props: ILaunchFormProps): JSX.Element {
   const vocabulary = props.vocabulary.tuning;
+  const training = props.vocabulary.training;
   const { defaults, value_types: valueTypes } = vocabulary;
+  const file = props.file?.spec;
+  const objectiveFile = section(file, 'objective');
+  const algorithmFile = section(file, 'algorithm');
+  const trialFile = section(file, 'trial');
+  const trainingFile = section(trialFile, 'training');
   const form = useFormText(
     {
-      name: '',
-      metric: '',
-      goalType: defaults.objective_type,
-      goal: '',
-      algorithm: defaults.algorithm,
-      notebook: '',
-      maxTrials: '12',
-      parallelTrials: '2',
-      ...NO_QUEUE
+      name: textOf(file?.name),
+      metric: textOf(objectiveFile.metric),
+      goalType: textOf(objectiveFile.type) || defaults.objective_type,
+      goal: textOf(objectiveFile.goal),
+      algorithm: textOf(algorithmFile.name) || defaults.algorithm,
+      trialKind: trialFile.training !== undefined ? 'script' : 'notebook',
+      notebook: textOf(trialFile.notebook),
+      framework: textOf(trainingFile.framework) || training.defaults.framework,
+      script: textOf(trainingFile.script),
+      args: argsText(trainingFile.args),
+      // A file's budget as written (left out: the server's defaults).
+      maxTrials: file ? textOf(file.max_trials) : '12',
+      parallelTrials: file ? textOf(file.parallel_trials) : '2',
+      queue: textOf(file?.queue),
+      priority: textOf(file?.priority)
     },
     props.onEdit
   );
   const { text, bind } = form;
-  const [rows, setRows] = React.useState<IParameterRow[]>([
-    newRow(0, defaults.parameter_type, 'lr')
-  ]);
-  const nextKey = React.useRef(1);
+  const roles = useRoleCounts(
+    training.frameworks,
+    text.framework,
+    'trial.training.',
+    file ? trainingFile.replicas : undefined,
+    props.onEdit
+  );
+  const [rows, setRows] = React.useState<IParameterRow[]>(() =>
+    file
+      ? parameterTexts(file.parameters, defaults.parameter_type).map(
+          (row, key) => ({ ...row, key })
+        )
+      : [newRow(0, defaults.parameter_type, 'lr')]
+  );
+  const nextKey = React.useRef(rows.length);
 
   const editRows = (next: IParameterRow[]) => {
     setRows(next);
@@ -129,13 +174,45 @@ export function TuningForm(props: ILaunchFormProps): JSX.Element {
       placeholder: example('tune-mnist')
     },
     {
-      key: 'notebook',
-      label: 'Trial notebook',
-      path: 'trial.notebook',
-      hint: "run with each trial's parameters",
-      placeholder: example('train.ipynb')
+      key: 'trialKind',
+      label: 'Each trial runs',
+      path: 'trial',
+      options: TRIAL_KINDS
     }
   ];
+  const trialFields: IFieldSpec<Key>[] =
+    text.trialKind === 'notebook'
+      ? [
+          {
+            key: 'notebook',
+            label: 'Trial notebook',
+            path: 'trial.notebook',
+            hint: "its parameters cell gets each trial's values",
+            placeholder: example('train.ipynb')
+          }
+        ]
+      : [
+          {
+            key: 'framework',
+            label: 'Framework',
+            path: 'trial.training.framework',
+            options: training.frameworks
+          },
+          {
+            key: 'script',
+            label: 'Script',
+            path: 'trial.training.script',
+            hint: "given each trial's values as --NAME=VALUE",
+            placeholder: example('train.py')
+          },
+          {
+            key: 'args',
+            label: 'Arguments',
+            path: 'trial.training.args',
+            hint: 'before the parameters',
+            placeholder: example('--epochs 1')
+          }
+        ];
   const objective: IFieldSpec<Key>[] = [
     {
       key: 'metric',
@@ -175,30 +252,62 @@ export function TuningForm(props: ILaunchFormProps): JSX.Element {
   ];
   const queue = queueFields(props.vocabulary, 'tuning');
   const paths = [
-    ...pathsOf([...job, ...objective, ...trials, ...queue]),
+    ...pathsOf([...job, ...trialFields, ...objective, ...trials, ...queue]),
+    ...pathsOf(roles.fields),
     'parameters',
     ...rows.flatMap(rowPaths)
   ];
 
+  const trial = () =>
+    text.trialKind === 'notebook'
+      ? overFile(
+          trialFile.notebook !== undefined ? trialFile : undefined,
+          { notebook: text.notebook.trim() },
+          ['notebook']
+        )
+      : {
+          training: overFile(
+            trainingFile,
+            compact({
+              framework: text.framework,
+              replicas: roles.spec(trainingFile.replicas),
+              script: text.script.trim(),
+              args: textOrNothing(text.args)
+            }),
+            TRIAL_SHOWN
+          )
+        };
   const spec = () => {
     const parameters: Record<string, unknown> = {};
     for (const row of rows) {
       parameters[row.name.trim()] = parameterSpec(row, valueTypes);
     }
-    return compact({
-      name: text.name.trim(),
-      objective: compact({
-        metric: text.metric.trim(),
-        type: text.goalType,
-        goal: numberOrText(text.goal)
+    // An algorithm's settings are its own: kept while it stays the file's.
+    const sameAlgorithm = text.algorithm === algorithmFile.name;
+    return overFile(
+      file,
+      compact({
+        name: text.name.trim(),
+        objective: overFile(
+          objectiveFile,
+          compact({
+            metric: text.metric.trim(),
+            type: text.goalType,
+            goal: numberOrText(text.goal)
+          }),
+          ['metric', 'type', 'goal']
+        ),
+        algorithm: sameAlgorithm
+          ? { ...algorithmFile, name: text.algorithm }
+          : { name: text.algorithm },
+        parameters,
+        trial: trial(),
+        max_trials: numberOrText(text.maxTrials),
+        parallel_trials: numberOrText(text.parallelTrials),
+        ...queueSpec(text)
       }),
-      algorithm: { name: text.algorithm },
-      parameters,
-      trial: { notebook: text.notebook.trim() },
-      max_trials: numberOrText(text.maxTrials),
-      parallel_trials: numberOrText(text.parallelTrials),
-      ...queueSpec(text)
-    });
+      SHOWN
+    );
   };
 
   return (
@@ -208,8 +317,17 @@ export function TuningForm(props: ILaunchFormProps): JSX.Element {
       text={form}
       paths={paths}
       spec={spec}
+      shown={SHOWN}
     >
       <FieldGroup fields={job} bind={bind} />
+      <FieldGroup legend="Trial" fields={trialFields} bind={bind} />
+      {text.trialKind === 'script' && (
+        <FieldGroup
+          legend="Trial replicas per role"
+          fields={roles.fields}
+          bind={roles.bind}
+        />
+      )}
       <FieldGroup legend="Objective" fields={objective} bind={bind} />
       <fieldset
         className="cube-JobForm-group"

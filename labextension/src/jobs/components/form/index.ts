@@ -3,3 +3,4 @@ export * from '../../../common/form';
 export * from './LaunchForm';
 export * from './ResourceFields';
 export * from './QueueFields';
+export * from './RoleFields';
