@@ -42,10 +42,11 @@ PIPELINES = {
 SPECS = {
     "jobs/pytorch-ddp.yaml": ("train", "PyTorchJob"),
     "jobs/tune-lr.yaml": ("tune", "Experiment"),
+    "jobs/tune-notebook.yaml": ("tune", "Experiment"),
     "jobs/serve-iris.yaml": ("serve", "InferenceService"),
     "jobs/serve-local.yaml": ("serve", None),
 }
-SCRIPTS = ["jobs/train_ddp.py", "jobs/save_iris_model.py"]  # run by the tests below
+SCRIPTS = ["jobs/train_ddp.py", "jobs/save_iris_model.py", "jobs/trial_lr.ipynb"]  # run by the tests below
 
 
 def example_files() -> list[str]:
@@ -186,6 +187,17 @@ def test_the_tuning_example_finds_a_learning_rate(shell: Shell) -> None:
     [job] = json.loads(shell.cube("tune", "list", "--json").stdout)
     assert len(job["trials"]) == 4, job["trials"]
     assert shell.cube("tune", "delete", "lr-search").returncode == 0
+
+
+def test_the_notebook_tuning_example_finds_a_learning_rate(shell: Shell) -> None:
+    """Each trial runs trial_lr.ipynb with its lr; the toy loss is lowest near lr = 0.05."""
+    result = shell.cube("tune", "run", "jobs/tune-notebook.yaml", "--wait")
+    assert result.returncode == 0, result.stderr
+    assert "lr-notebook: Succeeded" in result.stdout, result.stdout + result.stderr
+    best = re.search(r"best trial: (\S+) objective=(\S+) parameters=(.+)$", result.stdout, re.MULTILINE)
+    assert best, result.stdout
+    assert 0.001 <= json.loads(best[3])["lr"] <= 0.5 and float(best[2]) < 1.2, best[0]
+    assert shell.cube("tune", "delete", "lr-notebook").returncode == 0
 
 
 def test_the_serving_example_answers_a_prediction(shell: Shell) -> None:
