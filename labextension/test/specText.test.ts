@@ -36,10 +36,9 @@ describe('spec files in forms', () => {
   it('lays the typed spec over the file, the shown keys cleared when left empty', () => {
     const file = { name: 'a', image: 'x', env: { A: '1' } };
     const shown = ['name', 'image'];
-    expect(overFile(file, { name: 'b' }, shown)).toEqual({
-      env: { A: '1' },
-      name: 'b'
-    });
+    const laid = overFile(file, { name: 'b', args: '-v' }, shown);
+    expect(laid).toEqual({ name: 'b', env: { A: '1' }, args: '-v' });
+    expect(Object.keys(laid)).toEqual(['name', 'env', 'args']); // the file's order
     expect(keptKeys(file, shown)).toEqual(['env']);
     expect(overFile(undefined, { name: 'b' }, shown)).toEqual({ name: 'b' });
   });

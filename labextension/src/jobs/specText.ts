@@ -37,18 +37,23 @@ export function argsText(value: unknown): string {
 }
 
 /**
- * The spec as typed laid over the file's: the `shown` keys are the form's (cleared in
- * the form, left out), every other key of the file is kept as written.
+ * The spec as typed laid over the file's, in the file's order: the `shown` keys are the
+ * form's (cleared in the form, left out), every other key of the file is kept as written.
  */
 export function overFile(
   file: Spec | undefined,
   typed: Spec,
   shown: readonly string[]
 ): Spec {
-  const kept = Object.fromEntries(
-    Object.entries(file ?? {}).filter(([key]) => !shown.includes(key))
-  );
-  return { ...kept, ...typed };
+  const merged: Spec = {};
+  for (const [key, value] of Object.entries(file ?? {})) {
+    if (!shown.includes(key)) {
+      merged[key] = value;
+    } else if (key in typed) {
+      merged[key] = typed[key];
+    }
+  }
+  return { ...merged, ...typed };
 }
 
 /** The file's keys a form does not show: kept as written, and said so by the form. */
