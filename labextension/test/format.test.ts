@@ -39,6 +39,10 @@ import {
   formatDuration,
   formatFiles,
   formatGpus,
+  parametersToSend,
+  parameterText,
+  runError,
+  stepInfo,
   stepNote
 } from '../src/pipeline/format';
 
@@ -253,5 +257,50 @@ describe('pipeline', () => {
     expect(stepNote({ status: 'running' })).toBe('');
     expect(stepNote({ status: 'succeeded', gpus: ['1'] })).toBe('');
     expect(formatGpus(undefined)).toBe('');
+  });
+
+  it('says how long a step ran, and nothing of a cached one: its state says so', () => {
+    const step = { cache_hit: false, duration: 12.4, attempts: 1 };
+    expect(stepInfo(step)).toBe('12s');
+    expect(stepInfo({ ...step, attempts: 3 })).toBe('12s · 3 tries');
+    expect(stepInfo({ ...step, cache_hit: true })).toBe('');
+  });
+
+  it("leaves a failed step's error to that step, and says which step failed", () => {
+    const message =
+      "step 'use' failed in cell 1 of flaky.ipynb: AssertionError: missing";
+    const steps = [
+      { name: 'make', status: 'succeeded', error: null },
+      {
+        name: 'use',
+        status: 'failed',
+        error: { message, ename: 'AssertionError', evalue: 'missing', cell: 1 }
+      }
+    ];
+    expect(runError({ error: message, steps })).toBe(
+      'Failed at step use: see its error below'
+    );
+    // What failed the run besides its steps is kept.
+    expect(runError({ error: `${message}; the store is full`, steps })).toBe(
+      'Failed at step use: see its error below; the store is full'
+    );
+    expect(runError({ error: 'cancelled by the user', steps: [] })).toBe(
+      'cancelled by the user'
+    );
+    expect(runError({ error: null, steps })).toBeNull();
+  });
+
+  it('shows a number as the notebook wrote it: C = 1.0 stays a float', () => {
+    const c = { name: 'C', default: 1, default_source: '1.0' };
+    expect(parameterText(c)).toBe('1.0');
+    expect(
+      parameterText({ ...c, default_source: ' 1e-3', default: 0.001 })
+    ).toBe('1e-3');
+    // Python-only spellings are shown as JSON, which the input must hold.
+    expect(
+      parameterText({ ...c, default_source: '1_000', default: 1000 })
+    ).toBe('1000');
+    expect(parametersToSend([c], new Map([['C', '1.0']]))).toEqual({});
+    expect(parametersToSend([c], new Map([['C', '2.5']]))).toEqual({ C: 2.5 });
   });
 });

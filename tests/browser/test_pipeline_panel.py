@@ -132,7 +132,7 @@ def test_tag_run_and_open_a_step_notebook(lab: Lab, page: Page) -> None:
     name.fill("evaluate!")
     name.press("Enter")
     graph_error = panel.get_by_test_id("cube-graph-error")
-    expect(graph_error).to_contain_text("'evaluate!' is not a valid DNS-1123 label")
+    expect(graph_error).to_contain_text("'evaluate!' may only have lower-case letters")
     expect(row.get_by_test_id("cube-cell-error")).to_be_visible()
     shot(page, "11-pipeline-bad-step-name")
 
@@ -243,7 +243,10 @@ def test_tag_run_and_open_a_step_notebook(lab: Lab, page: Page) -> None:
     expect(panel.get_by_test_id("cube-pipeline-path")).to_have_text("flaky.ipynb")
     panel.get_by_test_id("cube-run-start").click()
     expect(run).to_have_attribute("data-status", "failed", timeout=60_000)
-    expect(run.get_by_test_id("cube-run-error")).to_contain_text("the input is missing")
+    # The error shows once, under the step that failed; the run's line says which step that is.
+    used = run.locator('[data-testid="cube-run-step"][data-step="use"]')
+    expect(used.get_by_test_id("cube-run-step-error")).to_contain_text("the input is missing")
+    expect(run.get_by_test_id("cube-run-error")).to_have_text("Failed at step use: see its error below")
     made = run.locator('[data-testid="cube-run-step"][data-step="make"]')
     expect(made).to_have_attribute("data-status", "succeeded")
     made_at = made.get_attribute("data-started")

@@ -5,7 +5,11 @@
 import { CubeApiError } from '../common/api';
 import type { IParameter } from './types';
 
-/** The text a parameter's input starts with: strings bare, anything else as JSON. */
+/**
+ * The text a parameter's input starts with: strings bare, a number as the notebook wrote it
+ * (`C = 1.0` stays 1.0: JSON would say 1, and the user would think it an integer), anything
+ * else as JSON.
+ */
 export function parameterText(parameter: IParameter): string {
   if (typeof parameter.default === 'string') {
     return parameter.default;
@@ -13,12 +17,28 @@ export function parameterText(parameter: IParameter): string {
   if (parameter.default === null || parameter.default === undefined) {
     return parameter.default_source;
   }
+  const source = parameter.default_source.trim();
+  if (
+    typeof parameter.default === 'number' &&
+    jsonOrNull(source) === parameter.default
+  ) {
+    return source;
+  }
   return JSON.stringify(parameter.default);
+}
+
+function jsonOrNull(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
 }
 
 /**
  * The parameters to send: those that differ from the notebook's defaults; strings as
- * typed, others as JSON (a `CubeApiError` naming `parameters.NAME` when not JSON).
+ * typed, others as JSON (a `CubeApiError` naming `parameters.NAME` when not JSON). JSON
+ * has one kind of number: the server gives a float parameter a float.
  */
 export function parametersToSend(
   parameters: readonly IParameter[],
@@ -94,6 +114,53 @@ export function formatGpus(gpus: readonly string[] | null | undefined): string {
     return '';
   }
   return `${gpus.length === 1 ? 'GPU' : 'GPUs'} ${gpus.join(', ')}`;
+}
+
+/**
+ * What a run's step shows beside its name: how long it ran and its tries; nothing of a
+ * cached step, whose state already says so.
+ */
+export function stepInfo(step: {
+  cache_hit: boolean;
+  duration: number | null;
+  attempts: number;
+}): string {
+  if (step.cache_hit) {
+    return '';
+  }
+  const tries = step.attempts > 1 ? ` · ${step.attempts} tries` : '';
+  return `${formatDuration(step.duration)}${tries}`;
+}
+
+/**
+ * The run's own error line, its failed steps' errors left to them (each is shown under
+ * its step): which steps failed, and what else failed the run; null for none.
+ */
+export function runError(run: {
+  error: unknown;
+  steps: readonly { name: string; status: string; error: unknown }[];
+}): string | null {
+  let text = describeError(run.error);
+  const failed = run.steps.filter(step => step.status === 'failed');
+  if (text === null || failed.length === 0) {
+    return text;
+  }
+  for (const step of failed) {
+    const own = (step.error as { message?: unknown } | null)?.message;
+    if (typeof own === 'string' && own) {
+      text = text.split(own).join('');
+    }
+  }
+  const rest = text
+    .split(';')
+    .map(part => part.trim())
+    .filter(part => part !== '');
+  const names = failed.map(step => step.name).join(', ');
+  const head =
+    failed.length === 1
+      ? `Failed at step ${names}: see its error below`
+      : `Failed at steps ${names}: see their errors below`;
+  return [head, ...rest].join('; ');
 }
 
 /**

@@ -1,6 +1,6 @@
 /**
  * One run: its status, its steps with state, duration and cache hits, the error that
- * failed it, Cancel while it runs and Resume when it stopped with steps left (a failure,
+ * failed it (a step's under that step, not again at the top), Cancel while it runs and Resume when it stopped with steps left (a failure,
  * a cancel, a workbench restart). A queued step says why it waits (GPUs, the GPU
  * quota), a running GPU step which GPUs it holds and (with the GPU plugin) how much
  * GPU memory its kernel holds, lately. A step with an executed notebook
@@ -16,8 +16,9 @@ import { StatusBadge } from '../../common/components/StatusBadge';
 import { formatDate } from '../../common/format';
 import {
   describeError,
-  formatDuration,
   formatFiles,
+  runError,
+  stepInfo,
   stepNote
 } from '../format';
 import type { IGpuUsage } from '../../tokens';
@@ -36,7 +37,7 @@ export interface IRunViewProps {
 
 export function RunView(props: IRunViewProps): JSX.Element {
   const { run } = props;
-  const runError = describeError(run.error);
+  const error = runError(run);
   return (
     <div
       className="cube-RunView"
@@ -68,7 +69,7 @@ export function RunView(props: IRunViewProps): JSX.Element {
             .join('  ')}
         </div>
       )}
-      <ErrorMessage message={runError} testid="cube-run-error" />
+      <ErrorMessage message={error} testid="cube-run-error" />
       {run.link && (
         <a
           className="cube-RunView-link"
@@ -111,11 +112,13 @@ export function RunView(props: IRunViewProps): JSX.Element {
                 }
                 onClick={() => props.onOpenStep(step)}
               >
-                <span className="cube-RunStep-name">{step.name}</span>
-                <span className="cube-RunStep-info">
-                  {step.cache_hit ? 'cached' : formatDuration(step.duration)}
-                  {step.attempts > 1 ? ` · ${step.attempts} tries` : ''}
+                <span
+                  className="cube-RunStep-name"
+                  data-testid="cube-run-step-name"
+                >
+                  {step.name}
                 </span>
+                <span className="cube-RunStep-info">{stepInfo(step)}</span>
                 {gpus && (
                   <span
                     className="cube-RunStep-gpus"
