@@ -5,7 +5,9 @@ prefilled from the file (the fields it does not show named as sent as written), 
 Succeeded, and its conditions no longer say it is running. Then a double-click on examples'
 tune-lr.yaml opens it in the editor as always and its tuning form beside it, in script-trial mode;
 an edit saved with "Save as YAML" is in the file, and "Export as YAML" writes a new one. A YAML that
-is no job spec only opens in the editor. Screenshots land in tests/browser/artifacts/.
+is no job spec only opens in the editor. Last, examples' serve-local.yaml served from its form, and a
+test request sent with the box empty sends the example the box shows. Screenshots land in
+tests/browser/artifacts/.
 """
 
 from __future__ import annotations
@@ -135,3 +137,42 @@ def test_a_spec_file_opens_into_its_form_launches_and_saves(lab: Lab, page: Page
     expect(tuning).to_be_visible()
     expect(field_input(tuning, "name")).to_have_value("lr-search")
     expect(page.get_by_test_id("cube-jobs-open-error")).to_have_count(0)
+
+
+def test_a_serving_spec_runs_and_an_empty_test_box_sends_its_example(lab: Lab, page: Page) -> None:
+    import joblib
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    features, labels = load_iris(return_X_y=True)
+    model_dir = lab.root / "work" / "jobs" / "iris-model"  # where serve-local.yaml says it is
+    model_dir.mkdir(parents=True, exist_ok=True)
+    joblib.dump(LogisticRegression(max_iter=500).fit(features, labels), model_dir / "model.joblib")
+    shutil.copy(EXAMPLES / "serve-local.yaml", lab.root / "work" / "serve-local.yaml")
+
+    open_lab(page, lab)
+    file_item(page, "serve-local.yaml").click(button="right")
+    page.locator(".lm-Menu-item", has_text="Run as Job").click()
+    serving = form(page, "serving")
+    expect(serving).to_be_visible()
+    expect(field_input(serving, "name")).to_have_value("iris-local")
+    expect(field_input(serving, "model_format")).to_have_value("sklearn")
+    expect(field_input(serving, "storage_uri")).to_have_value("jobs/iris-model")
+    expect(serving.get_by_test_id("cube-job-form-file")).to_contain_text("protocol_version")
+    serving.get_by_test_id("cube-job-launch").click()
+
+    row = job_row(page, "iris-local")
+    expect(row).to_have_attribute("data-phase", "Ready", timeout=120_000)
+    detail = page.get_by_test_id("cube-job-detail")
+    expect(detail.get_by_test_id("cube-job-predict-protocol")).to_have_value("v2")  # as the file says
+    inputs = detail.get_by_test_id("cube-job-predict-inputs")
+    expect(inputs).to_have_value("")
+    detail.get_by_test_id("cube-job-predict-send").click()
+    expect(detail.get_by_test_id("cube-job-predict-response")).to_be_visible(timeout=30_000)
+    expect(detail.get_by_test_id("cube-job-predict-error")).to_have_count(0)
+    expect(inputs).to_have_value("[[5.1, 3.5, 1.4, 0.2]]")  # what was sent, shown
+    shot(page, "65-jobs-spec-file-serving")
+
+    detail.get_by_test_id("cube-job-delete").click()
+    page.locator(".jp-Dialog").get_by_role("button", name="Delete").click()
+    expect(row).to_have_count(0)
