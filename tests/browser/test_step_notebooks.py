@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -55,9 +56,13 @@ def state_of(page: Page, path: str) -> dict[str, Any]:
     return dict(page.evaluate(script, path) or {})
 
 
-@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.ipynb")))
-def test_an_example_notebook_opens_with_nothing_to_save(lab: Lab, page: Page, example: str) -> None:
-    shutil.copy(EXAMPLES / example, lab.root / "work" / example)
+EXAMPLE_NOTEBOOKS = sorted(EXAMPLES.parent.glob("*/*.ipynb"))
+
+
+@pytest.mark.parametrize("path", EXAMPLE_NOTEBOOKS, ids=[p.name for p in EXAMPLE_NOTEBOOKS])
+def test_an_example_notebook_opens_with_nothing_to_save(lab: Lab, page: Page, path: Path) -> None:
+    example = path.name
+    shutil.copy(path, lab.root / "work" / example)
     open_lab(page, lab)
     open_notebook(page, example)
     # its kernel started and told Lab its language: what used to rewrite the notebook's metadata
