@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,10 +99,12 @@ def settings_in(folder: Path, quota: int = 1, **gpu: Any) -> Settings:
 
 
 class Kernel:
-    """A Python kernel, as a notebook's: run code in it and read what it printed."""
+    """A Python kernel, as a notebook's (its connection file named as a Jupyter server names it,
+    which is how the GPU report knows a kernel): run code in it and read what it printed."""
 
-    def __init__(self) -> None:
-        self.manager = KernelManager(kernel_name="python3")
+    def __init__(self, folder: Path) -> None:
+        connection = folder / f"kernel-{uuid.uuid4()}.json"
+        self.manager = KernelManager(kernel_name="python3", connection_file=str(connection))
         self.manager.start_kernel()
         self.client = self.manager.client()
         self.client.start_channels()
@@ -146,7 +149,7 @@ async def main() -> int:
     with tempfile.TemporaryDirectory(prefix="cube-gpu-check-") as scratch:
         folder = Path(scratch)
         await checks.run("NVML read", lambda: nvml_reads())
-        kernel = Kernel()
+        kernel = Kernel(folder)
         try:
             await checks.run("kernel attribution", lambda: kernel_attribution(kernel))
             await checks.run("%gpu --once", lambda: gpu_once(kernel))
