@@ -179,11 +179,11 @@ def test_runs_are_per_user_and_survive_a_restart(env: Env) -> None:
     # holds a list of lines, which JupyterLab's notebook model would join with commas).
     shown = env.service.executed_notebook("alice", run.id, "show")
     texts = [o.get("text", "") for c in shown.cells for o in c.get("outputs", [])]
-    assert "tuned\n12\n" in texts, texts
+    assert "tuned\n12.0\n" in texts, texts  # `rate` is declared a float: 2 runs as 2.0
     key = run.step("show").notebook
     assert key
     stored = json.loads(open_store(run.store, env.service.settings.storage).get(key))
-    assert ["tuned\n", "12\n"] in [o.get("text") for c in stored["cells"] for o in c.get("outputs", [])]
+    assert ["tuned\n", "12.0\n"] in [o.get("text") for c in stored["cells"] for o in c.get("outputs", [])]
 
     assert run.id in [r.id for r in env.service.list_runs("alice")]
     assert run.id not in [r.id for r in env.service.list_runs("bob")]
