@@ -22,6 +22,7 @@ from playwright.sync_api import Page, expect
 
 from tests.browser.lab import ARTIFACTS, Lab
 from tests.browser.test_notebook_servers_panel import open_lab
+from tests.browser.test_pipeline_panel import open_path, run_command
 from tests.pipelines.notebooks import EXAMPLES, code, notebook, write
 from tests.waiting import wait_until
 
@@ -29,17 +30,6 @@ NOTEBOOK = "report.ipynb"
 # What scikit-learn's HTML shows only where the notebook is not trusted (Lab drops its <style>,
 # which hides this text).
 UNTRUSTED_FALLBACK = "please rerun this cell to show the HTML representation or trust the notebook"
-
-
-def run_command(page: Page, command: str, args: dict[str, object]) -> None:
-    """Run a Lab command and wait for it (what it resolves to, a widget, stays in the page)."""
-    page.evaluate(
-        "async ([id, args]) => { await window.jupyterapp.commands.execute(id, args); }", [command, args]
-    )
-
-
-def open_notebook(page: Page, path: str) -> None:
-    run_command(page, "docmanager:open", {"path": path})
 
 
 def state_of(page: Page, path: str) -> dict[str, Any]:
@@ -64,7 +54,7 @@ def test_an_example_notebook_opens_with_nothing_to_save(lab: Lab, page: Page, pa
     example = path.name
     shutil.copy(path, lab.root / "work" / example)
     open_lab(page, lab)
-    open_notebook(page, example)
+    open_path(page, example)
     # its kernel started and told Lab its language: what used to rewrite the notebook's metadata
     settled = wait_until(
         lambda: state_of(page, example),
@@ -107,7 +97,7 @@ def test_every_kind_of_executed_step_opens_trusted_without_errors(lab: Lab, page
     assert {s["name"]: s["cache_hit"] for s in second["steps"]}["fit"] is True
 
     open_lab(page, lab)
-    open_notebook(page, NOTEBOOK)
+    open_path(page, NOTEBOOK)
     for run, step, expected in (
         (first, "fit", "LogisticRegression"),
         (first, "report", "no rows for this report"),
