@@ -33,7 +33,7 @@ from cube_jupyter.ledger import GpuLedger
 if TYPE_CHECKING:
     from cube_jupyter.gpu.attribution import KernelProcess
     from cube_jupyter.gpu.model import QueuedGpuJob
-    from cube_jupyter.gpu.service import ChildServer, GpuService, ServerRef
+    from cube_jupyter.gpu.service import ChildServer, GpuService, JobRef, ServerRef
     from cube_jupyter.jobs.backend import JobBackend
     from cube_jupyter.jobs.service import JobService
     from cube_jupyter.kube.cluster import Cluster
@@ -297,8 +297,9 @@ class Workbench:
         notebooks = None if self.settings.user_server else self.notebook_backend
         queued = functools.partial(_queued_gpu_jobs, self.job_backend, notebooks)
         owners = self.process_owners()
-        # The central workbench stops servers whose GPUs sit idle (CubeGPU.cull_idle_gpu_seconds).
-        stop_idle = None if self.settings.user_server else self.notebooks.stop_idle
+        # The central workbench stops servers whose GPUs sit idle (CubeGPU.cull_idle_gpu_seconds), and
+        # training jobs where the admin opted in (cull_idle_gpu_jobs).
+        central = not self.settings.user_server
         return GpuService(
             self.settings.gpu,
             self.ledger,
@@ -306,7 +307,9 @@ class Workbench:
             self.kernels,
             queued=queued,
             owners=owners,
-            stop_idle=stop_idle,
+            stop_idle=self.notebooks.stop_idle if central else None,
+            jobs=functools.partial(_running_training_jobs, self.job_backend) if central else None,
+            stop_idle_job=self.jobs.stop_idle if central else None,
         )
 
     def process_owners(self) -> list[OwnerSource]:
@@ -395,6 +398,22 @@ class _ServersForGpu:
             ChildServer(r.user, r.name, f"http://{LOOPBACK}:{r.port}{r.base_url}", r.token or "", r.pid or 0)
             for r in self.backend.running_records()
         ]
+
+
+def _running_training_jobs(backend: JobBackend) -> list[JobRef]:
+    """Every user's running training jobs, with their pods and namespace on a cluster, as GPU culling
+    finds them among DCGM's pods (`gpu.service.RunningJobs`)."""
+    from cube_jupyter.gpu.service import JobRef
+    from cube_jupyter.jobs.kubernetes.backend import KubernetesJobBackend
+
+    def namespace(user: str) -> str | None:
+        return backend.namespace(user) if isinstance(backend, KubernetesJobBackend) else None
+
+    return [
+        JobRef(job.user, job.name, namespace(job.user), tuple(r.pod for r in job.replicas if r.pod))
+        for job in backend.list(None)
+        if job.kind == "training" and not job.finished and job.queue is None
+    ]
 
 
 def _queued_gpu_jobs(backend: JobBackend, servers: NotebookBackend | None, user: str) -> list[QueuedGpuJob]:

@@ -3,6 +3,7 @@
     c.CubeGPU.prometheus_url = "http://prometheus.monitoring.svc:9090"   # DCGM metrics by pod
     c.CubeGPU.idle_warning_seconds = 3600
     c.CubeGPU.cull_idle_gpu_seconds = 7200   # then stop the server whose GPUs sit idle
+    c.CubeGPU.cull_idle_gpu_jobs = True      # ... and the training job (off by default)
 
 `c.CubeWorkbench.prometheus_url` (the issue's name) is honoured too; `CubeGPU.prometheus_url` wins
 when both are set (`load_settings` resolves it). Both are checked as config loads at startup, so a
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from traitlets import Float
+from traitlets import Bool, Float
 
 from cube_jupyter.configurable import CubePrometheus, checked, non_negative, positive
 from cube_jupyter.errors import InvalidInput
@@ -48,6 +49,14 @@ class CubeGPU(CubePrometheus):
         "kernels' processes locally, from NVML; its pod on a cluster, from DCGM through Prometheus), "
         "saying why in its stop reason, as cull_idle_seconds does for servers without activity. "
         "Warned first at idle_warning_seconds when that is shorter. 0: never.",
+    )
+    cull_idle_gpu_jobs = Bool(
+        False,
+        help="Also stop a training job whose GPUs have held memory at 0% utilization for "
+        "cull_idle_gpu_seconds: its replicas stop (processes locally; on a cluster the job is "
+        "suspended, through its Kueue Workload when it is queued, so its pods go) and it ends "
+        "Failed with reason IdleGPU, saying why; it stays, with its logs, until deleted. Off by "
+        "default: a training job may sit at 0% for a while by design (a long data load).",
     )
     cache_seconds = Float(
         1.0,

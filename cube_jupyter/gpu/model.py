@@ -144,15 +144,17 @@ class GpuQuota:
 
 @dataclass(frozen=True)
 class IdleWarning:
-    """A kernel or pod that has held GPU memory at 0% utilization for longer than allowed."""
+    """A kernel, pod, job or pipeline step that has held GPU memory at 0% utilization for longer
+    than allowed."""
 
-    key: str  # "kernel:<id>" or "pod:<namespace>/<pod>"
+    key: str  # "kernel:<id>", "pod:<namespace>/<pod>", "job:<user>/<name>" or "step:<run>/<step>"
     gpu: str  # device UUID
     idle_seconds: float
     message: str
     kernel_id: str | None = None
     notebook_path: str | None = None
     pod: str | None = None
+    workload: str | None = None  # "job toy-ddp": the job, model or step of this machine's it is
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from cube_jupyter import access
 from cube_jupyter.errors import CubeError, InvalidInput
@@ -50,9 +50,11 @@ NO_PROMETHEUS = (
     "no GPU metrics: the kubernetes backend reads GPUs from the DCGM exporter through Prometheus; "
     "set c.CubeGPU.prometheus_url (or c.CubeWorkbench.prometheus_url)"
 )
-# How often the central workbench on a cluster looks for servers whose GPUs sit idle (DCGM is
-# scraped every 15-30 s; the culling limit is hours).
+# How often the central workbench on a cluster looks for servers and jobs whose GPUs sit idle (DCGM
+# is scraped every 15-30 s; the culling limit is hours).
 CLUSTER_CULL_SECONDS = 30.0
+# What is stopped when a pod of each kind sits idle (culling on), as its idle warning says.
+POD_CULLED: dict[str, Culled] = {"notebook": "server", "job": "job"}
 # Points per history chart at most; Prometheus' step grows with the window asked for.
 HISTORY_POINTS = 300
 IDLE_POINTS = 60
@@ -97,16 +99,35 @@ QueuedGpuJobs = Callable[[str], Iterable[QueuedGpuJob]]
 
 
 @dataclass(frozen=True)
-class IdleServer:
-    """A notebook server whose GPUs have sat idle (memory held at 0% utilization) this long."""
+class JobRef:
+    """A running training job as the report finds it among a cluster's pods (locally its processes
+    are named by `owners`): whose, what it is called, where, and its pods."""
 
+    user: str
+    name: str
+    namespace: str | None = None  # None: the user's namespace
+    pods: tuple[str, ...] = ()
+
+
+# Every user's running training jobs (the composition root reads the job backend's).
+RunningJobs = Callable[[], Iterable[JobRef]]
+Culled = Literal["server", "job"]
+
+
+@dataclass(frozen=True)
+class IdleHolder:
+    """A notebook server or training job whose GPUs have sat idle (memory held at 0% utilization)
+    this long."""
+
+    kind: Culled
     user: str
     name: str
     idle_seconds: float
 
 
-# Stops a user's server, with the reason to record (the composition root gives the notebook service's).
-StopIdleServer = Callable[[str, str, str], Awaitable[None]]
+# Stops a user's server or training job, with the reason to record (the composition root gives the
+# notebook and job services').
+StopIdle = Callable[[str, str, str], Awaitable[None]]
 
 
 def gpu_cull_reason(limit_seconds: float) -> str:
@@ -153,7 +174,9 @@ class GpuService:
         *,
         queued: QueuedGpuJobs | None = None,
         owners: Sequence[OwnerSource] = (),
-        stop_idle: StopIdleServer | None = None,
+        stop_idle: StopIdle | None = None,
+        jobs: RunningJobs | None = None,
+        stop_idle_job: StopIdle | None = None,
         nvml: Any = None,
         prometheus: Any = None,
     ) -> None:
@@ -164,6 +187,9 @@ class GpuService:
         self.queued = queued  # the caller's queued GPU demand beside what they hold; None: no queue
         self.owners = owners  # whose job replicas, trials, models and steps this machine's processes are
         self.stop_idle = stop_idle  # stops a server whose GPUs sit idle; None: a user server culls nothing
+        self.jobs = jobs  # the running training jobs, by pod on a cluster
+        # stops a training job whose GPUs sit idle, where the admin opted in (cull_idle_gpu_jobs)
+        self.stop_idle_job = stop_idle_job if settings.gpu.cull_idle_gpu_jobs else None
         self.config = settings.gpu
         self.prometheus = prometheus
         self.nvml = nvml
@@ -193,16 +219,16 @@ class GpuService:
 
     async def start(self) -> None:
         """Start sampling NVML into the history (local GPUs only; Prometheus keeps its own), and
-        culling servers whose GPUs sit idle where `cull_idle_gpu_seconds` asks it: after each
-        sample locally, every `CLUSTER_CULL_SECONDS` from Prometheus."""
+        culling servers (and training jobs, where the admin opted in) whose GPUs sit idle where
+        `cull_idle_gpu_seconds` asks it: after each sample locally, every `CLUSTER_CULL_SECONDS`
+        from Prometheus."""
         if self.nvml is not None and (self._sampler is None or self._sampler.done()):
             self._sampler = asyncio.create_task(
                 repeat(self._sample_and_cull, self.config.sample_seconds, "GPU sampling"),
                 name="cube-gpu-sampler",
             )
-        culls = (
-            self.prometheus is not None and self.stop_idle is not None and self.config.cull_idle_gpu_seconds
-        )
+        stops = self.stop_idle is not None or self.stop_idle_job is not None
+        culls = self.prometheus is not None and stops and self.config.cull_idle_gpu_seconds
         if culls and (self._culler is None or self._culler.done()):
             self._culler = asyncio.create_task(
                 repeat(self._cull, CLUSTER_CULL_SECONDS, "GPU culling"), name="cube-gpu-culler"
@@ -317,53 +343,65 @@ class GpuService:
 
     # -- GPU-aware culling -------------------------------------------------------------------------
 
-    async def cull_once(self) -> list[IdleServer]:
-        """Stop every notebook server whose GPUs have held memory at 0% utilization for longer than
-        `cull_idle_gpu_seconds`, saying why; the servers stopped. A stop that fails is logged and
-        tried again on the next pass."""
+    async def cull_once(self) -> list[IdleHolder]:
+        """Stop every notebook server (and, where the admin opted in, every training job) whose GPUs
+        have held memory at 0% utilization for longer than `cull_idle_gpu_seconds`, saying why; the
+        ones stopped. A stop that fails is logged and tried again on the next pass."""
         limit = self.config.cull_idle_gpu_seconds
-        if not limit or self.stop_idle is None:
+        if not limit or (self.stop_idle is None and self.stop_idle_job is None):
             return []
         if self.prometheus is not None:
-            idle = await self._idle_cluster_servers(limit)
+            idle = await self._idle_on_cluster(limit)
         elif self.nvml is not None:
-            idle = await self._idle_local_servers(limit)
+            idle = self._idle_locally(limit)
         else:
             idle = []
         stopped = []
-        for server in idle:
-            log.info(
-                "stopping %s/%s: its GPUs idle for %.0f s", server.user, server.name, server.idle_seconds
-            )
-            try:
-                await self.stop_idle(server.user, server.name, gpu_cull_reason(limit))
-            except CubeError as exc:
-                log.warning("could not stop %s/%s: %s", server.user, server.name, exc.message)
+        for holder in idle:
+            stop = self.stop_idle if holder.kind == "server" else self.stop_idle_job
+            if stop is None:
                 continue
-            stopped.append(server)
+            what = f"{holder.kind} {holder.user}/{holder.name}"
+            log.info("stopping %s: its GPUs idle for %.0f s", what, holder.idle_seconds)
+            try:
+                await stop(holder.user, holder.name, gpu_cull_reason(limit))
+            except CubeError as exc:
+                log.warning("could not stop %s: %s", what, exc.message)
+                continue
+            stopped.append(holder)
         return stopped
 
-    async def _idle_local_servers(self, limit: float) -> list[IdleServer]:
-        """This machine's notebook servers each of whose kernels holding GPU memory has been idle
-        (0% utilization) for `limit` seconds or more, in the sampler's last reading."""
+    def _idle_locally(self, limit: float) -> list[IdleHolder]:
+        """In the sampler's last reading: this machine's notebook servers each of whose kernels
+        holding GPU memory has been idle (0% utilization) for `limit` seconds or more, and the
+        training jobs whose processes have been."""
         reading = self._sampled
-        if reading is None or reading.message is not None or self.notebooks is None:
+        if reading is None or reading.message is not None:
             return []
-        children = {f"{c.user}/{c.name}": c for c in self.notebooks.running_children()}
-        idle: dict[str, list[float]] = {}
+        children = {}
+        if self.notebooks is not None and self.stop_idle is not None:
+            children = {f"{c.user}/{c.name}": c for c in self.notebooks.running_children()}
+        spells: dict[str, list[float]] = {}
         for usage in reading.kernels:
             if usage.server in children:
-                idle.setdefault(usage.server, []).append(
+                spells.setdefault(usage.server, []).append(
                     self.idle.idle_seconds(f"kernel:{usage.kernel_id}", reading.timestamp)
                 )
-        return [
-            IdleServer(children[server].user, children[server].name, min(spells))
-            for server, spells in idle.items()
-            if min(spells) >= limit
+        idle = [
+            IdleHolder("server", children[server].user, children[server].name, min(seconds))
+            for server, seconds in spells.items()
+            if min(seconds) >= limit
         ]
+        if self.stop_idle_job is not None:
+            for job in reading.workloads:
+                seconds = self.idle.idle_seconds(job.workload.series, reading.timestamp)
+                if job.workload.kind == "job" and seconds >= limit:
+                    idle.append(IdleHolder("job", job.workload.user, job.workload.name, seconds))
+        return idle
 
-    async def _idle_cluster_servers(self, limit: float) -> list[IdleServer]:
-        """Every user's notebook servers whose pods' GPUs DCGM has seen idle for `limit` seconds."""
+    async def _idle_on_cluster(self, limit: float) -> list[IdleHolder]:
+        """Every user's notebook servers whose pods' GPUs DCGM has seen idle for `limit` seconds, and
+        (opted in) the running training jobs all of whose GPU pods it has."""
         prometheus = self.prometheus
         try:
             devices: list[GpuDevice] = await self.reads.get(
@@ -371,17 +409,52 @@ class GpuService:
             )
         except NoGpuVisible:
             return []
-        servers = {(self._namespace_of(s), s.name): s for s in self._servers(None)}
+        servers = {}
+        if self.stop_idle is not None:
+            servers = {(self._namespace_of(s), s.name): s for s in self._servers(None)}
+        jobs = {}
+        if self.stop_idle_job is not None:
+            jobs = {
+                (job.namespace or self.settings.namespace_for(job.user), pod): job
+                for job in self._jobs()
+                for pod in job.pods
+            }
         notebooks: dict[str, set[str]] = {}
         for namespace, name in servers:
             notebooks.setdefault(namespace, set()).add(name)
-        pods = [p for p in group_pods(devices, notebooks, {}) if p.kind == "notebook"]
+        pods = [
+            p
+            for p in group_pods(devices, notebooks, {})
+            if p.kind == "notebook" or (p.namespace, p.pod) in jobs
+        ]
+        idle_pods = {
+            (pod.namespace, pod.pod): seconds
+            for pod, seconds in await self._idle_pods(pods, None, time.time(), limit)
+        }
         idle = []
-        for pod, seconds in await self._idle_pods(pods, None, time.time(), limit):
-            server = servers.get((pod.namespace, server_of_pod(pod.pod)))
-            if server is not None:
-                idle.append(IdleServer(server.user, server.name, seconds))
+        for pod in pods:
+            server = servers.get((pod.namespace, server_of_pod(pod.pod))) if pod.kind == "notebook" else None
+            seconds = idle_pods.get((pod.namespace, pod.pod))
+            if server is not None and seconds is not None:
+                idle.append(IdleHolder("server", server.user, server.name, seconds))
+        held: dict[JobRef, list[float | None]] = {}
+        for pod in pods:
+            job = jobs.get((pod.namespace, pod.pod))
+            if job is not None:
+                held.setdefault(job, []).append(idle_pods.get((pod.namespace, pod.pod)))
+        for job, spells in held.items():
+            if all(seconds is not None for seconds in spells):
+                idle.append(IdleHolder("job", job.user, job.name, min(s for s in spells if s is not None)))
         return idle
+
+    def _jobs(self) -> list[JobRef]:
+        if self.jobs is None:
+            return []
+        try:
+            return list(self.jobs())
+        except CubeError as exc:
+            log.debug("jobs unavailable for GPU culling: %s", exc.message)
+            return []
 
     async def _read_local(self) -> LocalReading:
         assert self.nvml is not None
@@ -459,7 +532,10 @@ class GpuService:
             kernels=kernels,
             workloads=workloads,
             history=history,
-            idle=tuple(self._kernel_idle_warnings(kernels, devices, now)),
+            idle=(
+                *self._kernel_idle_warnings(kernels, devices, now),
+                *self._workload_idle_warnings(workloads, devices, now),
+            ),
         )
 
     def _kernel_idle_warnings(
@@ -485,9 +561,40 @@ class GpuService:
                     idle_seconds=idle,
                     message=f"{what} has held {usage.memory_used_mib:.0f} MiB on GPU {gpu} "
                     f"at 0% utilization for {_duration(idle)}; shut its kernel down to free the GPU"
-                    + self._cull_notice(),
+                    + self._cull_notice("server"),
                     kernel_id=usage.kernel_id,
                     notebook_path=usage.notebook_path,
+                )
+            )
+        return warnings
+
+    def _workload_idle_warnings(
+        self, workloads: Iterable[WorkloadGpu], devices: Iterable[GpuDevice], now: float
+    ) -> list[IdleWarning]:
+        """Jobs, models and pipeline steps of this machine that have held GPU memory at 0% for longer
+        than `idle_warning_seconds`."""
+        limit = self.config.idle_warning_seconds
+        if not limit:
+            return []
+        index = {d.uuid: d.index for d in devices}
+        warnings = []
+        for usage in workloads:
+            workload = usage.workload
+            idle = self.idle.idle_seconds(workload.series, now)
+            spell = self.idle.spell(workload.series)
+            if spell is None or idle < limit:
+                continue
+            free = "cancel its run" if workload.kind == "step" else "delete it"
+            notice = self._cull_notice("job") if workload.kind == "job" else ""
+            warnings.append(
+                IdleWarning(
+                    key=workload.series,
+                    gpu=spell.gpu,
+                    idle_seconds=idle,
+                    message=f"{workload.label} has held {usage.memory_used_mib:.0f} MiB on GPU "
+                    f"{index.get(spell.gpu, '?')} at 0% utilization for {_duration(idle)}; "
+                    f"{free} to free the GPU{notice}",
+                    workload=workload.label,
                 )
             )
         return warnings
@@ -537,10 +644,14 @@ class GpuService:
             idle=tuple(await self._pod_idle_warnings(pods, namespaces, now)),
         )
 
-    def _cull_notice(self) -> str:
-        """What an idle warning adds when idle GPUs get their server stopped."""
+    def _cull_notice(self, kind: Culled | None) -> str:
+        """What an idle warning adds when idle GPUs get their server (or, opted in, their training
+        job) stopped."""
         limit = self.config.cull_idle_gpu_seconds
-        return f" (a notebook server is stopped after {_duration(limit)} of this)" if limit else ""
+        if not limit or kind is None or (kind == "job" and not self.config.cull_idle_gpu_jobs):
+            return ""
+        what = "a notebook server" if kind == "server" else "a training job"
+        return f" ({what} is stopped after {_duration(limit)} of this)"
 
     async def _idle_pods(
         self, pods: list[PodGpu], namespaces: tuple[str, ...] | None, now: float, limit: float
@@ -585,7 +696,8 @@ class GpuService:
                     gpu=pod.gpus[0],
                     idle_seconds=idle,
                     message=f"pod {pod.pod} has held {pod.memory_used_mib or 0:.0f} MiB of GPU memory at 0% "
-                    f"utilization for {_duration(idle)}; stop it to free the GPU" + self._cull_notice(),
+                    f"utilization for {_duration(idle)}; stop it to free the GPU"
+                    + self._cull_notice(POD_CULLED.get(pod.kind)),
                     pod=pod.pod,
                 )
             )

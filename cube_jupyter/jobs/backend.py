@@ -8,14 +8,11 @@ job's name is unique per user across the three kinds, so `(user, name)` finds an
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from cube_jupyter.jobs.model import Job, JobKind
 from cube_jupyter.ledger import GpuHolder, HolderSource
 from cube_jupyter.process_owners import OwnerSource, ProcessOwner, Workload, WorkloadKind
-
-if TYPE_CHECKING:
-    pass
 
 
 class JobBackend(Protocol):
@@ -57,6 +54,12 @@ class JobBackend(Protocol):
 
     async def delete(self, user: str, name: str) -> None:
         """Stop every replica and remove the job; NotFound if there is none."""
+        ...
+
+    async def stop(self, user: str, name: str, why: str) -> Job:
+        """Stop a running training job the workbench found idle (its GPUs,
+        `CubeGPU.cull_idle_gpu_jobs`): its replicas stop, it ends Failed with reason IdleGPU saying
+        `why`, and it stays (with its logs) until deleted. NotFound if there is none."""
         ...
 
     def logs(

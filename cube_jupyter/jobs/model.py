@@ -23,6 +23,9 @@ JobPhase = Literal[
 ]
 ReplicaState = Literal["Pending", "Running", "Succeeded", "Failed"]
 FINISHED_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed"})
+# The Failed condition's reason when the workbench stopped a training job whose GPUs sat idle
+# (`CubeGPU.cull_idle_gpu_jobs`), as DeadlineExceeded is a job's that ran past its deadline.
+IDLE_GPU_REASON = "IdleGPU"
 
 
 @dataclass(frozen=True)

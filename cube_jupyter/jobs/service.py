@@ -180,6 +180,13 @@ class JobService:
         job = self.get(caller, name, user)
         await self.backend.delete(job.user, job.name)
 
+    async def stop_idle(self, user: str, name: str, reason: str) -> None:
+        """Stop a training job the workbench finds idle (its GPUs, `CubeGPU.cull_idle_gpu_jobs`),
+        saying why; one finished, queued or gone is left alone."""
+        job = self.backend.get(user, name)
+        if job is not None and job.kind == "training" and not job.finished and job.queue is None:
+            await self.backend.stop(user, name, reason)
+
     async def predict(self, caller: str, name: str, body: object, user: str | None = None) -> Any:
         """Forward {inputs, protocol} to a served model's endpoint: {name, protocol, predictions}."""
         from cube_jupyter.jobs.predict import predict

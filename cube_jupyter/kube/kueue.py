@@ -137,8 +137,13 @@ class KueueWorkloads:
 
     def of_owner(self, owner: Obj) -> Admission | None:
         """A job's admission (None while Kueue has made no Workload for it)."""
+        workload = self.workload_of(owner)
+        return None if workload is None else self.admission(workload)
+
+    def workload_of(self, owner: Obj) -> Obj | None:
+        """The Workload Kueue made for a job (None while it has made none)."""
         found = self.informer.by_index("owner", uid_of(owner))
-        return self.admission(found[0]) if found else None
+        return found[0] if found else None
 
     def admission(self, workload: Obj) -> Admission:
         """`admission`, with the place of one not admitted."""

@@ -11,6 +11,10 @@ HOME = "/home/jovyan"  # the docker-stacks user's home, where workspaces and shi
 # up or backfilling): its schedule and logical time, so a run for one logical time is found by label.
 SCHEDULE_LABEL = "cube-jupyter/schedule"
 LOGICAL_DATE_LABEL = "cube-jupyter/logical-date"
+# Why the workbench itself stopped a server or a training job (culling), and when (RFC 3339); a
+# server's is removed by any user stop or start.
+STOP_REASON_ANNOTATION = "cube-jupyter/stop-reason"
+STOPPED_AT_ANNOTATION = "cube-jupyter/stopped-at"
 
 
 def logical_date_label(logical_date: str) -> str:

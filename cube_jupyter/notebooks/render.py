@@ -28,7 +28,14 @@ from datetime import datetime
 from typing import Any
 
 from cube_jupyter.fields import format_timestamp
-from cube_jupyter.kube.labels import HOME, MANAGED_BY, MANAGED_BY_LABEL, USER_ANNOTATION, USER_LABEL
+from cube_jupyter.kube.labels import (
+    HOME,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    STOP_REASON_ANNOTATION,
+    USER_ANNOTATION,
+    USER_LABEL,
+)
 from cube_jupyter.names import user_slug
 from cube_jupyter.notebooks.config import NotebookSettings
 from cube_jupyter.notebooks.spec import NotebookSpec
@@ -41,8 +48,6 @@ CREATOR_ANNOTATION = "notebooks.kubeflow.org/creator"
 PROFILE_ANNOTATION = "cube-jupyter/profile"
 # Kubeflow's culler records activity here (RFC 3339); ours does too, so its dashboards show it.
 LAST_ACTIVITY_ANNOTATION = "notebooks.kubeflow.org/last-activity"
-# Why the workbench stopped a server (culling); any user stop or start removes it.
-STOP_REASON_ANNOTATION = "cube-jupyter/stop-reason"
 
 NAME_LABEL = "app.kubernetes.io/name"
 NOTEBOOK_LABEL = "notebook-name"  # the pod label Kubeflow's controller sets; policies select on it

@@ -19,12 +19,12 @@ from kubernetes import client as k8s
 from cube_jupyter.config import Settings
 from cube_jupyter.fields import parse_timestamp
 from cube_jupyter.kube.client import KubeClient
+from cube_jupyter.kube.labels import STOP_REASON_ANNOTATION
 from cube_jupyter.local.processes import LOOPBACK, free_port
 from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 from cube_jupyter.notebooks.kubernetes.culler import IdleCuller, RunningServer
 from cube_jupyter.notebooks.render import (
     LAST_ACTIVITY_ANNOTATION,
-    STOP_REASON_ANNOTATION,
     STOPPED_ANNOTATION,
     render_notebook_objects,
 )

@@ -1,5 +1,6 @@
 """GPU-aware culling (`CubeGPU.cull_idle_gpu_seconds`): a notebook server whose GPUs have held memory
-at 0% utilization that long is stopped, with a reason saying so, on both backends.
+at 0% utilization that long is stopped, with a reason saying so, on both backends; a training job too
+where the admin opted in (`cull_idle_gpu_jobs`).
 
 Locally the readings are a REPLAY of recorded NVML answers (tests/gpu/nvml_replay.py; this machine
 has no GPU) whose idle process is mapped onto a real kernel process of a real server process; on a
@@ -11,18 +12,23 @@ for is recorded (the notebook backends' own stop with a reason: tests/local, tes
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
-from cube_jupyter.gpu.service import ChildServer, GpuService, IdleServer, ServerRef, gpu_cull_reason
+from cube_jupyter.gpu.service import ChildServer, GpuService, IdleHolder, JobRef, ServerRef, gpu_cull_reason
 from cube_jupyter.ledger import GpuLedger
+from cube_jupyter.services import Workbench
 from tests.gpu.nvml_replay import NvmlReplay
+from tests.gpu.prometheus_server import NO_DCGM_PAGE, SAMPLE_PAGE, DcgmPrometheus
 from tests.gpu.test_service import make_settings
+from tests.gpu.test_workload_attribution import WITH_CHILD, child_of
 from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(120)
@@ -102,7 +108,8 @@ async def test_a_local_server_whose_kernel_holds_an_idle_gpu_is_stopped_saying_w
     await asyncio.sleep(0.25)  # (a real wait: the spell's age is wall-clock time, as in test_service)
     await service.sample_once()  # sample 5: still idle
     stopped = await service.cull_once()
-    assert [(s.user, s.name) for s in stopped] == [("alice", "lab")] and stopped[0].idle_seconds >= 0.2
+    assert [(s.kind, s.user, s.name) for s in stopped] == [("server", "alice", "lab")]
+    assert stopped[0].idle_seconds >= 0.2
     assert stops.asked == [("alice", "lab", gpu_cull_reason(0.2))]
     assert "0% utilization for" in stops.asked[0][2] and "cull_idle_gpu_seconds" in stops.asked[0][2]
     (warning,) = (await service.report("alice")).idle  # sample 6, still idle: what the panel says
@@ -134,8 +141,123 @@ async def test_a_cluster_server_pod_idle_in_dcgm_is_stopped_and_a_busy_one_kept(
     servers = Servers([], [ServerRef("bob", "bob-lab"), ServerRef("alice", "alice-nb")])
     stops = Stops()
     service = GpuService(settings.gpu, GpuLedger(None, []), servers, stop_idle=stops)
-    stopped: list[IdleServer] = await wait_until_async(
+    stopped: list[IdleHolder] = await wait_until_async(
         service.cull_once, 30, "bob's idle server stopped", interval=0.5
     )
     assert [(s.user, s.name) for s in stopped] == [("bob", "bob-lab")] and stopped[0].idle_seconds >= 3
     assert stops.asked == [("bob", "bob-lab", gpu_cull_reason(3))]
+
+
+@pytest.mark.parametrize("opted_in", [True, False], ids=["opted-in", "off"])
+async def test_a_local_training_job_whose_gpu_sits_idle_is_stopped_only_where_the_admin_opts_in(
+    tmp_path: Path, install_nvml_replay: Callable[..., NvmlReplay], opted_in: bool
+) -> None:
+    """The idle process is a real local job replica's child (a DataLoader worker, say): the job is
+    warned about, then (opted in) stopped: Failed with reason IdleGPU, its processes gone, its record
+    and logs kept; off, it is only warned about and keeps running."""
+    settings = make_settings(
+        tmp_path,
+        cache_seconds=0,
+        sample_seconds=0.01,
+        idle_warning_seconds=0.1,
+        cull_idle_gpu_seconds=0.2,
+        cull_idle_gpu_jobs=opted_in,
+    )
+    workbench = Workbench(settings, root_dir=str(tmp_path))
+    jobs = workbench.jobs
+    await jobs.start()
+    spec = {
+        "name": "toy-ddp",
+        "framework": "pytorch",
+        "replicas": {"worker": 1},
+        "command": [sys.executable, "-c", WITH_CHILD],
+    }
+    try:
+        await jobs.submit("alice", {"kind": "training", "spec": spec})
+        job = await wait_until_async(
+            lambda: jobs.get("alice", "toy-ddp"),
+            60,
+            "the replica running with its child",
+            until=lambda j: bool(j.replicas and j.replicas[0].pid and child_of(j.replicas[0].pid)),
+        )
+        child = child_of(job.replicas[0].pid or 0)
+        assert child is not None
+        install_nvml_replay("a100x2-processes.json", pid_map={IDLE_PID: child.pid})
+        gpu = workbench.gpu
+        for _ in range(4):  # samples 0-3: the job's GPU is busy
+            await gpu.sample_once()
+            assert await gpu.cull_once() == []
+        await gpu.sample_once()  # sample 4: the idle spell starts
+        await asyncio.sleep(0.25)  # (a real wait: the spell's age is wall-clock time)
+        await gpu.sample_once()  # sample 5: still idle
+        (warning,) = [w for w in (await gpu.report("alice")).idle if w.workload]  # sample 6
+        assert warning.key == "job:alice/toy-ddp" and warning.workload == "job toy-ddp, worker-0"
+        assert "at 0% utilization" in warning.message and "delete it to free the GPU" in warning.message
+        assert ("a training job is stopped after" in warning.message) is opted_in
+
+        stopped = await gpu.cull_once()
+        job = jobs.get("alice", "toy-ddp")
+        if not opted_in:
+            assert stopped == [] and job.phase == "Running" and child.is_running()
+            return
+        assert [(s.kind, s.user, s.name) for s in stopped] == [("job", "alice", "toy-ddp")]
+        why = gpu_cull_reason(0.2)
+        assert job.phase == "Failed" and job.message == f"PyTorchJob toy-ddp failed: {why}"
+        assert (job.conditions[-1].type, job.conditions[-1].reason) == ("Failed", "IdleGPU")
+        assert job.replicas[0].state == "Failed" and job.replicas[0].message == why
+        assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE  # its processes stopped
+        assert workbench.ledger.holders("alice") == []  # its GPU counts toward nothing now
+        assert jobs.get("alice", "toy-ddp").name == "toy-ddp"  # kept, with its logs, until deleted
+        await gpu.sample_once()
+        assert await gpu.cull_once() == []  # stopped once: finished, it is no workload any more
+    finally:
+        await jobs.backend.delete("alice", "toy-ddp")
+        await jobs.close()
+        await workbench.gpu.close()
+
+
+async def test_a_cluster_training_job_all_of_whose_gpu_pods_sit_idle_in_dcgm_is_stopped(
+    tmp_path: Path, dcgm_prometheus: DcgmPrometheus
+) -> None:
+    """The sample page with alice's job replica resnet-ddp-worker-0 at 0% (96% in the sample); bob's
+    server pod idle as before; a job whose pods hold no GPU is never stopped."""
+    page = tmp_path / "idle-job.txt"
+    replica = r'(DCGM_FI_DEV_GPU_UTIL\{[^}]*pod="resnet-ddp-worker-0"\}) 96'
+    page.write_text(re.sub(replica, r"\1 0", SAMPLE_PAGE.read_text()))
+    dcgm_prometheus.serve(direct=page, relabelled=NO_DCGM_PAGE)
+    settings = make_settings(
+        tmp_path,
+        prometheus_url=dcgm_prometheus.url,
+        cache_seconds=0,
+        idle_warning_seconds=3,
+        cull_idle_gpu_seconds=3,
+        cull_idle_gpu_jobs=True,
+    )
+    servers = Servers([], [ServerRef("bob", "bob-lab"), ServerRef("alice", "alice-nb")])
+    running = [
+        JobRef("alice", "resnet-ddp", "cube-alice", ("resnet-ddp-worker-0", "resnet-ddp-worker-1")),
+        JobRef("alice", "cpu-only", "cube-alice", ("cpu-only-worker-0",)),
+    ]
+    server_stops, job_stops = Stops(), Stops()
+    service = GpuService(
+        settings.gpu,
+        GpuLedger(None, []),
+        servers,
+        stop_idle=server_stops,
+        jobs=lambda: running,
+        stop_idle_job=job_stops,
+    )
+    stopped: list[IdleHolder] = await wait_until_async(
+        service.cull_once, 30, "the idle job stopped", interval=0.5, until=lambda s: len(s) == 2
+    )
+    assert sorted((s.kind, s.user, s.name) for s in stopped) == [
+        ("job", "alice", "resnet-ddp"),
+        ("server", "bob", "bob-lab"),
+    ]
+    assert job_stops.asked == [("alice", "resnet-ddp", gpu_cull_reason(3))]
+    # (the recorded stops change nothing on the page: bob's server was asked on every pass)
+    assert set(server_stops.asked) == {("bob", "bob-lab", gpu_cull_reason(3))}
+    (warning,) = [
+        w for w in (await service.report("root-admin", all_users=True)).idle if w.pod == "resnet-ddp-worker-0"
+    ]
+    assert "a training job is stopped after 3 s of this" in warning.message

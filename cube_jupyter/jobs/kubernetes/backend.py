@@ -20,12 +20,14 @@ import logging
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import urllib3
 
-from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, NotFound
+from cube_jupyter.errors import BackendUnavailable, Conflict, CubeError, InvalidInput, NotFound
+from cube_jupyter.fields import format_timestamp
 from cube_jupyter.jobs.config import JobSettings
 from cube_jupyter.jobs.kubernetes.apis import (
     GROUP_VERSIONS,
@@ -42,6 +44,7 @@ from cube_jupyter.jobs.kubernetes.status import (
     index_pod_owner,
     serving_job,
     spec_annotation,
+    stopped_by_workbench,
     training_job,
     trainjob_job,
     tuning_job,
@@ -55,7 +58,7 @@ from cube_jupyter.kube.client import ApiNotFound, error_for_status
 from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.kube.discovery import ServedApis
 from cube_jupyter.kube.informer import Informer
-from cube_jupyter.kube.labels import SELECTOR
+from cube_jupyter.kube.labels import SELECTOR, STOP_REASON_ANNOTATION, STOPPED_AT_ANNOTATION
 from cube_jupyter.kube.namespaces import (
     UserNamespaces,
     is_missing_namespace,
@@ -68,6 +71,7 @@ from cube_jupyter.kube.objects import (
     labels_of,
     metadata_of,
     name_of,
+    namespace_of,
     owner_of,
     qualified_name,
 )
@@ -75,6 +79,12 @@ from cube_jupyter.queues import QUEUE_LABEL
 
 log = logging.getLogger(__name__)
 
+# How a training job of each kind is suspended (a merge patch of its spec): its operator then removes
+# its pods and keeps the job.
+SUSPEND: dict[str, dict[str, Any]] = {
+    "TrainJob": {"suspend": True},
+    **{kind: {"runPolicy": {"suspend": True}} for kind in TRAINING_KINDS},
+}
 # How long a write waits for its watch event, so the caller's next read sees what it just did.
 CACHE_WAIT_SECONDS = 5.0
 LOG_READ_TIMEOUT = 3600.0
@@ -197,6 +207,9 @@ class KubernetesJobBackend:
 
     def _job(self, obj: Obj) -> Job:
         job = self._operator_job(obj)
+        stopped = stopped_by_workbench(job, obj)
+        if stopped is not None:
+            return stopped
         if self.workloads is None:
             return job
         return with_admission(job, obj, self.workloads.of_owner(obj))
@@ -299,6 +312,41 @@ class KubernetesJobBackend:
             await asyncio.to_thread(self.client.delete_object, obj, propagation="Foreground")
         except ApiNotFound:
             raise NotFound(f"user {user!r} has no job named {name!r}", field="name") from None
+
+    async def stop(self, user: str, name: str, why: str) -> Job:
+        """Suspend a training job, saying why in its annotations: its operator removes its pods and
+        it stays, shown Failed with reason IdleGPU (`stopped_by_workbench`). One on a Kueue queue is
+        stopped as Kueue stops one, by deactivating its Workload (Kueue resumes a job suspended under
+        an admitted Workload); Kueue then suspends it."""
+        obj = self._object(user, name)
+        if obj is None:
+            raise NotFound(f"user {user!r} has no job named {name!r}", field="name")
+        suspend = SUSPEND.get(obj.get("kind") or "")
+        if suspend is None:
+            raise InvalidInput(f"only a training job can be stopped; {name!r} is a {obj.get('kind')}")
+        annotations = {
+            STOP_REASON_ANNOTATION: why,
+            STOPPED_AT_ANNOTATION: format_timestamp(datetime.now(UTC)),
+        }
+        workload = self.workloads.workload_of(obj) if self.workloads is not None else None
+        patch: dict[str, Any] = {"metadata": {"annotations": annotations}}
+        if workload is None:
+            patch["spec"] = suspend
+        meta = metadata_of(obj)
+        updated = await asyncio.to_thread(
+            self.client.patch, obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"], patch
+        )
+        if workload is not None:
+            await asyncio.to_thread(
+                self.client.patch,
+                workload["apiVersion"],
+                workload["kind"],
+                namespace_of(workload),
+                name_of(workload),
+                {"spec": {"active": False}},
+            )
+        self.kinds[obj["kind"]].upsert(updated)
+        return self._job(updated)
 
     # -- logs --------------------------------------------------------------------------------------
 

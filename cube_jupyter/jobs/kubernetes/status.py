@@ -12,10 +12,11 @@ from dataclasses import replace
 from typing import Any
 
 from cube_jupyter.fields import parse_timestamp
-from cube_jupyter.jobs.model import Condition, Job, JobKind, QueuePlace, Replica, Trial
+from cube_jupyter.jobs.model import IDLE_GPU_REASON, Condition, Job, JobKind, QueuePlace, Replica, Trial
 from cube_jupyter.jobs.render.pods import SPEC_ANNOTATION
 from cube_jupyter.jobs.render.trainjob import NODE
 from cube_jupyter.kube.kueue import Admission
+from cube_jupyter.kube.labels import STOP_REASON_ANNOTATION, STOPPED_AT_ANNOTATION
 from cube_jupyter.kube.objects import (
     Obj,
     annotations_of,
@@ -367,6 +368,26 @@ def spec_annotation(obj: Obj) -> dict[str, Any]:
     except ValueError:
         return {}
     return parsed if isinstance(parsed, dict) else {}
+
+
+def stopped_by_workbench(job: Job, obj: Obj) -> Job | None:
+    """A job the workbench stopped (its GPUs sat idle: `STOP_REASON_ANNOTATION`) as a local one
+    shows: Failed with reason IdleGPU, saying why, whatever its operator (or Kueue, evicting it)
+    reports while its pods go. None for any other job."""
+    annotations = annotations_of(obj)
+    why = annotations.get(STOP_REASON_ANNOTATION)
+    if not why or job.phase == "Deleting":
+        return None
+    at = _timestamp(annotations.get(STOPPED_AT_ANNOTATION)) or 0.0
+    stopped = Condition("Failed", "True", IDLE_GPU_REASON, why, at)
+    return replace(
+        job,
+        phase="Failed",
+        message=f"{obj.get('kind')} {job.name} failed: {why}",
+        conditions=(*job.conditions, stopped),
+        completed=at or job.completed,
+        queue=None,
+    )
 
 
 def with_admission(job: Job, obj: Obj, state: Admission | None) -> Job:

@@ -130,6 +130,9 @@ class LocalJobBackend:
         else:
             await self.serving.delete(user, name)
 
+    async def stop(self, user: str, name: str, why: str) -> Job:
+        return await self.training.stop(user, name, why)
+
     def logs(
         self, job: Job, replica: str | None, *, follow: bool = False, tail: int | None = None
     ) -> AsyncIterator[str]:

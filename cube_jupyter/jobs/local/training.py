@@ -50,7 +50,7 @@ from cube_jupyter.jobs.local import conditions as ops
 from cube_jupyter.jobs.local import rendezvous
 from cube_jupyter.jobs.local import training_plan as plan
 from cube_jupyter.jobs.local.training_state import JobRecord, ReplicaRecord
-from cube_jupyter.jobs.model import Job, wait_until_finished
+from cube_jupyter.jobs.model import IDLE_GPU_REASON, Job, wait_until_finished
 from cube_jupyter.jobs.training_spec import TrainingSpec
 from cube_jupyter.local import admission, files, gpus, locks, monitor, processes
 from cube_jupyter.local.records import RecordStore
@@ -566,7 +566,23 @@ class LocalTrainingRunner:
                 return
             time.sleep(poll)
 
-    # -- delete --------------------------------------------------------------------------------------
+    # -- stop and delete -----------------------------------------------------------------------------
+
+    def stop(self, user: str, name: str, why: str) -> Job:
+        """Stop a running job from outside its replicas (the workbench found its GPUs idle): their
+        process groups are stopped and the job fails with reason IdleGPU, saying `why`; its record
+        and logs stay until it is deleted. One finished, or still waiting in the queue, is left."""
+        with self._lock:
+            record = self._require(user, name)
+            if record.completed is None and not record.waiting:
+                live = [r for r in record.replicas if r.state in ("Pending", "Running") and not r.virtual]
+                self._kill_all(record)
+                plan.mark_stopped(record, IDLE_GPU_REASON, why, time.time())
+                for replica in live:
+                    replica.message = replica.message or why
+                if self._save(record):
+                    self.admit_waiting()  # what it held is free
+            return plan.job_view(record)
 
     def delete(self, user: str, name: str) -> None:
         """Stop every replica (process groups), forget the job, remove its logs and work directory."""
@@ -683,6 +699,9 @@ class AsyncLocalTraining:
 
     async def delete(self, user: str, name: str) -> None:
         await asyncio.to_thread(self.runner.delete, user, name)
+
+    async def stop(self, user: str, name: str, why: str) -> Job:
+        return await asyncio.to_thread(self.runner.stop, user, name, why)
 
     async def logs(
         self,

@@ -24,7 +24,7 @@ from cube_jupyter.kube import kueue
 from cube_jupyter.kube.client import ApiNotFound, resource_type
 from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.kube.discovery import missing_crd
-from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL, USER_LABEL
+from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL, STOP_REASON_ANNOTATION, USER_LABEL
 from cube_jupyter.kube.namespaces import UserNamespaces, is_missing_namespace, missing_namespace
 from cube_jupyter.kube.objects import (
     Obj,
@@ -55,7 +55,6 @@ from cube_jupyter.notebooks.render import (
     NOTEBOOK_LABEL,
     PROFILE_ANNOTATION,
     STATEFULSET_LABEL,
-    STOP_REASON_ANNOTATION,
     STOPPED_ANNOTATION,
     authorization_policy_name,
     render_notebook_objects,
