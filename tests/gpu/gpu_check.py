@@ -6,7 +6,8 @@ kernel; `%gpu --once` and `monitor()` in that kernel; `cube-jupyter gpu`; a loca
 replicas (two on two GPUs when there are two or more) all-reduce over NCCL, its replica attributed as
 "job ..., worker-0"; a GPU pipeline whose steps pass a CUDA tensor, its step attributed as
 "step ..., use"; the GPU quota refusing what no wait could give; and GPU-aware culling, with a short
-threshold, noticing the kernel that holds an idle GPU.
+threshold, noticing the kernel that holds an idle GPU and stopping a training job whose replica does
+(`cull_idle_gpu_jobs`).
 
 Without a GPU it says so and exits 2; a failed check exits 1. Everything runs in a temporary state
 directory, on the local backend, as user `gpu-check`.
@@ -55,6 +56,14 @@ assert float(t[0]) == world * (world + 1) / 2, (float(t[0]), world)
 print("allreduce ok", world, flush=True)
 time.sleep(8)  # holds its GPU memory while the check looks at it
 dist.destroy_process_group()
+"""
+# A replica that takes GPU memory, then computes nothing: what job culling must find.
+IDLE_SCRIPT = """\
+import time, torch
+x = torch.ones(64 * 2**20, device="cuda")
+torch.cuda.synchronize()
+print("holding", x.numel() * 4 >> 20, "MiB", flush=True)
+time.sleep(120)
 """
 
 
@@ -165,6 +174,7 @@ async def main() -> int:
             await checks.run("GPU pipeline", lambda: pipeline(workbench, folder))
         finally:
             await workbench.close()
+        await checks.run("idle training job culled", lambda: job_culling(folder / "job-cull"))
     print(checks.table())
     return 0 if all(r.ok for r in checks.results) else 1
 
@@ -314,6 +324,40 @@ async def pipeline(workbench: Workbench, folder: Path) -> str:
         raise AssertionError("no GPU process was attributed to step 'use'")
     durations = ", ".join(f"{s.name} {s.duration or 0:.1f} s" for s in service.get_run(USER, run.id).steps)
     return f"a CUDA tensor passed between steps ({durations}); '{seen}'"
+
+
+async def job_culling(folder: Path) -> str:
+    """A one-GPU job whose replica holds memory at 0% utilization, with a 3 s threshold and jobs
+    opted in: the workbench's own sampler stops it, Failed with reason IdleGPU."""
+    settings = settings_in(
+        folder, cull_idle_gpu_seconds=3.0, cull_idle_gpu_jobs=True, sample_seconds=0.5, cache_seconds=0
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "idle.py").write_text(IDLE_SCRIPT)
+    workbench = Workbench(settings, root_dir=str(folder))
+    spec = {
+        "name": "gpu-check-idle",
+        "framework": "pytorch",
+        "replicas": {"worker": {"replicas": 1, "resources": {"gpu": 1}}},
+        "script": "idle.py",
+    }
+    try:
+        jobs = await workbench.started_jobs()
+        gpu = workbench.gpu
+        await jobs.submit(USER, {"kind": "training", "spec": spec})
+        started = time.monotonic()
+        job = jobs.get(USER, "gpu-check-idle")
+        while not job.finished and time.monotonic() - started < 60:
+            await gpu.sample_once()
+            await gpu.cull_once()
+            await asyncio.sleep(0.5)
+            job = jobs.get(USER, "gpu-check-idle")
+        reason = job.conditions[-1].reason if job.conditions else ""
+        if job.phase != "Failed" or reason != "IdleGPU":
+            raise AssertionError(f"the job is {job.phase} ({reason}): {job.message or ''}"[:200])
+        return f"stopped {time.monotonic() - started:.1f} s after submit: {job.message or ''}"[:150]
+    finally:
+        await workbench.close()
 
 
 if __name__ == "__main__":

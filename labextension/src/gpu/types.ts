@@ -143,7 +143,10 @@ export interface IGpuQuota {
 
 /** A kernel or pod holding GPU memory at 0% utilization for longer than allowed. */
 export interface IIdleWarning {
-  /** `kernel:<id>` or `pod:<namespace>/<pod>`: the same key for the whole idle episode. */
+  /**
+   * `kernel:<id>`, `pod:<namespace>/<pod>`, `job:<user>/<name>` or `step:<run>/<step>`:
+   * the same key for the whole idle episode.
+   */
   key: string;
   gpu: string;
   idle_seconds: number;
@@ -151,6 +154,8 @@ export interface IIdleWarning {
   kernel_id: string | null;
   notebook_path: string | null;
   pod: string | null;
+  /** `job toy-ddp, worker-0`: a job, model or pipeline step of this machine. */
+  workload?: string | null;
 }
 
 /** The whole answer of `/gpu`. */

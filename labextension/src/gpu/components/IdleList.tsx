@@ -1,6 +1,6 @@
 /**
- * Kernels and pods the server says have held GPU memory at 0% utilization for too long,
- * in the server's words.
+ * Kernels, pods, jobs and pipeline steps the server says have held GPU memory at 0%
+ * utilization for too long, in the server's words.
  */
 import * as React from 'react';
 
