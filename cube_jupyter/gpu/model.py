@@ -154,7 +154,7 @@ class IdleWarning:
     kernel_id: str | None = None
     notebook_path: str | None = None
     pod: str | None = None
-    workload: str | None = None  # "job toy-ddp": the job, model or step of this machine's it is
+    workload: str | None = None  # "job toy-ddp", "step <run>, train": a job, model or step of this machine
 
 
 @dataclass(frozen=True)

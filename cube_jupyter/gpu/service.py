@@ -584,17 +584,19 @@ class GpuService:
             spell = self.idle.spell(workload.series)
             if spell is None or idle < limit:
                 continue
-            free = "cancel its run" if workload.kind == "step" else "delete it"
+            step = workload.kind == "step"
+            what = workload.label if step else f"{workload.kind} {workload.name}"  # the whole job
+            free = "cancel its run" if step else "delete it"
             notice = self._cull_notice("job") if workload.kind == "job" else ""
             warnings.append(
                 IdleWarning(
                     key=workload.series,
                     gpu=spell.gpu,
                     idle_seconds=idle,
-                    message=f"{workload.label} has held {usage.memory_used_mib:.0f} MiB on GPU "
+                    message=f"{what} has held {usage.memory_used_mib:.0f} MiB on GPU "
                     f"{index.get(spell.gpu, '?')} at 0% utilization for {_duration(idle)}; "
                     f"{free} to free the GPU{notice}",
-                    workload=workload.label,
+                    workload=what,
                 )
             )
         return warnings

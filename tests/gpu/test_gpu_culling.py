@@ -191,7 +191,7 @@ async def test_a_local_training_job_whose_gpu_sits_idle_is_stopped_only_where_th
         await asyncio.sleep(0.25)  # (a real wait: the spell's age is wall-clock time)
         await gpu.sample_once()  # sample 5: still idle
         (warning,) = [w for w in (await gpu.report("alice")).idle if w.workload]  # sample 6
-        assert warning.key == "job:alice/toy-ddp" and warning.workload == "job toy-ddp, worker-0"
+        assert warning.key == "job:alice/toy-ddp" and warning.workload == "job toy-ddp"
         assert "at 0% utilization" in warning.message and "delete it to free the GPU" in warning.message
         assert ("a training job is stopped after" in warning.message) is opted_in
 

@@ -154,7 +154,7 @@ export interface IIdleWarning {
   kernel_id: string | null;
   notebook_path: string | null;
   pod: string | null;
-  /** `job toy-ddp, worker-0`: a job, model or pipeline step of this machine. */
+  /** `job toy-ddp`, `step <run>, train`: a job, model or pipeline step of this machine. */
   workload?: string | null;
 }
 
