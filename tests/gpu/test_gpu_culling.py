@@ -28,7 +28,7 @@ from cube_jupyter.services import Workbench
 from tests.gpu.nvml_replay import NvmlReplay
 from tests.gpu.prometheus_server import NO_DCGM_PAGE, SAMPLE_PAGE, DcgmPrometheus
 from tests.gpu.test_service import make_settings
-from tests.gpu.test_workload_attribution import WITH_CHILD, child_of
+from tests.gpu.test_workload_attribution import start_job_with_child
 from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(120)
@@ -166,22 +166,8 @@ async def test_a_local_training_job_whose_gpu_sits_idle_is_stopped_only_where_th
     workbench = Workbench(settings, root_dir=str(tmp_path))
     jobs = workbench.jobs
     await jobs.start()
-    spec = {
-        "name": "toy-ddp",
-        "framework": "pytorch",
-        "replicas": {"worker": 1},
-        "command": [sys.executable, "-c", WITH_CHILD],
-    }
     try:
-        await jobs.submit("alice", {"kind": "training", "spec": spec})
-        job = await wait_until_async(
-            lambda: jobs.get("alice", "toy-ddp"),
-            60,
-            "the replica running with its child",
-            until=lambda j: bool(j.replicas and j.replicas[0].pid and child_of(j.replicas[0].pid)),
-        )
-        child = child_of(job.replicas[0].pid or 0)
-        assert child is not None
+        child = await start_job_with_child(jobs)
         install_nvml_replay("a100x2-processes.json", pid_map={IDLE_PID: child.pid})
         gpu = workbench.gpu
         for _ in range(4):  # samples 0-3: the job's GPU is busy

@@ -21,6 +21,7 @@ from cube_jupyter.cli.gpu_commands import show
 from cube_jupyter.gpu.nvml import NvmlSource
 from cube_jupyter.gpu.service import GpuService
 from cube_jupyter.gpu.widget import GpuMonitor
+from cube_jupyter.jobs.service import JobService
 from cube_jupyter.ledger import GpuLedger
 from cube_jupyter.pipelines.local.gpus import process_owners
 from cube_jupyter.pipelines.targets import RunRequest
@@ -48,6 +49,26 @@ def child_of(pid: int) -> psutil.Process | None:
     return children[0] if children else None
 
 
+async def start_job_with_child(jobs: JobService) -> psutil.Process:
+    """Alice's local job toy-ddp: one replica that starts a child; that child, once it runs."""
+    spec = {
+        "name": "toy-ddp",
+        "framework": "pytorch",
+        "replicas": {"worker": 1},
+        "command": [sys.executable, "-c", WITH_CHILD],
+    }
+    await jobs.submit("alice", {"kind": "training", "spec": spec})
+    job = await wait_until_async(
+        lambda: jobs.get("alice", "toy-ddp"),
+        WAIT,
+        "the replica running with its child",
+        until=lambda j: bool(j.replicas and j.replicas[0].pid and child_of(j.replicas[0].pid)),
+    )
+    child = child_of(job.replicas[0].pid or 0)
+    assert child is not None
+    return child
+
+
 async def test_a_job_replicas_gpu_memory_is_named_after_the_job_in_the_report_history_and_cli(
     tmp_path: Path, install_nvml_replay: Callable[..., NvmlReplay], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -55,22 +76,8 @@ async def test_a_job_replicas_gpu_memory_is_named_after_the_job_in_the_report_hi
     workbench = Workbench(settings, root_dir=str(tmp_path))
     jobs = workbench.jobs
     await jobs.start()
-    spec = {
-        "name": "toy-ddp",
-        "framework": "pytorch",
-        "replicas": {"worker": 1},
-        "command": [sys.executable, "-c", WITH_CHILD],
-    }
     try:
-        await jobs.submit("alice", {"kind": "training", "spec": spec})
-        job = await wait_until_async(
-            lambda: jobs.get("alice", "toy-ddp"),
-            WAIT,
-            "the replica running with its child",
-            until=lambda j: bool(j.replicas and j.replicas[0].pid and child_of(j.replicas[0].pid)),
-        )
-        child = child_of(job.replicas[0].pid or 0)
-        assert child is not None
+        child = await start_job_with_child(jobs)
         install_nvml_replay("a100x2-processes.json", pid_map={RECORDED: child.pid})
         gpu = workbench.gpu
 
