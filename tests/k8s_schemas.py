@@ -25,12 +25,11 @@ from typing import Any
 import jsonschema
 import jsonschema.validators
 import kubernetes_validate
-import yaml
 from jsonschema.exceptions import ValidationError
 from kubernetes_validate.utils import latest_version
 from referencing import Registry, Resource
 
-from tests.upstream import crd_files, swagger_files
+from tests.upstream import crd_documents, crd_files, swagger_files
 
 __all__ = ["ValidationError", "crd_schema", "validate_object", "validate_objects"]
 
@@ -148,7 +147,7 @@ def _crd_schema(api_version: str, kind: str, strict: bool) -> dict[str, Any]:
 def _find_crd(group: str, kind: str) -> dict[str, Any]:
     """The CRD defining group/kind, as a cluster installs it (full schemas, validation patches)."""
     for path in crd_files():
-        for doc in _crd_documents(path):
+        for doc in crd_documents(path):
             if doc["spec"]["group"] == group and doc["spec"]["names"]["kind"] == kind:
                 return doc
     raise AssertionError(f"no CRD for kind {kind!r} in group {group!r} (tests/upstream.py lists them)")
@@ -187,13 +186,6 @@ def _point_refs_at_core(node: Any, local: set[str]) -> None:
 
 
 _CORE_V1_TYPES = {"v1.Container", "v1.HTTPGetAction", "v1.EnvVar", "v1.Volume", "v1.VolumeMount"}
-
-
-@cache
-def _crd_documents(path: Path) -> list[dict[str, Any]]:
-    with path.open() as stream:
-        docs = list(yaml.load_all(stream, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
-    return [d for d in docs if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"]
 
 
 def _kubernetes_to_jsonschema(node: Any, strict: bool) -> None:

@@ -38,7 +38,7 @@ from kubernetes import config as k8s_config
 from cube_jupyter.kube.client import KubeClient
 from tests.cluster import controlplane
 from tests.cluster.controlplane import State
-from tests.upstream import crd_files, trainer_runtimes
+from tests.upstream import crd_documents, crd_files, trainer_runtimes
 
 REPO = Path(__file__).resolve().parents[2]
 OVERLAY = REPO / "deploy" / "overlays" / "kubeflow"
@@ -165,12 +165,7 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 90.0) -> Any:
 def without_crd(kubectl: Kubectl, crd: str) -> Iterator[None]:
     """The cluster with the CRD named `crd` deleted (every object of its kind goes with it), then
     installed again from its upstream file and served before the next test."""
-    [path] = [
-        p
-        for p in crd_files()
-        for doc in yaml.safe_load_all(p.read_text())
-        if isinstance(doc, dict) and doc.get("metadata", {}).get("name") == crd
-    ]
+    [path] = [p for p in crd_files() for doc in crd_documents(p) if doc["metadata"]["name"] == crd]
     group = crd.split(".", 1)[1]
 
     def discovered() -> bool:  # what a client's discovery sees, which follows the CRD a moment later
@@ -219,12 +214,7 @@ def installed(control_plane: State, kubectl: Kubectl, admin: k8s.ApiClient) -> S
     """cube-jupyter installed on a Kubeflow cluster (module docstring)."""
     for path in crd_files():
         kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
-    names = [
-        doc["metadata"]["name"]
-        for path in crd_files()
-        for doc in yaml.safe_load_all(path.read_text())
-        if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition"
-    ]
+    names = [doc["metadata"]["name"] for path in crd_files() for doc in crd_documents(path)]
     kubectl("wait", "--for=condition=Established", "--timeout=120s", *(f"crd/{name}" for name in names))
     controlplane.start_argo(control_plane)  # Kubeflow ships Argo's controller (for its pipelines)
     controlplane.start_trainer(control_plane)  # and Trainer v2 with JobSet, its runtimes preset

@@ -76,6 +76,15 @@ def jp_server_config(cube_config: dict[str, Any], request: pytest.FixtureRequest
     }
 
 
+def cut_first_sync_waits(workbench: Any, seconds: float = 1.0) -> None:
+    """Each cluster component's wait for its informers' first list (30 s, spent in full where the
+    API is down or an emulator serves none of its resources) cut to `seconds`: the notebook, job and
+    pipeline backends', and the schedules' CronWorkflow mirrors'."""
+    runs = workbench.pipelines.targets["cluster"].runs
+    for waiting in (workbench.notebook_backend, workbench.job_backend, runs, *workbench.schedules.mirrors):
+        waiting.sync_timeout = seconds
+
+
 @pytest.fixture
 def cube_app(jp_serverapp: Any, jp_asyncio_loop: Any) -> Any:
     """The server with its extensions started (pytest-jupyter initializes but does not start them)."""

@@ -16,7 +16,7 @@ import yaml
 from tornado.httpclient import HTTPClientError
 
 from tests.kubernetes.conftest import make_emulator
-from tests.server.conftest import Fetch
+from tests.server.conftest import Fetch, cut_first_sync_waits
 from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(120)
@@ -58,11 +58,9 @@ def cube_config(
 
 @pytest.fixture
 def cube_app(jp_serverapp: Any, jp_asyncio_loop: asyncio.AbstractEventLoop) -> Any:
-    """Started as the conftest does, with the backends' first-sync wait cut from 30 s to 1 s."""
+    """Started as the conftest does, with the first-sync waits cut from 30 s to 1 s."""
     (app,) = jp_serverapp.extension_manager.extension_apps["cube_jupyter_server"]
-    workbench = app.workbench  # the composition root
-    workbench.notebook_backend.sync_timeout = 1.0
-    workbench.pipelines.targets["cluster"].runs.sync_timeout = 1.0
+    cut_first_sync_waits(app.workbench)  # the composition root's
     jp_asyncio_loop.run_until_complete(jp_serverapp.extension_manager.start_all_extensions())
     return jp_serverapp
 

@@ -31,7 +31,7 @@ from cube_jupyter.local import gpus
 from tests.gpu import nvml_replay
 from tests.gpu.prometheus_server import dcgm_prometheus, prometheus_url  # noqa: F401  (fixtures)
 from tests.kubernetes.conftest import make_emulator
-from tests.server.conftest import XSRF, Fetch
+from tests.server.conftest import XSRF, Fetch, cut_first_sync_waits
 from tests.server.openapi import assert_response_matches
 from tests.waiting import wait_until_async
 
@@ -317,9 +317,7 @@ class TestClusterPods:
         KServe resources: their informers' first-sync waits are cut to 1 s. The informers stop
         before the emulator goes."""
         (app,) = jp_serverapp.extension_manager.extension_apps["cube_jupyter_server"]
-        workbench = app.workbench  # the composition root
-        for waiting in (workbench.pipelines.targets["cluster"].runs, workbench.job_backend):
-            waiting.sync_timeout = 1.0
+        cut_first_sync_waits(app.workbench)  # the composition root's
         jp_asyncio_loop.run_until_complete(jp_serverapp.extension_manager.start_all_extensions())
         yield jp_serverapp
         jp_asyncio_loop.run_until_complete(
