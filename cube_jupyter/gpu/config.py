@@ -55,8 +55,9 @@ class CubeGPU(CubePrometheus):
         help="Also stop a training job whose GPUs have held memory at 0% utilization for "
         "cull_idle_gpu_seconds: its replicas stop (processes locally; on a cluster the job is "
         "suspended, through its Kueue Workload when it is queued, so its pods go) and it ends "
-        "Failed with reason IdleGPU, saying why; it stays, with its logs, until deleted. Off by "
-        "default: a training job may sit at 0% for a while by design (a long data load).",
+        "Failed with reason IdleGPU, saying why; it stays until deleted (locally with its logs; on a "
+        "cluster its pods go, their logs with them, as any suspended job's). Off by default: a "
+        "training job may sit at 0% for a while by design (a long data load).",
     )
     cache_seconds = Float(
         1.0,

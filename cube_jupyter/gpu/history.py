@@ -117,13 +117,17 @@ class IdleTracker:
             del self._spells[key]
 
 
-def trailing_idle_seconds(utilization: Sequence[Point], memory: Sequence[Point]) -> float:
+def trailing_idle_seconds(utilization: Sequence[Point], memory: Sequence[Point], step: float) -> float:
     """How long, up to the newest point, memory was held (> 0) at 0% utilization, from two series
-    sampled at the same instants (a Prometheus `query_range`); 0 when the newest point is busy."""
+    sampled at the same instants `step` seconds apart (a Prometheus `query_range`); 0 when the
+    newest point is busy. A gap of more than 1.5 steps ends the spell: the pod was gone meanwhile
+    (a job's replica resubmitted under the same name is a new pod, idle only since it started)."""
     held = {t: v for t, v in memory}
     start = end = None
     for timestamp, value in reversed(utilization):
         if value > 0 or held.get(timestamp, 0.0) <= 0:
+            break
+        if start is not None and start - timestamp > 1.5 * step:
             break
         end = timestamp if end is None else end
         start = timestamp

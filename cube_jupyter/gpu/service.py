@@ -53,8 +53,6 @@ NO_PROMETHEUS = (
 # How often the central workbench on a cluster looks for servers and jobs whose GPUs sit idle (DCGM
 # is scraped every 15-30 s; the culling limit is hours).
 CLUSTER_CULL_SECONDS = 30.0
-# What is stopped when a pod of each kind sits idle (culling on), as its idle warning says.
-POD_CULLED: dict[str, Culled] = {"notebook": "server", "job": "job"}
 # Points per history chart at most; Prometheus' step grows with the window asked for.
 HISTORY_POINTS = 300
 IDLE_POINTS = 60
@@ -368,6 +366,9 @@ class GpuService:
             except CubeError as exc:
                 log.warning("could not stop %s: %s", what, exc.message)
                 continue
+            except Exception:  # one holder's failure never spares the others
+                log.exception("could not stop %s", what)
+                continue
             stopped.append(holder)
         return stopped
 
@@ -412,13 +413,7 @@ class GpuService:
         servers = {}
         if self.stop_idle is not None:
             servers = {(self._namespace_of(s), s.name): s for s in self._servers(None)}
-        jobs = {}
-        if self.stop_idle_job is not None:
-            jobs = {
-                (job.namespace or self.settings.namespace_for(job.user), pod): job
-                for job in self._jobs()
-                for pod in job.pods
-            }
+        jobs = self._job_pods()
         notebooks: dict[str, set[str]] = {}
         for namespace, name in servers:
             notebooks.setdefault(namespace, set()).add(name)
@@ -447,14 +442,20 @@ class GpuService:
                 idle.append(IdleHolder("job", job.user, job.name, min(s for s in spells if s is not None)))
         return idle
 
-    def _jobs(self) -> list[JobRef]:
-        if self.jobs is None:
-            return []
+    def _job_pods(self) -> dict[tuple[str, str], JobRef]:
+        """The running training jobs by (namespace, pod), where they are culled (opted in)."""
+        if self.jobs is None or self.stop_idle_job is None:
+            return {}
         try:
-            return list(self.jobs())
+            jobs = list(self.jobs())
         except CubeError as exc:
             log.debug("jobs unavailable for GPU culling: %s", exc.message)
-            return []
+            return {}
+        return {
+            (job.namespace or self.settings.namespace_for(job.user), pod): job
+            for job in jobs
+            for pod in job.pods
+        }
 
     async def _read_local(self) -> LocalReading:
         assert self.nvml is not None
@@ -588,13 +589,15 @@ class GpuService:
             what = workload.label if step else f"{workload.kind} {workload.name}"  # the whole job
             free = "cancel its run" if step else "delete it"
             notice = self._cull_notice("job") if workload.kind == "job" else ""
+            held = [str(index.get(uuid, "?")) for uuid in usage.gpus]
+            on = f"GPU {held[0]}" if len(held) == 1 else f"GPUs {', '.join(held)}"
             warnings.append(
                 IdleWarning(
                     key=workload.series,
                     gpu=spell.gpu,
                     idle_seconds=idle,
-                    message=f"{what} has held {usage.memory_used_mib:.0f} MiB on GPU "
-                    f"{index.get(spell.gpu, '?')} at 0% utilization for {_duration(idle)}; "
+                    message=f"{what} has held {usage.memory_used_mib:.0f} MiB on {on} "
+                    f"at 0% utilization for {_duration(idle)}; "
                     f"{free} to free the GPU{notice}",
                     workload=what,
                 )
@@ -676,7 +679,7 @@ class GpuService:
         for pod in pods:
             key = f"pod:{pod.namespace}/{pod.pod}"
             seconds = trailing_idle_seconds(
-                by_key.get((key, "utilization_pct"), ()), by_key.get((key, "memory_used_mib"), ())
+                by_key.get((key, "utilization_pct"), ()), by_key.get((key, "memory_used_mib"), ()), step
             )
             if seconds >= limit:
                 idle.append((pod, seconds))
@@ -690,16 +693,19 @@ class GpuService:
         if not limit:
             return []
         warnings = []
+        culled_jobs = self._job_pods()
         for pod, idle in await self._idle_pods(pods, namespaces, now, limit):
             key = f"pod:{pod.namespace}/{pod.pod}"
+            culled: Culled | None = "server" if pod.kind == "notebook" else None
+            if (pod.namespace, pod.pod) in culled_jobs:
+                culled = "job"
             warnings.append(
                 IdleWarning(
                     key=key,
                     gpu=pod.gpus[0],
                     idle_seconds=idle,
                     message=f"pod {pod.pod} has held {pod.memory_used_mib or 0:.0f} MiB of GPU memory at 0% "
-                    f"utilization for {_duration(idle)}; stop it to free the GPU"
-                    + self._cull_notice(POD_CULLED.get(pod.kind)),
+                    f"utilization for {_duration(idle)}; stop it to free the GPU" + self._cull_notice(culled),
                     pod=pod.pod,
                 )
             )

@@ -72,8 +72,14 @@ def test_trailing_idle_from_a_query_range() -> None:
     times = [float(t) for t in range(0, 100, 10)]
     util = [(t, 50.0 if t < 40 else 0.0) for t in times]
     memory = [(t, 512.0) for t in times]
-    assert trailing_idle_seconds(util, memory) == 50.0  # idle from t=40 to the newest point, t=90
-    assert trailing_idle_seconds(util, [(t, 0.0) for t in times]) == 0.0  # nothing held: not idle
+    assert trailing_idle_seconds(util, memory, 10.0) == 50.0  # idle from t=40 to the newest point, t=90
+    assert trailing_idle_seconds(util, [(t, 0.0) for t in times], 10.0) == 0.0  # nothing held: not idle
     busy_now = [*util[:-1], (90.0, 3.0)]
-    assert trailing_idle_seconds(busy_now, memory) == 0.0
-    assert trailing_idle_seconds([], []) == 0.0
+    assert trailing_idle_seconds(busy_now, memory, 10.0) == 0.0
+    assert trailing_idle_seconds([], [], 10.0) == 0.0
+    # A pod of the same name idle before a gap (gone, then back: a job resubmitted) is a new spell.
+    before, after = [0.0, 10.0, 20.0], [620.0, 630.0]
+    gapped = [(t, 0.0) for t in before + after]
+    held = [(t, 512.0) for t in before + after]
+    assert trailing_idle_seconds(gapped, held, 10.0) == 10.0
+    assert trailing_idle_seconds(gapped, held, 1000.0) == 630.0  # within 1.5 steps: one spell

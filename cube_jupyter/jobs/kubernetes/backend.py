@@ -332,11 +332,7 @@ class KubernetesJobBackend:
         patch: dict[str, Any] = {"metadata": {"annotations": annotations}}
         if workload is None:
             patch["spec"] = suspend
-        meta = metadata_of(obj)
-        updated = await asyncio.to_thread(
-            self.client.patch, obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"], patch
-        )
-        if workload is not None:
+        else:  # first: the annotation shows it stopped, which it is only once Kueue has it so
             await asyncio.to_thread(
                 self.client.patch,
                 workload["apiVersion"],
@@ -345,6 +341,10 @@ class KubernetesJobBackend:
                 name_of(workload),
                 {"spec": {"active": False}},
             )
+        meta = metadata_of(obj)
+        updated = await asyncio.to_thread(
+            self.client.patch, obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"], patch
+        )
         self.kinds[obj["kind"]].upsert(updated)
         return self._job(updated)
 

@@ -372,19 +372,24 @@ def spec_annotation(obj: Obj) -> dict[str, Any]:
 
 def stopped_by_workbench(job: Job, obj: Obj) -> Job | None:
     """A job the workbench stopped (its GPUs sat idle: `STOP_REASON_ANNOTATION`) as a local one
-    shows: Failed with reason IdleGPU, saying why, whatever its operator (or Kueue, evicting it)
-    reports while its pods go. None for any other job."""
+    shows: Failed with reason IdleGPU, its unfinished replicas Failed, saying why, whatever its
+    operator (or Kueue, evicting it) reports while its pods go. None for any other job."""
     annotations = annotations_of(obj)
     why = annotations.get(STOP_REASON_ANNOTATION)
     if not why or job.phase == "Deleting":
         return None
     at = _timestamp(annotations.get(STOPPED_AT_ANNOTATION)) or 0.0
     stopped = Condition("Failed", "True", IDLE_GPU_REASON, why, at)
+    replicas = tuple(
+        replace(r, state="Failed", message=r.message or why) if r.state in ("Pending", "Running") else r
+        for r in job.replicas
+    )
     return replace(
         job,
         phase="Failed",
         message=f"{obj.get('kind')} {job.name} failed: {why}",
         conditions=(*job.conditions, stopped),
+        replicas=replicas,
         completed=at or job.completed,
         queue=None,
     )

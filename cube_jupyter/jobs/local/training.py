@@ -410,6 +410,8 @@ class LocalTrainingRunner:
     def _reconcile(self, record: JobRecord) -> None:
         """One pass of the operator's loop over a job this process supervises."""
         self._poll(record)
+        if record.completed is None and record.stop_requested:
+            self._stop_idle(record, record.stop_requested)
         if record.completed is None:
             now = time.time()
             for replica in [r for r in record.replicas if r.state == "Failed" and not r.virtual]:
@@ -571,18 +573,27 @@ class LocalTrainingRunner:
     def stop(self, user: str, name: str, why: str) -> Job:
         """Stop a running job from outside its replicas (the workbench found its GPUs idle): their
         process groups are stopped and the job fails with reason IdleGPU, saying `why`; its record
-        and logs stay until it is deleted. One finished, or still waiting in the queue, is left."""
+        and logs stay until it is deleted. One another live process supervises (a `train run`) is
+        asked to, and stops it on its next pass, so that the two never race over its replicas. One
+        finished, or still waiting in the queue, is left."""
         with self._lock:
             record = self._require(user, name)
-            if record.completed is None and not record.waiting:
-                live = [r for r in record.replicas if r.state in ("Pending", "Running") and not r.virtual]
-                self._kill_all(record)
-                plan.mark_stopped(record, IDLE_GPU_REASON, why, time.time())
-                for replica in live:
-                    replica.message = replica.message or why
-                if self._save(record):
-                    self.admit_waiting()  # what it held is free
+            if record.completed is not None or record.waiting:
+                return plan.job_view(record)
+            if record.owner != self.owner and processes.owner_alive(record.owner):
+                record.stop_requested = why
+            else:
+                self._stop_idle(record, why)
+            if self._save(record) and record.completed is not None:
+                self.admit_waiting()  # what it held is free
             return plan.job_view(record)
+
+    def _stop_idle(self, record: JobRecord, why: str) -> None:
+        live = [r for r in record.replicas if r.state in ("Pending", "Running") and not r.virtual]
+        self._kill_all(record)
+        plan.mark_stopped(record, IDLE_GPU_REASON, why, time.time())
+        for replica in live:
+            replica.message = replica.message or why
 
     def delete(self, user: str, name: str) -> None:
         """Stop every replica (process groups), forget the job, remove its logs and work directory."""

@@ -74,6 +74,9 @@ class JobRecord:
     enqueued: float | None = None
     queue_position: int | None = None
     queue_reason: str | None = None
+    # Why the workbench asked it stopped (its GPUs sat idle) while another process supervised it:
+    # that supervisor stops it on its next pass.
+    stop_requested: str | None = None
 
     @property
     def active(self) -> bool:

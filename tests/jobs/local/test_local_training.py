@@ -344,6 +344,47 @@ def test_active_deadline_fails_the_job_and_stops_its_replicas(runner: LocalTrain
     assert all(gone(r.pid) for r in started.replicas)
 
 
+def test_an_idle_job_is_stopped_at_once_or_by_the_live_process_that_supervises_it(
+    runner: LocalTrainingRunner, tmp_path: Path, store: LocalStore
+) -> None:
+    """What GPU culling asks (`stop`): a job this process supervises fails with reason IdleGPU, its
+    replicas stopped and none restarted; one another live process supervises (a `train run`: here a
+    second runner named after a live process) is only asked, and stopped by that supervisor's next
+    pass, so the two never act on its replicas at once."""
+    sleeper = subprocess.Popen([PY, "-c", "import time; time.sleep(120)"])
+    sleeping = "import time; time.sleep(120)"
+    spec = {
+        "framework": "pytorch",
+        "replicas": {"worker": 2},
+        "command": [PY, "-c", sleeping],
+        "restart_policy": "OnFailure",
+    }
+    try:
+        cli = LocalTrainingRunner(tmp_path / "state", store=store, mpirun="", stop_grace_seconds=3.0)
+        cli.owner = f"{sleeper.pid}:{psutil.Process(sleeper.pid).create_time():.3f}"
+        theirs = cli.start(training({**spec, "name": "theirs"}))
+        asked = runner.stop(USER, "theirs", "its GPUs sat idle")
+        assert asked.phase == "Running" and not any(gone(r.pid) for r in theirs.replicas)  # asked only
+        cli.refresh_all()  # the supervisor's next pass
+        job = runner.status(USER, "theirs")
+        assert job.phase == "Failed" and job.message == "PyTorchJob theirs failed: its GPUs sat idle"
+        assert (job.conditions[-1].type, job.conditions[-1].reason) == ("Failed", "IdleGPU")
+        assert (
+            all(gone(r.pid) for r in theirs.replicas) and job.replicas == cli.status(USER, "theirs").replicas
+        )
+        assert [r.state for r in job.replicas] == ["Failed", "Failed"]  # stopped, not restarted
+
+        ours = runner.start(training({**spec, "name": "ours"}))
+        stopped = runner.stop(USER, "ours", "its GPUs sat idle")
+        assert stopped.phase == "Failed" and stopped.conditions[-1].reason == "IdleGPU"
+        assert all(gone(r.pid) for r in ours.replicas)
+        assert all(r.message == "its GPUs sat idle" for r in stopped.replicas)
+        assert runner.stop(USER, "ours", "again") == stopped  # finished: left as it was
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
 def test_delete_kills_the_process_groups_and_removes_files(runner: LocalTrainingRunner) -> None:
     # Each replica starts a grandchild: delete must take the whole process group.
     sleeper = (
