@@ -404,13 +404,9 @@ def _running_training_jobs(backend: JobBackend) -> list[JobRef]:
     """Every user's running training jobs, with their pods and namespace on a cluster, as GPU culling
     finds them among DCGM's pods (`gpu.service.RunningJobs`)."""
     from cube_jupyter.gpu.service import JobRef
-    from cube_jupyter.jobs.kubernetes.backend import KubernetesJobBackend
-
-    def namespace(user: str) -> str | None:
-        return backend.namespace(user) if isinstance(backend, KubernetesJobBackend) else None
 
     return [
-        JobRef(job.user, job.name, namespace(job.user), tuple(r.pod for r in job.replicas if r.pod))
+        JobRef(job.user, job.name, job.namespace, tuple(r.pod for r in job.replicas if r.pod))
         for job in backend.list(None)
         if job.kind == "training" and not job.finished and job.queue is None
     ]

@@ -112,6 +112,7 @@ class Job:
     created: float  # unix seconds
     framework: str | None = None  # training: pytorch|tensorflow|xgboost|mpi; serving: model format
     backend: Literal["local", "kubernetes"] = "local"
+    namespace: str | None = None  # where its objects are, on a cluster
     conditions: tuple[Condition, ...] = ()
     replicas: tuple[Replica, ...] = ()
     gpus: int = 0  # GPUs the job holds in total, for the quota and the panel

@@ -195,11 +195,17 @@ class KubernetesJobBackend:
         return None if obj is None else self._job(obj)
 
     def _object(self, user: str, name: str) -> Obj | None:
+        """The user's job `name`: in the namespace their jobs go to now, else in one they were left in
+        (the namespace template or their Profile changed since), as `list` shows them."""
         namespace = self.namespace(user)
         for informer in self.kinds.values():
             obj = informer.get(namespace, name)
             if obj is not None and owner_of(obj) == user:
                 return obj
+        for informer in self.kinds.values():
+            for obj in informer.by_index("user", user):
+                if name_of(obj) == name:
+                    return obj
         return None
 
     def _pods_of(self, obj: Obj) -> builtins.list[Obj]:

@@ -150,6 +150,7 @@ def _base_job(obj: Obj, kind: JobKind, framework: str | None, spec: dict[str, An
         "created": _timestamp(meta.get("creationTimestamp")) or 0.0,
         "framework": framework,
         "backend": "kubernetes",
+        "namespace": meta.get("namespace"),
         "spec": spec,
     }
 

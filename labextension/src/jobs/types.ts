@@ -77,6 +77,8 @@ export interface IJob {
   /** Training: the framework; serving: the model format. */
   framework: string | null;
   backend: 'local' | 'kubernetes';
+  /** Where its objects are, on a cluster. */
+  namespace?: string | null;
   conditions: IJobCondition[];
   replicas: IJobReplica[];
   gpus: number;
