@@ -201,8 +201,12 @@ def test_a_cli_submit_takes_the_workbenchs_quota_lock_so_both_cannot_pass_a_quot
             asyncio.run(workbench.job_backend.submit("training", spec))
         # checked after the server's create: its job waits in the queue, holding nothing, and `train
         # list` (as another command) shows where it is and why
+        # (its record is written first, then the admission pass gives it its place and reason)
         queued = wait_until(
-            lambda: workbench.job_backend.get("alice", "cli-gpu"), 120, "the CLI's job to be queued"
+            lambda: workbench.job_backend.get("alice", "cli-gpu"),
+            120,
+            "the CLI's job to be queued with its place",
+            until=lambda job: job is not None and job.queue is not None and job.queue.reason,
         )
         assert queued.phase == "Queued" and queued.queue is not None, queued
         assert "'alice' holds 1 of 1 (CubeWorkbench.gpu_quota_per_user)" in queued.queue.reason
