@@ -24,7 +24,7 @@ from cube_jupyter.errors import CubeError, InvalidInput
 from cube_jupyter.gpu.attribution import KernelProcess, attribute, attribute_workloads, server_kernels
 from cube_jupyter.gpu.cache import CoalescingCache
 from cube_jupyter.gpu.config import MAX_HISTORY_SECONDS, GpuSettings
-from cube_jupyter.gpu.history import IdleTracker, SampleHistory, trailing_idle_seconds
+from cube_jupyter.gpu.history import IdleSpell, IdleTracker, SampleHistory, trailing_idle_seconds
 from cube_jupyter.gpu.model import (
     GpuDevice,
     GpuProcess,
@@ -539,20 +539,25 @@ class GpuService:
             ),
         )
 
+    def _idle_past_warning(self, key: str, now: float) -> tuple[float, IdleSpell] | None:
+        """How long `key` has held GPU memory at 0%, and its spell, once past `idle_warning_seconds`
+        (None before that, or when warnings are off)."""
+        limit = self.config.idle_warning_seconds
+        spell = self.idle.spell(key)
+        idle = self.idle.idle_seconds(key, now)
+        return (idle, spell) if limit and spell is not None and idle >= limit else None
+
     def _kernel_idle_warnings(
         self, kernels: Iterable[KernelGpu], devices: Iterable[GpuDevice], now: float
     ) -> list[IdleWarning]:
-        limit = self.config.idle_warning_seconds
-        if not limit:
-            return []
         index = {d.uuid: d.index for d in devices}
         warnings = []
         for usage in kernels:
             key = f"kernel:{usage.kernel_id}"
-            idle = self.idle.idle_seconds(key, now)
-            spell = self.idle.spell(key)
-            if spell is None or idle < limit:
+            past = self._idle_past_warning(key, now)
+            if past is None:
                 continue
+            idle, spell = past
             what = usage.notebook_path or f"kernel {usage.kernel_id}"
             gpu = index.get(spell.gpu, "?")
             warnings.append(
@@ -574,17 +579,14 @@ class GpuService:
     ) -> list[IdleWarning]:
         """Jobs, models and pipeline steps of this machine that have held GPU memory at 0% for longer
         than `idle_warning_seconds`."""
-        limit = self.config.idle_warning_seconds
-        if not limit:
-            return []
         index = {d.uuid: d.index for d in devices}
         warnings = []
         for usage in workloads:
             workload = usage.workload
-            idle = self.idle.idle_seconds(workload.series, now)
-            spell = self.idle.spell(workload.series)
-            if spell is None or idle < limit:
+            past = self._idle_past_warning(workload.series, now)
+            if past is None:
                 continue
+            idle, spell = past
             step = workload.kind == "step"
             what = workload.label if step else f"{workload.kind} {workload.name}"  # the whole job
             free = "cancel its run" if step else "delete it"
