@@ -16,9 +16,11 @@ setup: $(VENV)/.installed
 
 setup-test: $(VENV)/.installed-test system-test-deps
 
+# Installs run without build isolation, so what builds an sdist dependency comes first: a setuptools
+# with bdist_wheel built in (kfp-server-api ships only an sdist; the venv's own setuptools can't).
 $(VENV)/.python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q --upgrade pip "setuptools>=75"
 	$(BIN)/pip install -q "jupyterlab>=4.6,<4.7" "hatchling>=1.21" "hatch-jupyter-builder>=0.9" editables
 	touch $@
 

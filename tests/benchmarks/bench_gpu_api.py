@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import statistics
 import subprocess
 import tempfile
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
+from cube_jupyter.local.processes import free_port
 from tests.benchmarks.server import jupyter_server_argv
 from tests.benchmarks.timing import summary
 from tests.gpu.prometheus_server import NO_DCGM_PAGE, SAMPLE_PAGE, DcgmPrometheus
@@ -31,12 +31,6 @@ from tests.waiting import wait_until_async
 
 CONCURRENT, ROUNDS = 50, 10
 USERS = ["alice", "bob", "carol", "dave", "erin"]  # GPUs in the sample page: alice's and bob's
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_workbench(
@@ -115,7 +109,7 @@ async def main() -> None:
             for i, (_, cache_seconds, _) in enumerate(configs):
                 workdir = Path(tmp) / f"server-{i}"
                 workdir.mkdir()
-                port = _free_port()
+                port = free_port()
                 servers.append(start_workbench(workdir, prometheus.url, cache_seconds, port))
                 urls.append(f"http://127.0.0.1:{port}/cube/api/v1/gpu")
             for url in urls:

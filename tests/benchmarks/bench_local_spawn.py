@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from traitlets.config import Config
 
 from cube_jupyter.config import load_settings
+from cube_jupyter.local.processes import free_port
 from cube_jupyter.notebooks.config import DEFAULT_PROFILES, NotebookSettings
 from cube_jupyter.notebooks.local.backend import LocalNotebookBackend
 from cube_jupyter.notebooks.spec import NotebookSpec
@@ -40,15 +40,9 @@ async def _wait_status(url: str, token: str, timeout: float) -> None:
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def bare_lab_start(root: Path) -> float:
     """The baseline: `jupyter lab` started by hand, until /api/status answers."""
-    port, token = _free_port(), "bench-token"
+    port, token = free_port(), "bench-token"
     argv = [
         sys.executable,
         "-m",

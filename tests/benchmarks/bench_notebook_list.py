@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import tempfile
 import time
@@ -25,6 +24,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from cube_jupyter.kube.client import KubeClient, make_api_client
 from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.kube.labels import MANAGED_BY, MANAGED_BY_LABEL
+from cube_jupyter.local.processes import free_port
 from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 from tests.benchmarks.server import jupyter_server_argv
 from tests.benchmarks.timing import print_table
@@ -34,12 +34,6 @@ from tests.waiting import wait_until_async
 
 SERVERS, USERS, ROUNDS, API_ROUNDS, HTTP_ROUNDS = 500, 50, 200, 20, 50
 ADMIN = "platform-admin"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_workbench(tmp: Path, cluster_url: str, port: int) -> subprocess.Popen[bytes]:
@@ -128,7 +122,7 @@ async def main() -> None:
             await backend.close()
             await backend.cluster.close()
         with tempfile.TemporaryDirectory(prefix="cube-bench-") as tmp:
-            port = _free_port()
+            port = free_port()
             server = start_workbench(Path(tmp), str(emulator.url).rstrip("/"), port)
             try:
                 url = f"http://127.0.0.1:{port}/cube/api/v1/notebooks"

@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from typing import Any, TypeVar
 from playwright.sync_api import ConsoleMessage, Locator, Page, expect
 from playwright.sync_api import Error as PlaywrightError
 
+from cube_jupyter.local.processes import free_port
 from tests.waiting import wait_until
 
 # Two profiles so the form has a choice; the default one is what a person gets without choosing.
@@ -58,12 +58,6 @@ USER_SETTINGS = {
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false"},
     "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

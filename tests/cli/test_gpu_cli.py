@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import uuid
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from cube_jupyter.cli import main
+from cube_jupyter.local.processes import free_port
 from tests.gpu import nvml_replay
 from tests.gpu.prometheus_server import dcgm_prometheus, prometheus_url  # noqa: F401  (fixtures)
 
@@ -26,12 +26,6 @@ def cube_gpu(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "cube_jupyter.cli", "gpu", *args]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env, cwd=cwd, check=False)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_no_gpu_visible_here(tmp_path: Path) -> None:
@@ -81,7 +75,7 @@ def test_cluster_gpus_as_a_table_from_the_config_file(tmp_path: Path, prometheus
 
 
 def test_unreachable_prometheus_exits_nonzero_without_a_traceback(tmp_path: Path) -> None:
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     result = cube_gpu("--prometheus", url, cwd=tmp_path)
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.startswith(f"error: Prometheus at {url} is unreachable")

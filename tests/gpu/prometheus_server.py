@@ -29,7 +29,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
@@ -42,6 +41,7 @@ from typing import Any
 
 import pytest
 
+from cube_jupyter.local.processes import free_port
 from tests import waiting
 
 PROMETHEUS = "/usr/bin/prometheus"
@@ -109,12 +109,6 @@ class MetricsExporter:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _config(direct_port: int, relabelled_port: int) -> str:

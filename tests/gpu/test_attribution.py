@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -29,6 +28,7 @@ from cube_jupyter.gpu.attribution import (
     server_kernels,
 )
 from cube_jupyter.gpu.model import GpuDevice, GpuProcess
+from cube_jupyter.local.processes import LOOPBACK, free_port
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -152,25 +152,23 @@ def test_a_process_of_another_user_says_so(processes: list[subprocess.Popen[str]
     assert usage == []
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def jupyter_server(tmp_path: Path) -> Iterator[tuple[str, str, int, Path]]:
-    """A real `jupyter server` with its own runtime dir: (url, token, pid, runtime dir)."""
+    """A real `jupyter server` with its own runtime dir, answering: (url, token, pid, runtime dir).
+
+    It writes its runtime file before it binds its port (the bind waits for its event loop), so
+    ready means answering `api/status`, not having written the file."""
     runtime = tmp_path / "runtime"
     root = tmp_path / "root"
     (root / "work").mkdir(parents=True)
-    port, token = _free_port(), uuid.uuid4().hex
+    port, token = free_port(), uuid.uuid4().hex
     argv = [
         sys.executable,
         "-m",
         "jupyter",
         "server",
         "--no-browser",
+        f"--ServerApp.ip={LOOPBACK}",
         f"--ServerApp.port={port}",
         "--ServerApp.port_retries=0",
         f"--ServerApp.root_dir={root}",
@@ -179,15 +177,19 @@ def jupyter_server(tmp_path: Path) -> Iterator[tuple[str, str, int, Path]]:
     if os.geteuid() == 0:
         argv.append("--allow-root")
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime)}
-    server = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/"
+    log_path = tmp_path / "server.log"
+    with log_path.open("wb") as log:
+        server = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://{LOOPBACK}:{port}/"
     try:
 
-        def started() -> bool:
-            assert server.poll() is None, f"jupyter server exited with code {server.returncode}"
-            return bool(list(runtime.glob("jpserver-*.json")))
+        def answers() -> bool:
+            assert server.poll() is None, f"jupyter server exited: {log_path.read_text()[-3000:]}"
+            status = urllib.request.Request(f"{url}api/status", headers={"Authorization": f"token {token}"})
+            with urllib.request.urlopen(status, timeout=10) as response:
+                return response.status == 200 and bool(list(runtime.glob("jpserver-*.json")))
 
-        wait_until(started, 60, "the jupyter server's runtime file", interval=0.1)
+        wait_until(answers, 60, "the jupyter server to answer", ignoring=(OSError,), interval=0.1)
         yield url, token, server.pid, runtime
     finally:
         server.send_signal(signal.SIGTERM)

@@ -15,7 +15,8 @@ from cube_jupyter.errors import BackendUnavailable, InvalidInput
 from cube_jupyter.gpu.model import GpuDevice, Series
 from cube_jupyter.gpu.prometheus import PrometheusSource
 from cube_jupyter.gpu.sources import NoGpuVisible
-from tests.gpu.prometheus_server import DCGM_PAGES, NO_DCGM_PAGE, SAMPLE_PAGE, DcgmPrometheus, free_port
+from cube_jupyter.local.processes import free_port
+from tests.gpu.prometheus_server import DCGM_PAGES, NO_DCGM_PAGE, SAMPLE_PAGE, DcgmPrometheus
 
 FIELDS = {
     "DCGM_FI_DEV_GPU_UTIL": "utilization_pct",

@@ -27,9 +27,9 @@ from cube_jupyter.gpu.pods import pod_kind
 from cube_jupyter.gpu.service import OTHER_USERS_KERNEL, GpuService
 from cube_jupyter.jobs.backend import gpu_holders
 from cube_jupyter.ledger import GpuLedger
+from cube_jupyter.local.processes import free_port
 from cube_jupyter.services import Workbench
 from tests.gpu.nvml_replay import NvmlReplay
-from tests.gpu.prometheus_server import free_port
 from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(120)

@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -26,16 +25,11 @@ from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.simple_httpclient import HTTPStreamClosedError
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
+from cube_jupyter.local.processes import free_port
 from tests.local.support import KERNEL_V1, execute_request, receive, send_shell
 from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(240)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Server:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 import yaml
 from tornado.httpclient import HTTPClientError
 
+from cube_jupyter.local.processes import free_port
 from tests.kubernetes.conftest import make_emulator
 from tests.server.conftest import Fetch, cut_first_sync_waits
 from tests.waiting import wait_until_async
@@ -22,15 +22,9 @@ from tests.waiting import wait_until_async
 pytestmark = pytest.mark.timeout(120)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def api_port() -> int:
-    return _free_port()
+    return free_port()
 
 
 @pytest.fixture

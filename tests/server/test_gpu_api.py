@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from tornado.httpclient import AsyncHTTPClient
 from cube_jupyter.gpu.attribution import kernel_pids
 from cube_jupyter.gpu.service import OTHER_USERS_KERNEL
 from cube_jupyter.local import gpus
+from cube_jupyter.local.processes import free_port
 from tests.gpu import nvml_replay
 from tests.gpu.prometheus_server import dcgm_prometheus, prometheus_url  # noqa: F401  (fixtures)
 from tests.kubernetes.conftest import make_emulator
@@ -41,12 +41,6 @@ RECORDING = Path(__file__).resolve().parents[1] / "data" / "nvml" / "a100x2-proc
 GPU0 = "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52"
 GPU1 = "GPU-1b2c3d4e-0000-1111-2222-333344445555"
 MIB = 1024 * 1024
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def get_gpu(api: Any, as_user: str = "alice", **params: str) -> tuple[int, Any]:
@@ -87,7 +81,7 @@ async def test_auth_and_bad_input(api: Any, jp_fetch: Fetch) -> None:
 class TestUnreachablePrometheus:
     @pytest.fixture
     def cube_config(self, cube_config: dict[str, Any]) -> dict[str, Any]:
-        cube_config["CubeGPU"] = {"prometheus_url": f"http://127.0.0.1:{_free_port()}"}
+        cube_config["CubeGPU"] = {"prometheus_url": f"http://127.0.0.1:{free_port()}"}
         return cube_config
 
     async def test_is_503_naming_the_field(self, api: Any) -> None:
@@ -281,7 +275,7 @@ class TestClusterPods:
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jp_asyncio_loop: asyncio.AbstractEventLoop
     ) -> Iterator[str]:
         """KMock serving the Kubernetes API (on the server's loop) on a port a kubeconfig names."""
-        port = _free_port()
+        port = free_port()
         emulator = make_emulator()
         server = kmock_lib.Server(emulator, port=port)
         jp_asyncio_loop.run_until_complete(emulator.__aenter__())
