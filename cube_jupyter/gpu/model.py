@@ -155,6 +155,9 @@ class IdleWarning:
     notebook_path: str | None = None
     pod: str | None = None
     workload: str | None = None  # "job toy-ddp", "step <run>, train": a job, model or step of this machine
+    # Seconds until the culler stops what holds the GPU (its notebook server, or an opted-in training
+    # job); None when it never will.
+    stops_in_seconds: float | None = None
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
@@ -373,12 +373,17 @@ class GpuService:
         return stopped
 
     def _idle_locally(self, limit: float) -> list[IdleHolder]:
-        """In the sampler's last reading: this machine's notebook servers each of whose kernels
-        holding GPU memory has been idle (0% utilization) for `limit` seconds or more, and the
-        training jobs whose processes have been."""
+        """In the sampler's last reading: the holders the culler stops that have sat idle for `limit`
+        seconds or more."""
         reading = self._sampled
         if reading is None or reading.message is not None:
             return []
+        return [holder for holder in self._local_holders(reading) if holder.idle_seconds >= limit]
+
+    def _local_holders(self, reading: LocalReading) -> list[IdleHolder]:
+        """This machine's notebook servers and (opted in) training jobs that the culler stops once
+        idle, each with how long its GPUs have been: a server's is its least idle kernel's that holds
+        GPU memory (every such kernel must be idle), a job's its processes'."""
         children = {}
         if self.notebooks is not None and self.stop_idle is not None:
             children = {f"{c.user}/{c.name}": c for c in self.notebooks.running_children()}
@@ -388,17 +393,16 @@ class GpuService:
                 spells.setdefault(usage.server, []).append(
                     self.idle.idle_seconds(f"kernel:{usage.kernel_id}", reading.timestamp)
                 )
-        idle = [
+        holders = [
             IdleHolder("server", children[server].user, children[server].name, min(seconds))
             for server, seconds in spells.items()
-            if min(seconds) >= limit
         ]
         if self.stop_idle_job is not None:
             for job in reading.workloads:
-                seconds = self.idle.idle_seconds(job.workload.series, reading.timestamp)
-                if job.workload.kind == "job" and seconds >= limit:
-                    idle.append(IdleHolder("job", job.workload.user, job.workload.name, seconds))
-        return idle
+                if job.workload.kind == "job":
+                    seconds = self.idle.idle_seconds(job.workload.series, reading.timestamp)
+                    holders.append(IdleHolder("job", job.workload.user, job.workload.name, seconds))
+        return holders
 
     async def _idle_on_cluster(self, limit: float) -> list[IdleHolder]:
         """Every user's notebook servers whose pods' GPUs DCGM has seen idle for `limit` seconds, and
@@ -422,10 +426,8 @@ class GpuService:
             for p in group_pods(devices, notebooks, {})
             if p.kind == "notebook" or (p.namespace, p.pod) in jobs
         ]
-        idle_pods = {
-            (pod.namespace, pod.pod): seconds
-            for pod, seconds in await self._idle_pods(pods, None, time.time(), limit)
-        }
+        pod_spells = await self._pod_idle_spells(pods, None, time.time(), limit)
+        idle_pods = {key: seconds for key, seconds in pod_spells.items() if seconds >= limit}
         idle = []
         for pod in pods:
             server = servers.get((pod.namespace, server_of_pod(pod.pod))) if pod.kind == "notebook" else None
@@ -525,6 +527,9 @@ class GpuService:
         keys = [f"gpu:{d.uuid}" for d in devices] + [f"kernel:{k.kernel_id}" for k in kernels]
         keys += [w.workload.series for w in workloads]
         history = tuple(self.history.series(keys, seconds, now)) if seconds else ()
+        culled: dict[tuple[Culled, str], float] = {}
+        if self.config.cull_idle_gpu_seconds:
+            culled = {(h.kind, f"{h.user}/{h.name}"): h.idle_seconds for h in self._local_holders(reading)}
         return GpuReport(
             source="nvml",
             available=True,
@@ -534,8 +539,8 @@ class GpuService:
             workloads=workloads,
             history=history,
             idle=(
-                *self._kernel_idle_warnings(kernels, devices, now),
-                *self._workload_idle_warnings(workloads, devices, now),
+                *self._kernel_idle_warnings(kernels, devices, now, culled),
+                *self._workload_idle_warnings(workloads, devices, now, culled),
             ),
         )
 
@@ -548,8 +553,13 @@ class GpuService:
         return (idle, spell) if limit and spell is not None and idle >= limit else None
 
     def _kernel_idle_warnings(
-        self, kernels: Iterable[KernelGpu], devices: Iterable[GpuDevice], now: float
+        self,
+        kernels: Iterable[KernelGpu],
+        devices: Iterable[GpuDevice],
+        now: float,
+        culled: Mapping[tuple[Culled, str], float],
     ) -> list[IdleWarning]:
+        """`culled`: how long each holder the culler stops has sat idle, by (kind, "user/name")."""
         index = {d.uuid: d.index for d in devices}
         warnings = []
         for usage in kernels:
@@ -560,22 +570,27 @@ class GpuService:
             idle, spell = past
             what = usage.notebook_path or f"kernel {usage.kernel_id}"
             gpu = index.get(spell.gpu, "?")
+            notice, stops_in = self._stop_notice("server", culled.get(("server", usage.server or "")))
             warnings.append(
                 IdleWarning(
                     key=key,
                     gpu=spell.gpu,
                     idle_seconds=idle,
                     message=f"{what} has held {usage.memory_used_mib:.0f} MiB on GPU {gpu} "
-                    f"at 0% utilization for {_duration(idle)}; shut its kernel down to free the GPU"
-                    + self._cull_notice("server"),
+                    f"at 0% utilization for {_duration(idle)}; shut its kernel down to free the GPU{notice}",
                     kernel_id=usage.kernel_id,
                     notebook_path=usage.notebook_path,
+                    stops_in_seconds=stops_in,
                 )
             )
         return warnings
 
     def _workload_idle_warnings(
-        self, workloads: Iterable[WorkloadGpu], devices: Iterable[GpuDevice], now: float
+        self,
+        workloads: Iterable[WorkloadGpu],
+        devices: Iterable[GpuDevice],
+        now: float,
+        culled: Mapping[tuple[Culled, str], float],
     ) -> list[IdleWarning]:
         """Jobs, models and pipeline steps of this machine that have held GPU memory at 0% for longer
         than `idle_warning_seconds`."""
@@ -590,7 +605,8 @@ class GpuService:
             step = workload.kind == "step"
             what = workload.label if step else f"{workload.kind} {workload.name}"  # the whole job
             free = "cancel its run" if step else "delete it"
-            notice = self._cull_notice("job") if workload.kind == "job" else ""
+            job = culled.get(("job", f"{workload.user}/{workload.name}")) if workload.kind == "job" else None
+            notice, stops_in = self._stop_notice("job", job)
             held = [str(index.get(uuid, "?")) for uuid in usage.gpus]
             on = f"GPU {held[0]}" if len(held) == 1 else f"GPUs {', '.join(held)}"
             warnings.append(
@@ -602,6 +618,7 @@ class GpuService:
                     f"at 0% utilization for {_duration(idle)}; "
                     f"{free} to free the GPU{notice}",
                     workload=what,
+                    stops_in_seconds=stops_in,
                 )
             )
         return warnings
@@ -651,64 +668,75 @@ class GpuService:
             idle=tuple(await self._pod_idle_warnings(pods, namespaces, now)),
         )
 
-    def _cull_notice(self, kind: Culled | None) -> str:
-        """What an idle warning adds when idle GPUs get their server (or, opted in, their training
-        job) stopped."""
+    def _stop_notice(self, kind: Culled, holder_idle: float | None) -> tuple[str, float | None]:
+        """What an idle warning adds when the culler stops what holds the GPU (a notebook server or,
+        opted in, a training job), and the seconds left before it does; ("", None) when it never
+        will. `holder_idle`: how long the holder has sat idle as the culler counts it, None when the
+        culler does not stop it."""
         limit = self.config.cull_idle_gpu_seconds
-        if not limit or kind is None or (kind == "job" and not self.config.cull_idle_gpu_jobs):
-            return ""
+        if not limit or holder_idle is None:
+            return "", None
         what = "a notebook server" if kind == "server" else "a training job"
-        return f" ({what} is stopped after {_duration(limit)} of this)"
+        return f" ({what} is stopped after {_duration(limit)} of this)", max(0.0, limit - holder_idle)
 
-    async def _idle_pods(
-        self, pods: list[PodGpu], namespaces: tuple[str, ...] | None, now: float, limit: float
-    ) -> list[tuple[PodGpu, float]]:
-        """Pods whose GPU memory has been held at 0% for `limit` seconds or more, and for how long,
-        from a coarse `query_range` over that span (longer than any chart's)."""
+    async def _pod_idle_spells(
+        self, pods: list[PodGpu], namespaces: tuple[str, ...] | None, now: float, span: float
+    ) -> dict[tuple[str, str], float]:
+        """How long each pod's GPU memory has been held at 0%, by (namespace, pod): 0 when busy, at
+        most about `span`, from a coarse `query_range` over that span (longer than any chart's)."""
         if not pods:
-            return []
+            return {}
         prometheus = self.prometheus
-        step = _step(limit, IDLE_POINTS)
+        step = _step(span, IDLE_POINTS)
         scope = list(namespaces) if namespaces else None
         series: list[Series] = await self.reads.get(
-            ("prometheus-idle", namespaces, limit),
-            lambda: asyncio.to_thread(prometheus.history, scope, now - limit - 2 * step, now, step),
+            ("prometheus-idle", namespaces, span),
+            lambda: asyncio.to_thread(prometheus.history, scope, now - span - 2 * step, now, step),
         )
         by_key: dict[tuple[str, str], tuple[tuple[float, float], ...]] = {
             (s.key, s.metric): s.points for s in series
         }
-        idle = []
+        spells = {}
         for pod in pods:
             key = f"pod:{pod.namespace}/{pod.pod}"
-            seconds = trailing_idle_seconds(
+            spells[(pod.namespace, pod.pod)] = trailing_idle_seconds(
                 by_key.get((key, "utilization_pct"), ()), by_key.get((key, "memory_used_mib"), ()), step
             )
-            if seconds >= limit:
-                idle.append((pod, seconds))
-        return idle
+        return spells
 
     async def _pod_idle_warnings(
         self, pods: list[PodGpu], namespaces: tuple[str, ...] | None, now: float
     ) -> list[IdleWarning]:
-        """Pods whose GPU memory has been held at 0% for longer than `idle_warning_seconds`."""
+        """Pods whose GPU memory has been held at 0% for longer than `idle_warning_seconds`. Read
+        over the culler's span too where it runs, so the time left before a stop is known."""
         limit = self.config.idle_warning_seconds
         if not limit:
             return []
-        warnings = []
+        culls = self.stop_idle is not None or self.stop_idle_job is not None
+        span = max(limit, self.config.cull_idle_gpu_seconds if culls else 0.0)
+        spells = await self._pod_idle_spells(pods, namespaces, now, span)
         culled_jobs = self._job_pods()
-        for pod, idle in await self._idle_pods(pods, namespaces, now, limit):
-            key = f"pod:{pod.namespace}/{pod.pod}"
-            culled: Culled | None = "server" if pod.kind == "notebook" else None
-            if (pod.namespace, pod.pod) in culled_jobs:
-                culled = "job"
+        warnings = []
+        for pod in pods:
+            idle = spells[(pod.namespace, pod.pod)]
+            if idle < limit:
+                continue
+            job = culled_jobs.get((pod.namespace, pod.pod))
+            if job is not None:  # stopped once every pod of it that holds a GPU is idle
+                held = [(pod.namespace, other) for other in job.pods]
+                notice, stops_in = self._stop_notice("job", min(spells[k] for k in held if k in spells))
+            else:
+                server = pod.kind == "notebook" and self.stop_idle is not None
+                notice, stops_in = self._stop_notice("server", idle if server else None)
             warnings.append(
                 IdleWarning(
-                    key=key,
+                    key=f"pod:{pod.namespace}/{pod.pod}",
                     gpu=pod.gpus[0],
                     idle_seconds=idle,
                     message=f"pod {pod.pod} has held {pod.memory_used_mib or 0:.0f} MiB of GPU memory at 0% "
-                    f"utilization for {_duration(idle)}; stop it to free the GPU" + self._cull_notice(culled),
+                    f"utilization for {_duration(idle)}; stop it to free the GPU{notice}",
                     pod=pod.pod,
+                    stops_in_seconds=stops_in,
                 )
             )
         return warnings

@@ -87,6 +87,8 @@ if not any(t.name == "nvml-replay-control" for t in threading.enumerate()):
 c.CubeGPU.sample_seconds = {sample}
 c.CubeGPU.cache_seconds = {sample}
 c.CubeGPU.idle_warning_seconds = 1.0
+c.CubeGPU.cull_idle_gpu_seconds = 3600.0  # (the Lab's own kernels are never stopped)
+c.CubeGPU.cull_idle_gpu_jobs = True
 c.CubeWorkbench.gpu_quota_per_user = {quota}
 """
 
@@ -456,6 +458,17 @@ def test_a_jobs_gpu_memory_is_named_after_the_job_with_its_history(lab: ReplayLa
         expect(memory).to_contain_text("GPU memory", timeout=30_000)
         expect(memory).to_contain_text("GiB")
         shot(page, "25c-job-gpu-memory", '[data-testid="cube-jobs"]')
+
+        # Its GPU sits idle: the GPU panel counts down to the culler's stop (the admin opted jobs
+        # in), and the user gets a toast for it.
+        lab.replay(idle_stretched(TWO_A100, lab.root / "a100x2-idle.json"), {KERNEL_PID: child})
+        page.evaluate("() => window.jupyterapp.commands.execute('cube:open-gpu')")
+        warning = panel.locator('[data-testid="cube-gpu-idle-warning"][data-key="job:alice/toy-ddp"]')
+        expect(warning).to_contain_text("a training job is stopped after 1.0 h of this", timeout=30_000)
+        expect(warning.get_by_test_id("cube-gpu-idle-stops")).to_have_text(re.compile(r"^stops in 59m$"))
+        toast = page.locator(".Toastify__toast", has_text="job toy-ddp has held 1024 MiB")
+        expect(toast).to_have_count(1)
+        shot(page, "25d-gpu-job-idle", PANEL)
     finally:
         lab.request("DELETE", "cube/api/v1/jobs/toy-ddp")
 

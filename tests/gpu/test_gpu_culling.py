@@ -12,6 +12,7 @@ for is recorded (the notebook backends' own stop with a reason: tests/local, tes
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from cube_jupyter.gpu.attribution import KernelProcess
 from cube_jupyter.gpu.service import ChildServer, GpuService, IdleHolder, JobRef, ServerRef, gpu_cull_reason
 from cube_jupyter.ledger import GpuLedger
 from cube_jupyter.services import Workbench
@@ -29,6 +31,7 @@ from tests.gpu.nvml_replay import NvmlReplay
 from tests.gpu.prometheus_server import NO_DCGM_PAGE, SAMPLE_PAGE, DcgmPrometheus
 from tests.gpu.test_service import make_settings
 from tests.gpu.test_workload_attribution import start_job_with_child
+from tests.server.openapi import assert_response_matches
 from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(120)
@@ -114,6 +117,7 @@ async def test_a_local_server_whose_kernel_holds_an_idle_gpu_is_stopped_saying_w
     assert "0% utilization for" in stops.asked[0][2] and "cull_idle_gpu_seconds" in stops.asked[0][2]
     (warning,) = (await service.report("alice")).idle  # sample 6, still idle: what the panel says
     assert "at 0% utilization" in warning.message and "a notebook server is stopped after" in warning.message
+    assert warning.stops_in_seconds == 0.0  # past the limit: the next pass stops it
 
 
 async def test_culling_is_off_by_default_and_never_stops_the_workbenchs_own_kernels(
@@ -124,11 +128,20 @@ async def test_culling_is_off_by_default_and_never_stops_the_workbenchs_own_kern
     stops = Stops()
     off = GpuService(make_settings(tmp_path).gpu, GpuLedger(None, []), Servers([], []), stop_idle=stops)
     assert await off.cull_once() == []
-    settings = make_settings(tmp_path, cache_seconds=0, cull_idle_gpu_seconds=0.01)
-    no_child = GpuService(settings.gpu, GpuLedger(None, []), Servers([], []), stop_idle=stops)
-    for _ in range(7):
+    settings = make_settings(
+        tmp_path, cache_seconds=0, sample_seconds=0.01, idle_warning_seconds=0.01, cull_idle_gpu_seconds=0.01
+    )
+    own = [KernelProcess("k-own", kernel_pid, "gpu.ipynb", "http://127.0.0.1:8888/")]  # the workbench's
+    no_child = GpuService(settings.gpu, GpuLedger(None, []), Servers([], []), lambda: own, stop_idle=stops)
+    for _ in range(5):  # samples 0-4: busy, then idle
         await no_child.sample_once()
+    await asyncio.sleep(0.05)  # (a real wait: the spell's age is wall-clock time)
+    await no_child.sample_once()  # sample 5: still idle
     assert await no_child.cull_once() == [] and stops.asked == []  # idle, but no server of ours holds it
+    # Warned about (sample 6), and told truly: nothing will stop it.
+    (warning,) = (await no_child.report("alice")).idle
+    assert warning.kernel_id == "k-own" and warning.notebook_path == "gpu.ipynb"
+    assert warning.stops_in_seconds is None and "is stopped after" not in warning.message
 
 
 async def test_a_cluster_server_pod_idle_in_dcgm_is_stopped_and_a_busy_one_kept(
@@ -176,10 +189,13 @@ async def test_a_local_training_job_whose_gpu_sits_idle_is_stopped_only_where_th
         await gpu.sample_once()  # sample 4: the idle spell starts
         await asyncio.sleep(0.25)  # (a real wait: the spell's age is wall-clock time)
         await gpu.sample_once()  # sample 5: still idle
-        (warning,) = [w for w in (await gpu.report("alice")).idle if w.workload]  # sample 6
+        report = await gpu.report("alice")  # sample 6, as `/gpu` sends it:
+        assert_response_matches("/gpu", "get", 200, json.loads(json.dumps(report.to_dict())))
+        (warning,) = [w for w in report.idle if w.workload]
         assert warning.key == "job:alice/toy-ddp" and warning.workload == "job toy-ddp"
         assert "at 0% utilization" in warning.message and "delete it to free the GPU" in warning.message
         assert ("a training job is stopped after" in warning.message) is opted_in
+        assert (warning.stops_in_seconds is not None) is opted_in
 
         stopped = await gpu.cull_once()
         job = jobs.get("alice", "toy-ddp")
@@ -243,7 +259,8 @@ async def test_a_cluster_training_job_all_of_whose_gpu_pods_sit_idle_in_dcgm_is_
     assert job_stops.asked == [("alice", "resnet-ddp", gpu_cull_reason(3))]
     # (the recorded stops change nothing on the page: bob's server was asked on every pass)
     assert set(server_stops.asked) == {("bob", "bob-lab", gpu_cull_reason(3))}
-    (warning,) = [
-        w for w in (await service.report("root-admin", all_users=True)).idle if w.pod == "resnet-ddp-worker-0"
-    ]
+    report = await service.report("root-admin", all_users=True)
+    assert_response_matches("/gpu", "get", 200, json.loads(json.dumps(report.to_dict())))
+    (warning,) = [w for w in report.idle if w.pod == "resnet-ddp-worker-0"]
     assert "a training job is stopped after 3 s of this" in warning.message
+    assert warning.stops_in_seconds == 0.0  # every GPU pod of it idle past the limit (worker-1 holds none)

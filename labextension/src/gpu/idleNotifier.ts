@@ -1,12 +1,13 @@
 /**
  * Tells the user, once per idle episode, that a notebook's kernel holds a GPU at 0%
- * utilization. Which kernels are idle, and for how long that counts, is the server's
+ * utilization, or that a server or job of theirs will be stopped for it. Which kernels are idle, and for how long that counts, is the server's
  * call (`report.idle`); an episode ends when its key leaves that list, and the toast
  * goes with it.
  */
 import { Notification } from '@jupyterlab/apputils';
 import type { IDisposable } from '@lumino/disposable';
 
+import { wantsToast } from './idle';
 import { GpuModel } from './model';
 import type { IGpuReport } from './types';
 
@@ -33,8 +34,8 @@ export class IdleNotifier implements IDisposable {
   private _onReport(_: GpuModel, report: IGpuReport): void {
     const current = new Set<string>();
     for (const warning of report.idle) {
-      if (!warning.kernel_id) {
-        continue; // pods are shown in the panel; the toast is for notebooks
+      if (!wantsToast(warning, this._model.allUsers)) {
+        continue; // shown in the panel only
       }
       current.add(warning.key);
       if (this._shown.has(warning.key)) {

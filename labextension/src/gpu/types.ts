@@ -156,6 +156,11 @@ export interface IIdleWarning {
   pod: string | null;
   /** `job toy-ddp`, `step <run>, train`: a job, model or pipeline step of this machine. */
   workload?: string | null;
+  /**
+   * Seconds until the culler stops what holds the GPU (its notebook server, or a training
+   * job where the admin opted in); null when nothing will stop it.
+   */
+  stops_in_seconds?: number | null;
 }
 
 /** The whole answer of `/gpu`. */

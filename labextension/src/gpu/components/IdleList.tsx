@@ -1,10 +1,12 @@
 /**
  * Kernels, pods, jobs and pipeline steps the server says have held GPU memory at 0%
- * utilization for too long, in the server's words.
+ * utilization for too long, in the server's words, with the time left before the culler
+ * stops what holds the GPU where it will.
  */
 import * as React from 'react';
 
 import { formatElapsed } from '../../common/format';
+import { stopsIn } from '../idle';
 import type { IIdleWarning } from '../types';
 
 export function IdleList(props: {
@@ -27,6 +29,14 @@ export function IdleList(props: {
           <span className="cube-GpuIdle-message">{w.message}</span>
           <span className="cube-GpuIdle-for">
             idle {formatElapsed(w.idle_seconds)}
+            {stopsIn(w) && (
+              <span
+                className="cube-GpuIdle-stops"
+                data-testid="cube-gpu-idle-stops"
+              >
+                {stopsIn(w)}
+              </span>
+            )}
           </span>
         </li>
       ))}
