@@ -119,8 +119,9 @@ class IdleHolder:
 
     kind: Culled
     user: str
-    name: str
+    name: str  # "" for a user server itself (the central workbench knows its name)
     idle_seconds: float
+    keys: tuple[str, ...] = ()  # the idle keys it is judged by: its kernels', or the job's series
 
 
 # Stops a user's server or training job, with the reason to record (the composition root gives the
@@ -378,30 +379,37 @@ class GpuService:
         reading = self._sampled
         if reading is None or reading.message is not None:
             return []
-        return [holder for holder in self._local_holders(reading) if holder.idle_seconds >= limit]
+        holders = self._local_holders(reading, reading.timestamp)
+        return [holder for holder in holders if holder.idle_seconds >= limit]
 
-    def _local_holders(self, reading: LocalReading) -> list[IdleHolder]:
-        """This machine's notebook servers and (opted in) training jobs that the culler stops once
-        idle, each with how long its GPUs have been: a server's is its least idle kernel's that holds
-        GPU memory (every such kernel must be idle), a job's its processes'."""
-        children = {}
-        if self.notebooks is not None and self.stop_idle is not None:
+    def _local_holders(self, reading: LocalReading, at: float) -> list[IdleHolder]:
+        """The notebook servers and (opted in) training jobs of this machine that the culler stops
+        once idle, each with how long its GPUs have been idle at `at`: a server's is its least idle
+        kernel's of those holding GPU memory (every one must be idle), a job's its processes'. In the
+        central workbench, its child servers; in a user server, itself, as the central workbench
+        judges it."""
+        servers: dict[tuple[str, str], list[str]] = {}
+        if self.settings.user_server:
+            own = [f"kernel:{usage.kernel_id}" for usage in reading.kernels]
+            servers = {(self.settings.workbench.default_user, ""): own} if own else {}
+        elif self.notebooks is not None and self.stop_idle is not None:
             children = {f"{c.user}/{c.name}": c for c in self.notebooks.running_children()}
-        spells: dict[str, list[float]] = {}
-        for usage in reading.kernels:
-            if usage.server in children:
-                spells.setdefault(usage.server, []).append(
-                    self.idle.idle_seconds(f"kernel:{usage.kernel_id}", reading.timestamp)
-                )
+            for usage in reading.kernels:
+                child = children.get(usage.server or "")
+                if child is not None:
+                    servers.setdefault((child.user, child.name), []).append(f"kernel:{usage.kernel_id}")
         holders = [
-            IdleHolder("server", children[server].user, children[server].name, min(seconds))
-            for server, seconds in spells.items()
+            IdleHolder(
+                "server", user, name, min(self.idle.idle_seconds(key, at) for key in keys), tuple(keys)
+            )
+            for (user, name), keys in servers.items()
         ]
-        if self.stop_idle_job is not None:
+        if self.stop_idle_job is not None or (self.settings.user_server and self.config.cull_idle_gpu_jobs):
             for job in reading.workloads:
                 if job.workload.kind == "job":
-                    seconds = self.idle.idle_seconds(job.workload.series, reading.timestamp)
-                    holders.append(IdleHolder("job", job.workload.user, job.workload.name, seconds))
+                    key = job.workload.series
+                    seconds = self.idle.idle_seconds(key, at)
+                    holders.append(IdleHolder("job", job.workload.user, job.workload.name, seconds, (key,)))
         return holders
 
     async def _idle_on_cluster(self, limit: float) -> list[IdleHolder]:
@@ -527,9 +535,9 @@ class GpuService:
         keys = [f"gpu:{d.uuid}" for d in devices] + [f"kernel:{k.kernel_id}" for k in kernels]
         keys += [w.workload.series for w in workloads]
         history = tuple(self.history.series(keys, seconds, now)) if seconds else ()
-        culled: dict[tuple[Culled, str], float] = {}
+        culled: dict[str, float] = {}  # idle key -> how long what the culler stops for it has been idle
         if self.config.cull_idle_gpu_seconds:
-            culled = {(h.kind, f"{h.user}/{h.name}"): h.idle_seconds for h in self._local_holders(reading)}
+            culled = {key: h.idle_seconds for h in self._local_holders(reading, now) for key in h.keys}
         return GpuReport(
             source="nvml",
             available=True,
@@ -557,9 +565,10 @@ class GpuService:
         kernels: Iterable[KernelGpu],
         devices: Iterable[GpuDevice],
         now: float,
-        culled: Mapping[tuple[Culled, str], float],
+        culled: Mapping[str, float],
     ) -> list[IdleWarning]:
-        """`culled`: how long each holder the culler stops has sat idle, by (kind, "user/name")."""
+        """`culled`: by idle key, how long what the culler stops for it (the kernel's server) has
+        sat idle."""
         index = {d.uuid: d.index for d in devices}
         warnings = []
         for usage in kernels:
@@ -570,7 +579,7 @@ class GpuService:
             idle, spell = past
             what = usage.notebook_path or f"kernel {usage.kernel_id}"
             gpu = index.get(spell.gpu, "?")
-            notice, stops_in = self._stop_notice("server", culled.get(("server", usage.server or "")))
+            notice, stops_in = self._stop_notice("server", culled.get(key))
             warnings.append(
                 IdleWarning(
                     key=key,
@@ -590,7 +599,7 @@ class GpuService:
         workloads: Iterable[WorkloadGpu],
         devices: Iterable[GpuDevice],
         now: float,
-        culled: Mapping[tuple[Culled, str], float],
+        culled: Mapping[str, float],
     ) -> list[IdleWarning]:
         """Jobs, models and pipeline steps of this machine that have held GPU memory at 0% for longer
         than `idle_warning_seconds`."""
@@ -605,8 +614,7 @@ class GpuService:
             step = workload.kind == "step"
             what = workload.label if step else f"{workload.kind} {workload.name}"  # the whole job
             free = "cancel its run" if step else "delete it"
-            job = culled.get(("job", f"{workload.user}/{workload.name}")) if workload.kind == "job" else None
-            notice, stops_in = self._stop_notice("job", job)
+            notice, stops_in = self._stop_notice("job", culled.get(workload.series))
             held = [str(index.get(uuid, "?")) for uuid in usage.gpus]
             on = f"GPU {held[0]}" if len(held) == 1 else f"GPUs {', '.join(held)}"
             warnings.append(
@@ -670,14 +678,18 @@ class GpuService:
 
     def _stop_notice(self, kind: Culled, holder_idle: float | None) -> tuple[str, float | None]:
         """What an idle warning adds when the culler stops what holds the GPU (a notebook server or,
-        opted in, a training job), and the seconds left before it does; ("", None) when it never
-        will. `holder_idle`: how long the holder has sat idle as the culler counts it, None when the
+        opted in, a training job), and the seconds left before it does: None while another GPU of
+        the holder works (it counts from when all are idle), ("", None) when nothing will stop it.
+        `holder_idle`: how long the holder has sat idle as the culler counts it, None when the
         culler does not stop it."""
         limit = self.config.cull_idle_gpu_seconds
         if not limit or holder_idle is None:
             return "", None
         what = "a notebook server" if kind == "server" else "a training job"
-        return f" ({what} is stopped after {_duration(limit)} of this)", max(0.0, limit - holder_idle)
+        counting = holder_idle >= self.config.idle_warning_seconds
+        return f" ({what} is stopped after {_duration(limit)} of this)", (
+            max(0.0, limit - holder_idle) if counting else None
+        )
 
     async def _pod_idle_spells(
         self, pods: list[PodGpu], namespaces: tuple[str, ...] | None, now: float, span: float

@@ -144,6 +144,45 @@ async def test_culling_is_off_by_default_and_never_stops_the_workbenchs_own_kern
     assert warning.stops_in_seconds is None and "is stopped after" not in warning.message
 
 
+async def test_a_user_server_warns_of_the_stop_the_central_workbench_will_make(
+    tmp_path: Path, install_nvml_replay: Callable[..., NvmlReplay], server_with_kernel: tuple[int, int]
+) -> None:
+    """A user's own server (role user: a local child or a pod) culls nothing itself, but the central
+    workbench stops it when its kernels' GPUs sit idle: its warning says so, with the time left."""
+    _, kernel_pid = server_with_kernel
+    install_nvml_replay("a100x2-processes.json", pid_map={IDLE_PID: kernel_pid})
+    settings = make_settings(
+        tmp_path,
+        role="user",
+        cache_seconds=0,
+        sample_seconds=0.01,
+        idle_warning_seconds=0.05,
+        cull_idle_gpu_seconds=3600,
+    )
+    own = [KernelProcess("k-own", kernel_pid, "model.ipynb", "http://127.0.0.1:8888/")]
+    service = GpuService(settings.gpu, GpuLedger(None, []), None, lambda: own)
+    for _ in range(5):  # samples 0-4: busy, then idle
+        await service.sample_once()
+    await asyncio.sleep(0.1)  # (a real wait: the spell's age is wall-clock time)
+    await service.sample_once()  # sample 5: still idle
+    assert await service.cull_once() == []  # the central workbench stops it, not this server
+    (warning,) = (await service.report("alice")).idle  # sample 6
+    assert warning.kernel_id == "k-own" and "a notebook server is stopped after 1.0 h" in warning.message
+    assert warning.stops_in_seconds is not None and 3500 < warning.stops_in_seconds < 3600
+
+
+def test_the_countdown_waits_while_another_gpu_of_the_holder_works(tmp_path: Path) -> None:
+    """A server is stopped once every kernel of it holding GPU memory is idle: while one works, the
+    idle one's warning names the rule but counts nothing down (and so brings no toast)."""
+    settings = make_settings(tmp_path, idle_warning_seconds=60, cull_idle_gpu_seconds=3600)
+    service = GpuService(settings.gpu, GpuLedger(None, []))
+    assert service._stop_notice("server", None) == ("", None)  # nothing stops it
+    notice, stops_in = service._stop_notice("server", 0.0)  # a sibling kernel works
+    assert notice == " (a notebook server is stopped after 1.0 h of this)" and stops_in is None
+    assert service._stop_notice("server", 600.0)[1] == 3000.0
+    assert service._stop_notice("job", 4000.0) == (" (a training job is stopped after 1.0 h of this)", 0.0)
+
+
 async def test_a_cluster_server_pod_idle_in_dcgm_is_stopped_and_a_busy_one_kept(
     tmp_path: Path, prometheus_url: str
 ) -> None:

@@ -39,8 +39,9 @@ GPU1 = "GPU-1b2c3d4e-0000-1111-2222-333344445555"
 MIB = 1024 * 1024
 
 
-def make_settings(tmp: Path, **gpu: Any) -> Settings:
+def make_settings(tmp: Path, role: str = "workbench", **gpu: Any) -> Settings:
     config = Config()
+    config.CubeWorkbench.role = role
     config.CubeWorkbench.state_dir = str(tmp / "state")
     config.CubeWorkbench.default_user = "alice"
     config.CubeWorkbench.admin_users = ["root-admin"]

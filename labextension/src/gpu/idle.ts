@@ -15,9 +15,9 @@ export function stopsIn(warning: IIdleWarning): string | null {
 }
 
 /**
- * A toast is for the user's own work: a notebook's kernel, and whatever of theirs the culler
- * is about to stop (a server pod, a training job). An admin looking at every user's GPUs
- * gets no toast for other users' servers and jobs.
+ * A toast for a notebook's kernel (in either view, as ever), and for a server pod or training
+ * job the culler counts down to stop, in the user's own view only: the every-user view an
+ * admin may switch to is mostly other users' servers and jobs.
  */
 export function wantsToast(warning: IIdleWarning, allUsers: boolean): boolean {
   if (warning.kernel_id) {
