@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the control plane's binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubectl, kwok), Argo's workflow-controller, Kubeflow Trainer v2's controller manager, JobSet's
-# controller and Kueue's from the Go module proxy at the versions tools/kube (all but Argo's, in one
-# build on one set of versions) and tools/argo pin, into OUT/<key>/, where <key> hashes those pins,
+# controller and Kueue's from the Go module proxy at the versions tools/kube (the plane, kwok, Trainer
+# and JobSet, in one build on one set of versions), tools/kueue and tools/argo pin, into OUT/<key>/, where <key> hashes those pins,
 # this script and the Go version: a build is done once per set of versions and reused after. Beside them,
 # kwok-stages.yaml: kwok's own "fast" stages (nodes initialised and kept alive by leases, pods made
 # ready, completed and deleted), from its module; its pods of Jobs complete, and so do an Argo
@@ -13,7 +13,7 @@ set -euo pipefail
 out=$(mkdir -p "${1:?usage: tools/build.sh OUT_DIR}" && cd "$1" && pwd)
 tools=$(cd "$(dirname "$0")" && pwd)
 key=$( { cat "$tools/kube/go.mod" "$tools/kube/go.sum" "$tools/kube/cmd/etcd/main.go" \
-           "$tools/argo/go.mod" "$tools/argo/go.sum" "$0"
+           "$tools/kueue/go.mod" "$tools/kueue/go.sum" "$tools/argo/go.mod" "$tools/argo/go.sum" "$0"
            go version; } | sha256sum | cut -c1-16)
 dest="$out/$key"
 binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok workflow-controller
@@ -39,7 +39,8 @@ if [ "$complete" = no ]; then
       k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
       k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl ./cmd/etcd \
       sigs.k8s.io/kwok/cmd/kwok github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager \
-      sigs.k8s.io/jobset sigs.k8s.io/kueue/cmd/kueue)
+      sigs.k8s.io/jobset)
+  (cd "$tools/kueue" && go build -ldflags="-s -w" -o "$dest.partial/" sigs.k8s.io/kueue/cmd/kueue)
   (cd "$tools/argo" && go build -ldflags="-s -w" -o "$dest.partial/" \
       github.com/argoproj/argo-workflows/v4/cmd/workflow-controller)
   stages=$(cd "$tools/kube" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage

@@ -55,7 +55,7 @@ ARGO_CONTROLLER = "workflow-controller"  # built with the plane; started by `sta
 ARGO_NAMESPACE = "argo"
 # Kubeflow Trainer v2 and the JobSet controller it drives: built with the plane; started by `start_trainer`.
 TRAINER, JOBSET = "trainer-controller-manager", "jobset"
-# Kueue's controller manager: built with the plane (tools/kube pins it); started by `start_kueue`.
+# Kueue's controller manager: built with the plane (tools/kueue pins it); started by `start_kueue`.
 KUEUE = "kueue"
 FRONT_PROXY_CLIENT = "front-proxy-client"
 KUEUE_MODULE = "sigs.k8s.io/kueue"
@@ -628,7 +628,7 @@ LOCAL_MANAGER = {
 
 
 def start_kueue(state: State) -> None:
-    """Kueue's controller manager (its CRDs, of the version tools/kube builds, installed first) with
+    """Kueue's controller manager (its CRDs, of the version tools/kueue builds, installed first) with
     its admission and conversion webhooks registered by URL on loopback: a Job, JobSet or TrainJob
     labelled with a LocalQueue is suspended at create and started when its ClusterQueue's quota
     admits it. Wants the CRDs of the kinds in KUEUE_FRAMEWORKS installed (`installed` does).
@@ -644,7 +644,7 @@ def start_kueue(state: State) -> None:
     needed). As in its image, Kueue writes that server's self-signed certificate under /visibility
     (a fixed path; the APIService skips TLS verification, as Kueue's own manifest does)."""
     bin_dir = binaries(DEFAULT_DIR)
-    module = _module_dir("kube", KUEUE_MODULE)
+    module = _module_dir("kueue", KUEUE_MODULE)
     directory = Path(state.directory)
     certs = directory / "kueue-certs"  # where a pod would mount the Secret
     secret = _kueue_certificates(certs)
