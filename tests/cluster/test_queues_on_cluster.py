@@ -108,8 +108,8 @@ def test_a_server_and_a_trainjob_wait_for_gpu_quota_showing_kueues_reason_then_r
                 lambda j: j.phase == "Queued" and j.queue is not None and SHORT in j.queue.reason,
             )
             assert queued.queue is not None and queued.queue.queue == one_gpu_queue
-            # Kueue lists the workload its scheduler is trying right now (its "sticky" one) first, for
-            # a moment: the place to wait for is the one it settles on.
+            # The first place read may come while Kueue is still taking one of the two workloads
+            # through its scheduler: the place to wait for is the one it settles on.
             queued = await eventually(
                 "the TrainJob's place: behind the server queued before it",
                 lambda: jobs.get(ALICE, "ddp"),
