@@ -277,6 +277,22 @@ def open_palette(page: Page, query: str) -> Locator:
     raise AssertionError("the command palette would not stay open")
 
 
+def palette_labels(page: Page, query: str) -> list[str]:
+    """The labels the command palette lists for `query`. A late focus change that closes the palette
+    also empties it, so read again until the list was read while the palette stayed open."""
+    for _ in range(5):
+        palette = open_palette(page, query)
+        items = palette.locator(".lm-CommandPalette-item")
+        try:
+            expect(items.first).to_be_visible(timeout=5_000)
+        except AssertionError:
+            continue
+        labels = items.all_inner_texts()
+        if palette.is_visible():
+            return labels
+    raise AssertionError(f"the command palette would not stay open listing {query!r}")
+
+
 def run_from_palette(page: Page, query: str, label: str) -> None:
     """Run the command labelled `label` from the palette, opening it again if it closed first."""
     for _ in range(3):
