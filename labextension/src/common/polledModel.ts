@@ -7,6 +7,7 @@ import { VDomModel } from '@jupyterlab/ui-components';
 import { Poll } from '@lumino/polling';
 
 import type { IAllUsersScope } from './components/AllUsersToggle';
+import { fetchForScope } from './scope';
 import type { IVisibilityAware } from './visibleRenderer';
 
 /** Longest wait between polls after failures (ms) when the poll backs off. */
@@ -78,6 +79,17 @@ export abstract class PolledModel
       this.stateChanged.emit();
       void this.refresh();
     }
+  }
+
+  /**
+   * Fetch for the scope in force (every user's or the caller's own). An answer that comes back
+   * after the scope changed is `null`: the change fetched anew already, and an answer for the
+   * old view must not overwrite the new one (nor toast the other view's warnings).
+   */
+  protected async fetchInScope<T>(
+    fetch: (allUsers: boolean) => Promise<T>
+  ): Promise<T | null> {
+    return fetchForScope(() => this._allUsers, fetch);
   }
 
   /**

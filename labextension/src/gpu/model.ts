@@ -73,10 +73,15 @@ export class GpuModel extends PolledModel {
 
   protected async poll(): Promise<void> {
     try {
-      const report = await this.client.report({
-        historySeconds: this.visible ? HISTORY_SECONDS : 0,
-        allUsers: this.allUsers
-      });
+      const report = await this.fetchInScope(allUsers =>
+        this.client.report({
+          historySeconds: this.visible ? HISTORY_SECONDS : 0,
+          allUsers
+        })
+      );
+      if (report === null) {
+        return;
+      }
       this._report = report;
       this._series = new Map(
         report.history.map(s => [`${s.key}|${s.metric}`, s.points])

@@ -294,7 +294,10 @@ export class JobsModel extends PolledModel {
   /** Fetch the job list; errors land in `listError`. */
   protected async poll(): Promise<void> {
     try {
-      const list = await this.client.list(this.allUsers);
+      const list = await this.fetchInScope(all => this.client.list(all));
+      if (list === null) {
+        return;
+      }
       this._jobs = newestFirst(list.jobs);
       this._user = list.user;
       this.isAdmin = list.is_admin;

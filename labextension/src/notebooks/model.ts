@@ -141,7 +141,10 @@ export class NotebookServersModel extends PolledModel {
   /** Fetch the list; poll faster while a server is between states. */
   protected async poll(): Promise<void> {
     try {
-      const list = await this.client.list(this.allUsers);
+      const list = await this.fetchInScope(all => this.client.list(all));
+      if (list === null) {
+        return;
+      }
       this._servers = list.notebooks;
       this._user = list.user;
       this.isAdmin = list.is_admin;
