@@ -7,9 +7,13 @@ import shutil
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, Page, Playwright, sync_playwright
+from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright
 
 from tests.browser.lab import ARTIFACTS, Lab, PageErrors, running_lab
+
+# What any `expect` waits for: a server round trip on a loaded CI machine (two workers, a kernel
+# starting beside) takes longer than Playwright's 5 s default now and then; actions wait 30 s.
+expect.set_options(timeout=15_000)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

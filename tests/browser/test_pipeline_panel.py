@@ -26,6 +26,7 @@ from tests.browser.lab import ARTIFACTS, Lab, LapTimer
 from tests.browser.test_notebook_servers_panel import dark_theme, open_lab
 from tests.browser.test_notebook_servers_panel import shot as shot_panel
 from tests.pipelines.notebooks import FANOUT_ML, code, markdown, notebook, write
+from tests.waiting import wait_until
 
 NOTEBOOK = "churn.ipynb"
 PANEL = "#cube-pipeline"
@@ -280,6 +281,19 @@ def thirty_steps() -> list[tuple[str, str]]:
     return steps
 
 
+def settled_transform(viewport: Locator) -> str:
+    """The graph's transform once it stops changing: the canvas fits the graph again on every resize
+    until the user moves the view, and the new tab may still be settling into its size."""
+    seen = [viewport.get_attribute("transform")]
+
+    def unchanged() -> bool:
+        seen.append(viewport.get_attribute("transform"))
+        return seen[-1] == seen[-2]
+
+    wait_until(unchanged, 15, "the graph to stop fitting itself to a resize", interval=0.3)
+    return seen[-1] or ""
+
+
 def transform(viewport: Locator, before: str = "") -> tuple[float, float, float]:
     """(x, y, k) of the large graph's `translate(x y) scale(k)`, once it is no longer `before`."""
     if before:
@@ -345,7 +359,7 @@ def test_graph_in_the_main_area(lab: Lab, page: Page) -> None:
 
     # The wheel zooms around the cursor: the point under it stays put.
     viewport = graph.get_by_test_id("cube-dag-viewport")
-    fitted = viewport.get_attribute("transform") or ""
+    fitted = settled_transform(viewport)
     x0, y0, k0 = transform(viewport)
     canvas = graph.get_by_test_id("cube-dag-canvas")
     frame = canvas.bounding_box()
