@@ -52,9 +52,12 @@ def run_backends(
     return asyncio.run(go())
 
 
-async def eventually(what: str, read: Callable[[], T | None], done: Callable[[T], Any]) -> T:
-    """Poll `read()` (a backend's cache) until `done` says yes, for 90 s at most; the last value read."""
-    deadline = time.monotonic() + 90
+async def eventually(
+    what: str, read: Callable[[], T | None], done: Callable[[T], Any], timeout: float = 90
+) -> T:
+    """Poll `read()` (a backend's cache) until `done` says yes, for `timeout` s at most; the last value
+    read."""
+    deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
         last = read()

@@ -108,7 +108,8 @@ def test_a_cluster_schedule_is_a_cron_workflow_argo_fires_and_the_history_record
             found = kube.list(*WORKFLOWS, NAMESPACE, label_selector=selector).items
             return [w for w in found if (w.get("status") or {}).get("phase") in ("Succeeded", "Failed")]
 
-        [workflow, *_] = await eventually("Argo firing the CronWorkflow", fired, bool)
+        # Up to a minute until the next minute starts, then Argo's run on kwok.
+        [workflow, *_] = await eventually("Argo firing the CronWorkflow", fired, bool, timeout=60 + 90)
         seen["workflow"] = workflow
         # In the history as it ran (origin cluster), then as it ended (the informer saw it finish).
         slots = await eventually(

@@ -211,7 +211,10 @@ def test_history_has_a_point_per_step_per_gpu_and_per_pod(dcgm_prometheus: DcgmP
         sum(gpu["DCGM_FI_DEV_FB_USED"] for gpu in train)
     }
     times = [t for t, _ in _points(history, f"gpu:{gpu0}", "utilization_pct")]
-    assert times == sorted(times) and all(b - a == pytest.approx(1.0) for a, b in itertools.pairwise(times))
+    # On the query's 1 s grid. A scrape that timed out on a loaded machine marks the series stale,
+    # and Prometheus then leaves that step out: a gap of whole steps, never an off-grid point.
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert gaps and all(gap >= 1 and gap == pytest.approx(round(gap)) for gap in gaps), times
 
 
 def test_history_validates_its_window() -> None:

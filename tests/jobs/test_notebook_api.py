@@ -128,12 +128,15 @@ def server(tmp_path: Path, jp_asyncio_loop: asyncio.AbstractEventLoop) -> Iterat
 
 
 async def run_cell(ws: WebSocketClientConnection, code: str, timeout: float = 180) -> str:
-    """Execute `code`; its printed output (an error in the cell fails the test with its traceback)."""
+    """Execute `code`; its printed output (an error in the cell fails the test with its traceback).
+    The shell's reply can come before the last of the output on IOPub: done is both the reply and
+    IOPub's `idle`, which the kernel sends after everything the cell printed."""
     msg = execute_request(code)
     await send_shell(ws, msg)
     output: list[str] = []
+    replied = idle = False
     deadline = time.monotonic() + timeout
-    while True:
+    while not (replied and idle):
         channel, reply = await asyncio.wait_for(receive(ws), max(1.0, deadline - time.monotonic()))
         if reply["parent_header"].get("msg_id") != msg["header"]["msg_id"]:
             continue
@@ -142,8 +145,11 @@ async def run_cell(ws: WebSocketClientConnection, code: str, timeout: float = 18
             output.append(reply["content"]["text"])
         elif kind == "error":
             raise AssertionError("\n".join(reply["content"]["traceback"]))
+        elif kind == "status" and reply["content"]["execution_state"] == "idle":
+            idle = True
         elif channel == "shell" and kind == "execute_reply":
-            return "".join(output)
+            replied = True
+    return "".join(output)
 
 
 TRAIN = """

@@ -138,19 +138,37 @@ def test_output_never_defined_is_named(store: ArtifactStore, tmp_path: Path) -> 
     assert "'big'" in result.error.evalue
 
 
-def test_timeout_interrupts_the_running_cell(store: ArtifactStore, tmp_path: Path) -> None:
+@pytest.fixture
+def ready_kernel(store: ArtifactStore, tmp_path: Path) -> Iterator[KernelManager]:
+    """A kernel that has answered already: a step's timeout counts from the step's start, kernel
+    start included, and a short one must not run out while a loaded machine boots the kernel."""
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(tmp_path), env={**os.environ, **runner.kernel_env(store)})
+    client = km.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=60)
+    finally:
+        client.stop_channels()
+    try:
+        yield km
+    finally:
+        km.shutdown_kernel(now=True)
+
+
+def test_timeout_interrupts_the_running_cell(store: ArtifactStore, ready_kernel: KernelManager) -> None:
     slow = pipeline(  # the cell sleeps past the test's timeout: only the interrupt ends it
-        step("slow", {3: "print('started', flush=True)", 4: "import time\ntime.sleep(3600)"}, timeout=1.5)
+        step("slow", {3: "print('started', flush=True)", 4: "import time\ntime.sleep(3600)"}, timeout=2.5)
     )
-    result = run_step(slow, "slow", "r5", store, {}, cwd=tmp_path)
+    result = run_step(slow, "slow", "r5", store, {}, kernel_manager=ready_kernel)
     assert result.error is not None
     assert (result.error.ename, result.error.cell) == ("TimeoutError", 4)
-    assert "1.5 s" in result.error.evalue
+    assert "2.5 s" in result.error.evalue
     assert "started" in text_of(executed(store, result.notebook or "").cells[4])
 
 
 def test_timeout_kills_a_step_that_ignores_interrupts(
-    store: ArtifactStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: ArtifactStore, ready_kernel: KernelManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(runner, "INTERRUPT_GRACE", 1.0)
     stubborn = pipeline(
@@ -160,7 +178,7 @@ def test_timeout_kills_a_step_that_ignores_interrupts(
             {2: "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(3600)"},
         )
     )
-    result = run_step(stubborn, "stubborn", "r6", store, {}, cwd=tmp_path, timeout=1.0)
+    result = run_step(stubborn, "stubborn", "r6", store, {}, kernel_manager=ready_kernel, timeout=2.0)
     assert result.error is not None and result.error.ename == "TimeoutError"
     assert result.error.cell == 2
 

@@ -28,10 +28,18 @@ pytestmark = pytest.mark.timeout(300)
 
 INTERVAL = 3
 DOWN_SECONDS = 3 * INTERVAL
-DATED = notebook(
-    code("logical_date = None", "parameters"),
-    code("import time\ntime.sleep(1)\nstamp = logical_date", "step:work"),
-)
+
+
+def dated(hold: Path, held: Path) -> Any:
+    """A one-step notebook that takes a second, and waits (saying so in `held`) while `hold` exists:
+    the kill must land while a run is under way, not just after the one seen running ended."""
+    work = f"""import os, time
+while os.path.exists({str(hold)!r}):
+    open({str(held)!r}, "w").close()
+    time.sleep(0.05)
+time.sleep(1)
+stamp = logical_date"""
+    return notebook(code("logical_date = None", "parameters"), code(work, "step:work"))
 
 
 @dataclass
@@ -70,7 +78,7 @@ class Workbench(Lab):
 def workbench(tmp_path: Path) -> Iterator[Workbench]:
     bench = Workbench(tmp_path)
     bench.write_config()
-    write(DATED, tmp_path / "work" / "dated.ipynb")
+    write(dated(tmp_path / "hold", tmp_path / "held"), tmp_path / "work" / "dated.ipynb")
     bench.start()
     try:
         yield bench
@@ -102,13 +110,15 @@ def test_killed_workbench_loses_and_repeats_no_logical_time(workbench: Workbench
     wait_until(
         lambda: slots(workbench),
         90,
-        "two scheduled runs to succeed and a third to be running",
-        until=lambda found: (
-            sum(s["state"] == "succeeded" for s in found) >= 2 and any(s["state"] == "running" for s in found)
-        ),
+        "two scheduled runs to succeed",
+        until=lambda found: sum(s["state"] == "succeeded" for s in found) >= 2,
         interval=0.2,
     )
+    hold, held = workbench.root / "hold", workbench.root / "held"
+    hold.touch()
+    wait_until(held.exists, 60, "a run to be held mid-step", interval=0.1)
     workbench.crash()
+    hold.unlink()
     killed_at = datetime.now(UTC)
     time.sleep(DOWN_SECONDS)  # the real time this test is about: fire times pass while nobody runs
     down_until = datetime.now(UTC)
@@ -125,7 +135,15 @@ def test_killed_workbench_loses_and_repeats_no_logical_time(workbench: Workbench
         interval=0.5,
     )
     workbench.request("PATCH", "cube/api/v1/schedules/tick", {"paused": True})
-    found = slots(workbench)
+    # A fire just before the pause may have started a run (it ends) or queued one (the pause holds it).
+    found = wait_until(
+        lambda: slots(workbench),
+        60,
+        "the run a last fire started to end",
+        until=lambda found: not any(s["state"] == "running" for s in found),
+        interval=0.5,
+    )
+    found = [s for s in found if s["state"] != "pending"]
     logicals = sorted(s["logical_date"] for s in found)
     # One slot per fire time, with no gap: the downtime's fire times were caught up.
     first = datetime.strptime(logicals[0], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
