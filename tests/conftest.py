@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Iterator
+
 import pytest
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
@@ -33,6 +36,15 @@ FOLDERS_LONGEST_FIRST = (
     "kubernetes",
     "storage",
 )
+
+
+@pytest.fixture
+def refused_port() -> Iterator[int]:
+    """A loopback port that refuses connections for the whole test: bound here and never listened
+    on, so no other process can take it meanwhile, as one could a port that was merely free."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield int(sock.getsockname()[1])
 
 
 def _folder(nodeid: str) -> str:

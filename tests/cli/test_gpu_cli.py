@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from cube_jupyter.cli import main
-from cube_jupyter.local.processes import free_port
 from tests.gpu import nvml_replay
 from tests.gpu.prometheus_server import dcgm_prometheus, prometheus_url  # noqa: F401  (fixtures)
 
@@ -74,8 +73,8 @@ def test_cluster_gpus_as_a_table_from_the_config_file(tmp_path: Path, prometheus
     assert rows["gpu-node-1:3"].rstrip().endswith("(not allocated)")
 
 
-def test_unreachable_prometheus_exits_nonzero_without_a_traceback(tmp_path: Path) -> None:
-    url = f"http://127.0.0.1:{free_port()}"
+def test_unreachable_prometheus_exits_nonzero_without_a_traceback(tmp_path: Path, refused_port: int) -> None:
+    url = f"http://127.0.0.1:{refused_port}"
     result = cube_gpu("--prometheus", url, cwd=tmp_path)
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.startswith(f"error: Prometheus at {url} is unreachable")

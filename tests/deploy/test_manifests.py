@@ -24,7 +24,6 @@ from traitlets.config import Config, Configurable
 from cube_jupyter import __version__
 from cube_jupyter.config import CONFIG_CLASSES, Settings, load_settings
 from cube_jupyter.images import image
-from cube_jupyter.local.processes import free_port
 from cube_jupyter.workbench import NAMESPACE_ENV, OWNER_ENV, ROLE_ENV, WORKBENCH_URL_ENV
 from tests.deploy.pod import run_workbench
 from tests.deploy.rendered import (
@@ -295,13 +294,13 @@ def test_standalone_has_no_istio_and_takes_its_token_from_a_secret(tmp_path: Pat
 
 
 @pytest.fixture
-def unreachable_cluster(tmp_path: Path) -> Iterator[Path]:
+def unreachable_cluster(tmp_path: Path, refused_port: int) -> Iterator[Path]:
     """A kubeconfig naming an API server nobody runs: the workbench must serve (and say why its
     backends are down) without one."""
     kubeconfig = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "none", "cluster": {"server": f"http://127.0.0.1:{free_port()}"}}],
+        "clusters": [{"name": "none", "cluster": {"server": f"http://127.0.0.1:{refused_port}"}}],
         "users": [{"name": "none", "user": {"token": "unused"}}],
         "contexts": [{"name": "none", "context": {"cluster": "none", "user": "none"}}],
         "current-context": "none",

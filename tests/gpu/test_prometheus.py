@@ -230,8 +230,8 @@ def test_history_validates_its_window() -> None:
     assert caught.value.field == "step"
 
 
-def test_unreachable_prometheus_is_backend_unavailable_naming_the_url() -> None:
-    url = f"http://127.0.0.1:{free_port()}"
+def test_unreachable_prometheus_is_backend_unavailable_naming_the_url(refused_port: int) -> None:
+    url = f"http://127.0.0.1:{refused_port}"
 
     with pytest.raises(BackendUnavailable) as caught:
         PrometheusSource(url, timeout=2).read()

@@ -27,7 +27,6 @@ from cube_jupyter.gpu.pods import pod_kind
 from cube_jupyter.gpu.service import OTHER_USERS_KERNEL, GpuService
 from cube_jupyter.jobs.backend import gpu_holders
 from cube_jupyter.ledger import GpuLedger
-from cube_jupyter.local.processes import free_port
 from cube_jupyter.services import Workbench
 from tests.gpu.nvml_replay import NvmlReplay
 from tests.waiting import wait_until_async
@@ -357,8 +356,8 @@ async def test_cluster_history_and_idle_pod(tmp_path: Path, prometheus_url: str)
     }
 
 
-async def test_unreachable_prometheus_names_the_field(tmp_path: Path) -> None:
-    service = make_service(cluster_settings(tmp_path, f"http://127.0.0.1:{free_port()}"))
+async def test_unreachable_prometheus_names_the_field(tmp_path: Path, refused_port: int) -> None:
+    service = make_service(cluster_settings(tmp_path, f"http://127.0.0.1:{refused_port}"))
     with pytest.raises(BackendUnavailable) as raised:
         await service.report("alice")
     assert raised.value.field == "prometheus_url" and "unreachable" in raised.value.message
@@ -374,8 +373,9 @@ async def test_cluster_without_prometheus_says_how_to_configure_it(tmp_path: Pat
     assert "CubeGPU.prometheus_url" in (report.message or "")
 
 
-async def test_a_failed_read_is_shared_by_its_waiters_and_not_kept(tmp_path: Path) -> None:
-    service = make_service(cluster_settings(tmp_path, f"http://127.0.0.1:{free_port()}", cache_seconds=30))
+async def test_a_failed_read_is_shared_by_its_waiters_and_not_kept(tmp_path: Path, refused_port: int) -> None:
+    url = f"http://127.0.0.1:{refused_port}"
+    service = make_service(cluster_settings(tmp_path, url, cache_seconds=30))
     results = await asyncio.gather(*(service.report("alice") for _ in range(10)), return_exceptions=True)
     assert all(isinstance(r, BackendUnavailable) for r in results)
     assert service.reads.loads == 1

@@ -80,8 +80,8 @@ async def test_auth_and_bad_input(api: Any, jp_fetch: Fetch) -> None:
 
 class TestUnreachablePrometheus:
     @pytest.fixture
-    def cube_config(self, cube_config: dict[str, Any]) -> dict[str, Any]:
-        cube_config["CubeGPU"] = {"prometheus_url": f"http://127.0.0.1:{free_port()}"}
+    def cube_config(self, cube_config: dict[str, Any], refused_port: int) -> dict[str, Any]:
+        cube_config["CubeGPU"] = {"prometheus_url": f"http://127.0.0.1:{refused_port}"}
         return cube_config
 
     async def test_is_503_naming_the_field(self, api: Any) -> None:
