@@ -8,16 +8,28 @@ import { fetchForScope } from '../src/common/scope';
 class ScopedList {
   allUsers = false;
   shown: string | null = null;
-  pending: { allUsers: boolean; answer: (rows: string) => void }[] = [];
+  error: string | null = null;
+  pending: {
+    allUsers: boolean;
+    answer: (rows: string) => void;
+    fail: (why: Error) => void;
+  }[] = [];
 
   async poll(): Promise<void> {
-    const rows = await fetchForScope(
-      () => this.allUsers,
-      allUsers =>
-        new Promise<string>(answer => this.pending.push({ allUsers, answer }))
-    );
-    if (rows !== null) {
-      this.shown = rows;
+    try {
+      const rows = await fetchForScope(
+        () => this.allUsers,
+        allUsers =>
+          new Promise<string>((answer, fail) =>
+            this.pending.push({ allUsers, answer, fail })
+          )
+      );
+      if (rows !== null) {
+        this.shown = rows;
+        this.error = null;
+      }
+    } catch (error) {
+      this.error = (error as Error).message;
     }
   }
 
@@ -54,5 +66,20 @@ describe('fetchForScope', () => {
     list.pending[1].answer('everyone');
     await there;
     expect(list.shown).toBe('mine again');
+  });
+
+  it("drops the old view's late failure, keeps the view in force's", async () => {
+    const list = new ScopedList();
+    const mine = list.poll();
+    const everyone = list.toggle(true);
+    list.pending[1].answer('everyone');
+    await everyone;
+    list.pending[0].fail(new Error('your list failed'));
+    await mine;
+    expect([list.shown, list.error]).toEqual(['everyone', null]);
+    const again = list.poll();
+    list.pending[2].fail(new Error('the every-user list failed'));
+    await again;
+    expect(list.error).toBe('the every-user list failed');
   });
 });

@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from io import StringIO
@@ -275,10 +274,10 @@ def test_a_run_killed_with_its_driver_resumes_keeping_its_finished_steps(folder:
     assert "answer 42" in (folder / "artifacts" / resumed.step("third").notebook).read_text()  # type: ignore[operator]
 
 
-def test_a_store_that_refuses_fails_the_run_saying_why(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with socket.socket() as sock:  # a port nothing listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+def test_a_store_that_refuses_fails_the_run_saying_why(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, refused_port: int
+) -> None:
+    port = refused_port
     monkeypatch.setenv("MINIO_ENDPOINT", f"http://127.0.0.1:{port}")
     result = cube(folder, "run", "good.ipynb", "--store", "s3://artifacts/runs")
     assert result.returncode == 1, result.stderr

@@ -5,7 +5,6 @@ a server (`eventually`, anything) to reach a state through the backend's caches 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,6 +15,7 @@ from cube_jupyter.notebooks.backend import NotebookBackend
 from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 from cube_jupyter.notebooks.spec import NotebookServer
 from tests.cluster.conftest import api_client
+from tests.waiting import wait_until_async
 
 T = TypeVar("T")
 Scenario = Callable[..., Awaitable[T]]
@@ -57,14 +57,10 @@ async def eventually(
 ) -> T:
     """Poll `read()` (a backend's cache) until `done` says yes, for `timeout` s at most; the last value
     read."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = read()
-        if last is not None and done(last):
-            return last
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"{what} never got there; last seen: {last}")
+    found: T = await wait_until_async(
+        read, timeout, what, until=lambda last: last is not None and done(last), interval=0.2
+    )
+    return found
 
 
 async def until(

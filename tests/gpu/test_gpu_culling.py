@@ -173,7 +173,7 @@ async def test_a_user_server_warns_of_the_stop_the_central_workbench_will_make(
 
 def test_the_countdown_waits_while_another_gpu_of_the_holder_works(tmp_path: Path) -> None:
     """A server is stopped once every kernel of it holding GPU memory is idle: while one works, the
-    idle one's warning names the rule but counts nothing down (and so brings no toast)."""
+    idle one's warning names the rule but counts nothing down."""
     settings = make_settings(tmp_path, idle_warning_seconds=60, cull_idle_gpu_seconds=3600)
     service = GpuService(settings.gpu, GpuLedger(None, []))
     assert service._stop_notice("server", None) == ("", None)  # nothing stops it

@@ -15,7 +15,6 @@ from cube_jupyter.errors import BackendUnavailable, InvalidInput
 from cube_jupyter.gpu.model import GpuDevice, Series
 from cube_jupyter.gpu.prometheus import PrometheusSource
 from cube_jupyter.gpu.sources import NoGpuVisible
-from cube_jupyter.local.processes import free_port
 from tests.gpu.prometheus_server import DCGM_PAGES, NO_DCGM_PAGE, SAMPLE_PAGE, DcgmPrometheus
 
 FIELDS = {
@@ -253,8 +252,8 @@ def test_a_server_that_is_not_prometheus_is_backend_unavailable(dcgm_prometheus:
     assert caught.value.message.endswith(", not JSON)")
 
 
-def test_credentials_in_the_url_are_sent_but_never_shown() -> None:
-    port = free_port()
+def test_credentials_in_the_url_are_sent_but_never_shown(refused_port: int) -> None:
+    port = refused_port
     source = PrometheusSource(f"http://cube:s3cret@127.0.0.1:{port}/prom/")
 
     assert source.url == f"http://127.0.0.1:{port}/prom"

@@ -2,7 +2,6 @@
 (`kfp_server.py`): pipelines, versions, runs and recurring runs as one user in their namespace, both
 ways of naming the user, KFP's refusals and an unreachable server as CubeErrors, and the config."""
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -169,11 +168,8 @@ def test_bad_request_is_invalid_input(kfp: tuple[KfpServer, str], api: KfpApi, p
         )
 
 
-def test_unreachable_server_names_kfp_url() -> None:
-    with socket.socket() as sock:  # a port nothing listens on
-        sock.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    api = KfpApi(url, UseridHeader("kubeflow-userid"))
+def test_unreachable_server_names_kfp_url(refused_port: int) -> None:
+    api = KfpApi(f"http://127.0.0.1:{refused_port}", UseridHeader("kubeflow-userid"))
     with pytest.raises(
         BackendUnavailable, match=r"CubePipelines\.kfp_url 'http://127\.0\.0\.1:\d+' cannot be reached"
     ):

@@ -6,7 +6,6 @@ which targets a workbench offers per `CubePipelines.cluster_target`."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -254,13 +253,11 @@ def test_kfp_refusal_is_the_callers_error(service: PipelineService, kfp: tuple[K
     assert "Kubeflow Pipelines refused finding pipeline" in refused.value.message
 
 
-def test_unreachable_kfp(tmp_path: Path, kfp: tuple[KfpServer, str], clock: Clock) -> None:
+def test_unreachable_kfp(tmp_path: Path, kfp: tuple[KfpServer, str], clock: Clock, refused_port: int) -> None:
     service = service_for(tmp_path, settings_for(tmp_path, kfp[1]), FakeCluster(), clock)
     try:
         run = start(service)
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            gone = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        gone = f"http://127.0.0.1:{refused_port}"
         target = service.targets["kfp"]
         assert isinstance(target, KfpRunTarget)
         target.api.url = gone

@@ -8,7 +8,6 @@ time; what KFP cannot say refused naming the field; KFP down → nothing saved. 
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -236,12 +235,10 @@ def test_what_kfp_cannot_say_is_refused_naming_the_field(
     assert [s.name for s in bench.service.store.list()] == ["extract"] and len(bench.recurring()) == 1
 
 
-def test_kfp_down_saves_nothing_and_reverts_an_edit(bench: Bench) -> None:
+def test_kfp_down_saves_nothing_and_reverts_an_edit(bench: Bench, refused_port: int) -> None:
     bench.create()
     [made] = bench.recurring()
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        gone = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    gone = f"http://127.0.0.1:{refused_port}"
     live, bench.mirror.api.url = bench.mirror.api.url, gone  # type: ignore[attr-defined]
     with pytest.raises(BackendUnavailable, match=r"CubePipelines.kfp_url .* cannot be reached"):
         bench.create(name="weekly")

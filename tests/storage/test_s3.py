@@ -4,7 +4,6 @@ store that cannot be reached failing with a message that says which fault it was
 from __future__ import annotations
 
 import json
-import socket
 import urllib.request
 from collections.abc import Iterator
 
@@ -128,14 +127,8 @@ def test_missing_bucket_is_not_found_on_store(s3: S3Server) -> None:
     assert "no-such-bucket-here" in caught.value.message
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def test_refused_connection_says_refused_and_names_the_endpoint_setting() -> None:
-    port = _closed_port()
+def test_refused_connection_says_refused_and_names_the_endpoint_setting(refused_port: int) -> None:
+    port = refused_port
     with pytest.raises(BackendUnavailable) as caught:
         open_store("s3://bucket/p", CubeStorage(endpoint=f"http://127.0.0.1:{port}", retries=0))
     message = caught.value.message

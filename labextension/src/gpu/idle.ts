@@ -15,7 +15,7 @@ export function stopsIn(warning: IIdleWarning): string | null {
 }
 
 /**
- * A toast for a notebook's kernel (in either view, as ever), and for a server pod or training
+ * A toast for a notebook's kernel (in either view), and for a server pod or training
  * job the culler counts down to stop, in the user's own view only: the every-user view an
  * admin may switch to is mostly other users' servers and jobs.
  */
