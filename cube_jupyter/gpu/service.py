@@ -404,7 +404,7 @@ class GpuService:
             )
             for (user, name), keys in servers.items()
         ]
-        if self.stop_idle_job is not None or (self.settings.user_server and self.config.cull_idle_gpu_jobs):
+        if self.config.cull_idle_gpu_jobs and (self.stop_idle_job is not None or self.settings.user_server):
             for job in reading.workloads:
                 if job.workload.kind == "job":
                     key = job.workload.series
@@ -686,9 +686,8 @@ class GpuService:
         if not limit or holder_idle is None:
             return "", None
         what = "a notebook server" if kind == "server" else "a training job"
-        counting = holder_idle >= self.config.idle_warning_seconds
         return f" ({what} is stopped after {_duration(limit)} of this)", (
-            max(0.0, limit - holder_idle) if counting else None
+            max(0.0, limit - holder_idle) if holder_idle > 0 else None
         )
 
     async def _pod_idle_spells(

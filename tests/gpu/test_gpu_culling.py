@@ -180,6 +180,8 @@ def test_the_countdown_waits_while_another_gpu_of_the_holder_works(tmp_path: Pat
     notice, stops_in = service._stop_notice("server", 0.0)  # a sibling kernel works
     assert notice == " (a notebook server is stopped after 1.0 h of this)" and stops_in is None
     assert service._stop_notice("server", 600.0)[1] == 3000.0
+    # Idle for less than the warning's 60 s: the stop is still counted from when all went idle.
+    assert service._stop_notice("server", 30.0)[1] == 3570.0
     assert service._stop_notice("job", 4000.0) == (" (a training job is stopped after 1.0 h of this)", 0.0)
 
 
