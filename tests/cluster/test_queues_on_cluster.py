@@ -9,7 +9,9 @@ Workload, its conditions, the scheduling gate and the places are Kueue's."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from cube_jupyter.config import Settings
 from cube_jupyter.jobs.kubernetes.backend import KubernetesJobBackend
 from cube_jupyter.jobs.training_spec import TrainingSpec
 from cube_jupyter.kube.cluster import Cluster
+from cube_jupyter.kube.objects import name_of
 from cube_jupyter.notebooks.kubernetes.backend import KubernetesNotebookBackend
 from cube_jupyter.notebooks.service import NotebookService
 from cube_jupyter.notebooks.spec import ServerStatus
@@ -100,6 +103,7 @@ def test_a_server_and_a_trainjob_wait_for_gpu_quota_showing_kueues_reason_then_r
             )
             assert second.queue_position == 1 and second.queue_place.startswith("#1: ")
 
+            await _a_second_after_the_workload_of(notebooks, "statefulset-second-")
             job = await jobs.submit("training", _trainjob_spec())
             assert job.name == "ddp"
             queued = await eventually(
@@ -141,6 +145,21 @@ def test_a_server_and_a_trainjob_wait_for_gpu_quota_showing_kueues_reason_then_r
             await cluster.close()
 
     asyncio.run(scenario())
+
+
+async def _a_second_after_the_workload_of(notebooks: KubernetesNotebookBackend, prefix: str) -> None:
+    """Kueue orders workloads of one priority by their creation time, which has whole seconds, then by
+    uid: a workload made in the same second as another can go before it. Waiting a second after the
+    server's Workload was made puts a workload made now behind it."""
+    workloads = notebooks.kueue_workloads
+    assert workloads is not None
+    [workload] = await eventually(
+        f"the Workload {prefix}…",
+        lambda: [w for w in workloads.informer.list(NAMESPACE) if name_of(w).startswith(prefix)],
+        lambda found: len(found) == 1,
+    )
+    made = datetime.fromisoformat(workload["metadata"]["creationTimestamp"]).timestamp()
+    await eventually(f"a second past {prefix}…'s creation", time.time, lambda now: now >= made + 1)
 
 
 async def _place_seen_by_alices_server(kubeconfig: Path, queue: str) -> int | None:
