@@ -23,7 +23,7 @@ from cube_jupyter.errors import CubeError
 from cube_jupyter.kube.cluster import Cluster
 from cube_jupyter.kube.discovery import ServedApis
 from cube_jupyter.kube.informer import Informer
-from cube_jupyter.kube.objects import Obj, labels_of, name_of, namespace_of, uid_of
+from cube_jupyter.kube.objects import Obj, current, labels_of, name_of, namespace_of, uid_of
 from cube_jupyter.kube.resources import ResourceType, register_resource_type
 from cube_jupyter.queues import QUEUE_LABEL
 
@@ -142,8 +142,7 @@ class KueueWorkloads:
 
     def workload_of(self, owner: Obj) -> Obj | None:
         """The Workload Kueue made for a job (None while it has made none)."""
-        found = self.informer.by_index("owner", uid_of(owner))
-        return found[0] if found else None
+        return current(self.informer.by_index("owner", uid_of(owner)))
 
     def admission(self, workload: Obj) -> Admission:
         """`admission`, with the place of one not admitted."""
@@ -157,10 +156,10 @@ class KueueWorkloads:
         """Why Kueue holds a gated pod back (a server's, a pipeline step's): its Workload's words, with
         the LocalQueue, and its place."""
         queue = labels_of(pod).get(QUEUE_LABEL, "")
-        found = self.informer.by_index("owner", uid_of(pod))
-        if not found:
+        workload = current(self.informer.by_index("owner", uid_of(pod)))
+        if workload is None:
             return Admission(False, queue, f"waiting for Kueue to take it into LocalQueue {queue}")
-        state = self.admission(found[0])
+        state = self.admission(workload)
         return replace(state, reason=f"{state.reason} (LocalQueue {state.queue or queue})")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from cube_jupyter.fields import parse_timestamp
@@ -84,6 +84,17 @@ def created_at(obj: Mapping[str, Any]) -> datetime | None:
 
 
 # -- pod specs and containers ------------------------------------------------------------------------
+
+
+def current(objs: Iterable[Obj]) -> Obj | None:
+    """Of objects that stand for one thing (a server's pods while it restarts, a job's Workloads, a
+    run's Workflows), the one that counts: not being deleted, then the newest, then by name, so two
+    made in the same second (timestamps have whole seconds) give the same answer every time."""
+    return max(
+        objs,
+        key=lambda o: (not is_deleting(o), metadata_of(o).get("creationTimestamp") or "", name_of(o)),
+        default=None,
+    )
 
 
 def pod_spec_of(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -218,10 +229,21 @@ def event_time(event: Mapping[str, Any]) -> str:
     )
 
 
+def _event_order(event: Mapping[str, Any]) -> tuple[datetime, int]:
+    """When an event was last seen, then the order the API server wrote it in: a kubelet often posts
+    two warnings in one second (ErrImagePull, then ImagePullBackOff), and some reporters write
+    microseconds, which compared as text would sort before the same whole second."""
+    version = str(metadata_of(event).get("resourceVersion") or "")
+    return (
+        parse_timestamp(event_time(event)) or datetime.min.replace(tzinfo=UTC),
+        int(version) if version.isdigit() else 0,
+    )
+
+
 def newest_warning(events: Iterable[Mapping[str, Any]]) -> str | None:
     """'Reason: message' of the newest Warning among `events`."""
     warnings = [e for e in events if e.get("type") == "Warning"]
     if not warnings:
         return None
-    newest = max(warnings, key=event_time)
+    newest = max(warnings, key=_event_order)
     return _join(newest.get("reason"), newest.get("message")) or None

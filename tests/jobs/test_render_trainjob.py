@@ -284,3 +284,16 @@ def test_trainjob_status_follows_its_conditions_and_node_pods() -> None:
     assert (failed.phase, failed.message) == ("Failed", "DeadlineExceeded")
     deleting = trainjob_job(trainjob([true("Complete")], deletionTimestamp="2026-05-01T12:00:00Z"), [], GPUS)
     assert deleting.phase == "Deleting"
+
+
+def test_a_retried_nodes_new_pod_stands_for_it_in_whatever_order_the_cache_lists_them() -> None:
+    def attempt(phase: str, name: str, created: str) -> dict[str, Any]:
+        pod = node(0, phase)
+        pod["metadata"].update(name=name, creationTimestamp=created)
+        return pod
+
+    failed = attempt("Failed", "ddp-node-0-0-zz", "2026-05-01T11:00:00Z")
+    retried = attempt("Running", "ddp-node-0-0-aa", "2026-05-01T11:00:07Z")
+    for pods in ([failed, retried], [retried, failed]):
+        replica = trainjob_job(trainjob(), pods, GPUS).replicas[0]
+        assert (replica.state, replica.pod) == ("Running", "ddp-node-0-0-aa")

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from cube_jupyter.jobs.kubernetes.status import training_job
-from cube_jupyter.kube.objects import container_gpus, gpu_request, newest_warning, pod_state
+from cube_jupyter.kube.objects import container_gpus, current, gpu_request, newest_warning, pod_state
 
 INTEL = "gpu.intel.com/i915"
 
@@ -135,3 +135,32 @@ def test_the_newest_warning_leads_with_its_reason() -> None:
     ]
     assert newest_warning(events) == "BackOff: new"
     assert newest_warning([]) is None
+
+
+def test_of_two_warnings_in_one_second_the_one_written_last_is_newest_and_microseconds_count() -> None:
+    def warning(reason: str, when: str, version: str) -> dict[str, object]:
+        return {
+            "type": "Warning",
+            "reason": reason,
+            "message": "m",
+            "lastTimestamp": when,
+            "metadata": {"resourceVersion": version},
+        }
+
+    pulled = warning("Failed", "2026-01-01T00:00:05Z", "1009")
+    backoff = warning("BackOff", "2026-01-01T00:00:05Z", "1010")
+    assert newest_warning([backoff, pulled]) == newest_warning([pulled, backoff]) == "BackOff: m"
+    fraction = {**warning("Evicted", "", "7"), "eventTime": "2026-01-01T00:00:05.500000Z"}
+    assert newest_warning([fraction, backoff]) == "Evicted: m"
+
+
+def test_the_current_object_is_one_not_being_deleted_then_the_newest_then_by_name() -> None:
+    def made(name: str, when: str, **meta: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "creationTimestamp": when, **meta}}
+
+    old = made("old", "2026-01-01T00:00:01Z")
+    leaving = made("leaving", "2026-01-01T00:00:09Z", deletionTimestamp="2026-01-01T00:00:10Z")
+    twin_a, twin_b = made("a", "2026-01-01T00:00:05Z"), made("b", "2026-01-01T00:00:05Z")
+    assert current([old, leaving]) is old
+    assert current([twin_b, old, twin_a]) is current([twin_a, twin_b]) is twin_b
+    assert current([]) is None

@@ -22,6 +22,7 @@ from cube_jupyter.kube.objects import (
     annotations_of,
     container_gpus,
     containers_of,
+    current,
     is_deleting,
     labels_of,
     metadata_of,
@@ -209,13 +210,24 @@ def trainjob_job(
     nodes = int(trainer.get("numNodes") or 1)
     gpus = container_gpus([{"resources": trainer.get("resourcesPerNode") or {}}], gpu_resources)
     name = name_of(obj)
-    by_rank = {
-        labels_of(p).get(COMPLETION_INDEX_LABEL, ""): p
+    node_pods = [
+        p
         for p in pods
         if labels_of(p).get(JOBSET_NAME_LABEL) == name and labels_of(p).get(REPLICATED_JOB_LABEL) == NODE
-    }
+    ]
     ended = "Succeeded" if "Complete" in true else "Failed" if "Failed" in true else "Pending"
-    replicas = tuple(_pod_replica("Node", rank, by_rank.get(str(rank)), gpus, ended) for rank in range(nodes))
+    # A retried node leaves its failed pod beside the new one (generated names, one index): the new one
+    # counts.
+    replicas = tuple(
+        _pod_replica(
+            "Node",
+            rank,
+            current(p for p in node_pods if labels_of(p).get(COMPLETION_INDEX_LABEL) == str(rank)),
+            gpus,
+            ended,
+        )
+        for rank in range(nodes)
+    )
     if is_deleting(obj):
         phase = "Deleting"
     elif ended != "Pending":

@@ -32,6 +32,7 @@ from cube_jupyter.kube.objects import (
     condition_of,
     container_named,
     created_at,
+    current,
     event_time,
     gpu_request,
     index_owner,
@@ -468,11 +469,8 @@ class KubernetesNotebookBackend:
         )
 
     def _pod_for(self, namespace: str, name: str) -> Obj | None:
-        pods = self.pods.by_index("server", f"{namespace}/{name}")
-        if not pods:
-            return None
-        # During a restart the old pod may linger: prefer one not being deleted, then the newest.
-        return max(pods, key=lambda p: (not is_deleting(p), metadata_of(p).get("creationTimestamp") or ""))
+        # During a restart the old pod may linger.
+        return current(self.pods.by_index("server", f"{namespace}/{name}"))
 
     def _status(self, obj: Obj, pod: Obj | None) -> tuple[ServerStatus, str | None]:
         if is_deleting(obj):

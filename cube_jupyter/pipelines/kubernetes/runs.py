@@ -27,7 +27,15 @@ from cube_jupyter.kube.namespaces import (
     missing_namespace,
     prepare_namespace,
 )
-from cube_jupyter.kube.objects import Obj, index_owner, labels_of, metadata_of, namespace_of, owner_of
+from cube_jupyter.kube.objects import (
+    Obj,
+    current,
+    index_owner,
+    labels_of,
+    metadata_of,
+    namespace_of,
+    owner_of,
+)
 from cube_jupyter.kube.resources import ResourceType, register_resource_type
 from cube_jupyter.pipelines.config import PipelineSettings
 from cube_jupyter.pipelines.kubernetes.argo import (
@@ -181,9 +189,9 @@ class ClusterPipelineRuns:
             if state.status != "pending":
                 continue
             pods = self.pods.by_index("run-step", f"{run.namespace}/{run.run_id}/{name}")
-            gated = [pod for pod in pods if kueue.is_gated(pod)]
-            if gated:
-                place = self.kueue_workloads.of_pod(gated[0]).place
+            gated = current(pod for pod in pods if kueue.is_gated(pod))
+            if gated is not None:
+                place = self.kueue_workloads.of_pod(gated).place
                 steps[name] = replace(state, status="queued", message=place)
         return replace(run, steps=steps)
 
@@ -200,7 +208,7 @@ class ClusterPipelineRuns:
         found = [
             obj for obj in self.workflows.by_index("run", f"{namespace}/{run_id}") if owner_of(obj) == user
         ]
-        return max(found, key=lambda o: metadata_of(o).get("creationTimestamp") or "", default=None)
+        return current(found)
 
     # -- writes ------------------------------------------------------------------------------------
 
