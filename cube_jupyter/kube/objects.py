@@ -83,9 +83,6 @@ def created_at(obj: Mapping[str, Any]) -> datetime | None:
     return parse_timestamp(metadata_of(obj).get("creationTimestamp"))
 
 
-# -- pod specs and containers ------------------------------------------------------------------------
-
-
 def current(objs: Iterable[Obj]) -> Obj | None:
     """Of objects that stand for one thing (a server's pods while it restarts, a job's Workloads, a
     run's Workflows), the one that counts: not being deleted, then the newest, then by name, so two
@@ -95,6 +92,9 @@ def current(objs: Iterable[Obj]) -> Obj | None:
         key=lambda o: (not is_deleting(o), metadata_of(o).get("creationTimestamp") or "", name_of(o)),
         default=None,
     )
+
+
+# -- pod specs and containers ------------------------------------------------------------------------
 
 
 def pod_spec_of(obj: Mapping[str, Any]) -> dict[str, Any]:
